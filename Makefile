@@ -1,0 +1,25 @@
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+
+.PHONY: install install-demo demo test lint typecheck pytest
+
+install:
+	$(PIP) install -q -e '.[test]'
+
+install-demo:
+	$(PIP) install -q -e '.[demo,fast]'
+
+demo: install-demo
+	servekit demo --dir demo-models --port 8501 --sagemaker-port 8080
+
+lint:
+	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m ruff format --check src tests benchmarks
+
+typecheck:
+	$(PYTHON) -m mypy
+
+pytest:
+	$(PYTHON) -m pytest -q -p no:cacheprovider
+
+test: install lint typecheck pytest

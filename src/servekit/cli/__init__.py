@@ -1,0 +1,1 @@
+"""The ``servekit`` command line."""

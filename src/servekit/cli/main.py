@@ -1,0 +1,137 @@
+"""``servekit`` entry point. Flags keep TF Serving's underscore names; dashed spellings work too."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from servekit.cli.inspect_cmd import render_signatures
+from servekit.config.loading import load_model_config_file
+from servekit.config.models import ModelConfig, RuntimeOptions, ServerConfig
+from servekit.errors import ConfigError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+
+def _opt(*names: str, help: str) -> Any:
+    dashed = [n.replace("_", "-") for n in names if "_" in n]
+    return typer.Option(*names, *dashed, help=help)
+
+
+@app.command()
+def serve(
+    model_name: Annotated[str | None, _opt("--model_name", help="Name of the single model to serve.")] = None,
+    model_base_path: Annotated[str | None, _opt("--model_base_path", help="Its base path (versions below).")] = None,
+    model_config_file: Annotated[
+        str | None, _opt("--model_config_file", help="TF Serving model_config_list (text), YAML or TOML.")
+    ] = None,
+    rest_api_port: Annotated[int, _opt("--rest_api_port", help="REST port (all protocols).")] = 8501,
+    host: Annotated[str, _opt("--host", help="Address to listen on.")] = "0.0.0.0",
+    sagemaker_port: Annotated[
+        int | None, _opt("--sagemaker_port", help="Also listen here (SageMaker uses 8080).")
+    ] = None,
+    file_system_poll_wait_seconds: Annotated[
+        float, _opt("--file_system_poll_wait_seconds", help="Poll for new versions (0 = at start only).")
+    ] = 1.0,
+    model_config_file_poll_wait_seconds: Annotated[
+        float, _opt("--model_config_file_poll_wait_seconds", help="Re-read the config file (0 = never).")
+    ] = 0.0,
+    max_num_load_retries: Annotated[int, _opt("--max_num_load_retries", help="Retries of a failed load.")] = 5,
+    load_retry_interval_micros: Annotated[
+        int, _opt("--load_retry_interval_micros", help="Wait between load retries.")
+    ] = 60_000_000,
+    max_request_bytes: Annotated[int, _opt("--max_request_bytes", help="Larger bodies get 413.")] = 64 * 2**20,
+    num_inference_threads: Annotated[int, _opt("--num_inference_threads", help="Model execution threads.")] = 4,
+    intra_op: Annotated[int, _opt("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
+    inter_op: Annotated[int, _opt("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
+    log_level: Annotated[str, _opt("--log_level", help="debug, info, warning, error.")] = "info",
+) -> None:
+    """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
+    _setup_logging(log_level)
+    try:
+        if model_config_file:
+            if model_name or model_base_path:
+                raise ConfigError("give either --model_config_file or --model_name/--model_base_path, not both")
+            models = load_model_config_file(model_config_file)
+        elif model_base_path:
+            name = model_name or Path(model_base_path.rstrip("/")).name
+            models = (ModelConfig(name=name, base_path=_abs(model_base_path)),)
+        else:
+            raise ConfigError("nothing to serve: give --model_base_path (and --model_name) or --model_config_file")
+        config = ServerConfig(
+            models=models,
+            model_config_file=model_config_file,
+            host=host,
+            rest_api_port=rest_api_port,
+            sagemaker_port=sagemaker_port,
+            file_system_poll_wait_seconds=file_system_poll_wait_seconds,
+            model_config_file_poll_wait_seconds=model_config_file_poll_wait_seconds,
+            max_num_load_retries=max_num_load_retries,
+            load_retry_interval_seconds=load_retry_interval_micros / 1e6,
+            max_request_bytes=max_request_bytes,
+            num_inference_threads=num_inference_threads,
+            runtime=RuntimeOptions(intra_op_threads=intra_op, inter_op_threads=inter_op),
+        )
+    except ConfigError as exc:
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
+    from servekit.cli.serve import run_server
+
+    run_server(config, log_level)
+
+
+@app.command()
+def inspect(version_dir: Annotated[Path, typer.Argument(help="A model version directory.")]) -> None:
+    """Print every signature of a model version (like saved_model_cli show --all)."""
+    from servekit.runtime.registry import RuntimeRegistry
+
+    try:
+        servable = RuntimeRegistry().load(version_dir.resolve())
+    except ConfigError as exc:
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        typer.echo(render_signatures(servable.signatures, servable.platform))
+    finally:
+        servable.unload()
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path, typer.Option("--dir", help="Where to build the example models.")] = Path("demo-models"),
+    port: Annotated[int, typer.Option("--port", help="REST port.")] = 8501,
+    sagemaker_port: Annotated[int, typer.Option("--sagemaker-port", help="SageMaker port.")] = 8080,
+    build_only: Annotated[bool, typer.Option("--build-only", help="Build the models and exit.")] = False,
+) -> None:
+    """Build example models, print copy-paste requests for each protocol, and serve them."""
+    from servekit.demo.build import build_demo
+    from servekit.demo.tour import tour
+
+    config_path = build_demo(directory)
+    typer.echo(f"built example models under {directory.resolve()} (config: {config_path})\n")
+    typer.echo(tour(port, sagemaker_port))
+    if build_only:
+        return
+    serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port)
+
+
+def _abs(path: str) -> str:
+    return path if "://" in path else str(Path(path).resolve())
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The only place that reads configuration files. Every error names the file and the field."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servekit.config.models import ModelConfig, VersionPolicy
+from servekit.config.textproto import parse_textproto
+from servekit.errors import ConfigError
+
+
+def _one(msg: Mapping[str, Any], key: str, source: str, default: Any = None) -> Any:
+    values = msg.get(key)
+    if values is None:
+        return default
+    if isinstance(values, list):
+        if len(values) != 1:
+            raise ConfigError(f"{source}: field {key!r} given {len(values)} times")
+        return values[0]
+    return values
+
+
+def _policy(raw: Any, source: str) -> VersionPolicy:
+    if raw is None:
+        return VersionPolicy()
+    if not isinstance(raw, Mapping) or len(raw) != 1:
+        raise ConfigError(f"{source}: model_version_policy must hold exactly one of latest, all, specific")
+    ((kind, body),) = raw.items()
+    body = body[0] if isinstance(body, list) and body and isinstance(body[0], Mapping) else body
+    body = body or {}
+    if kind == "latest":
+        return VersionPolicy("latest", num_versions=int(_one(body, "num_versions", source, 1)))
+    if kind == "all":
+        return VersionPolicy("all")
+    if kind == "specific":
+        versions = body.get("versions", [])
+        versions = versions if isinstance(versions, list) else [versions]
+        return VersionPolicy("specific", versions=frozenset(int(v) for v in versions))
+    raise ConfigError(f"{source}: unknown model_version_policy {kind!r}; expected latest, all or specific")
+
+
+def _labels(raw: Any, source: str) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):  # YAML/TOML: {stable: 1}
+        return {str(k): int(v) for k, v in raw.items()}
+    labels: dict[str, int] = {}
+    for entry in raw:  # text proto: repeated {key: 'stable' value: 1}
+        key, value = _one(entry, "key", source), _one(entry, "value", source)
+        if key is None or value is None:
+            raise ConfigError(f"{source}: version_labels entries need key and value")
+        labels[str(key)] = int(value)
+    return labels
+
+
+def _model(entry: Mapping[str, Any], source: str, base_dir: Path) -> ModelConfig:
+    allowed = {"name", "base_path", "model_platform", "model_version_policy", "version_labels", "logging_config"}
+    unknown = set(entry) - allowed
+    if unknown:
+        raise ConfigError(f"{source}: unknown model config field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    name = _one(entry, "name", source)
+    base_path = _one(entry, "base_path", source)
+    if not name or not base_path:
+        raise ConfigError(f"{source}: every model config needs name and base_path")
+    base_path = str(base_path)
+    if "://" not in base_path and not os.path.isabs(base_path):
+        base_path = str((base_dir / base_path).resolve())
+    platform = str(_one(entry, "model_platform", source, "") or "")
+    return ModelConfig(
+        name=str(name),
+        base_path=base_path,
+        platform="" if platform == "tensorflow" else platform,
+        version_policy=_policy(_one(entry, "model_version_policy", source), f"{source} (model {name})"),
+        version_labels=_labels(entry.get("version_labels"), source),
+    )
+
+
+def parse_model_config(text: str, source: str, base_dir: Path | None = None) -> tuple[ModelConfig, ...]:
+    """Parse a model config in TF Serving text format, YAML or TOML (chosen by ``source``'s suffix)."""
+    base = base_dir or Path(source).resolve().parent
+    suffix = Path(source).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        try:
+            data: Any = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+        entries = data.get("model_config_list", []) if isinstance(data, Mapping) else None
+    elif suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: invalid TOML: {exc}") from exc
+        entries = data.get("model_config_list", [])
+    else:
+        msg = parse_textproto(text, source)
+        lists = msg.get("model_config_list", [])
+        if len(lists) > 1:
+            raise ConfigError(f"{source}: model_config_list given {len(lists)} times")
+        entries = lists[0].get("config", []) if lists else []
+        if isinstance(entries, list):
+            entries = [dict(e) for e in entries]
+    if isinstance(entries, Mapping) and "config" in entries:  # YAML written like the text format
+        entries = entries["config"]
+    if not isinstance(entries, list):
+        raise ConfigError(f"{source}: model_config_list must be a list of model configs")
+    models = tuple(_model(e, source, base) for e in entries)
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{source}: model names must be unique, got {names}")
+    return models
+
+
+def load_model_config_file(path: str | os.PathLike[str]) -> tuple[ModelConfig, ...]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read model config file {p}: {exc.strerror}") from exc
+    return parse_model_config(text, str(p), p.resolve().parent)

@@ -1,0 +1,97 @@
+"""Frozen configuration objects. Built and validated at the edge (``loading``), passed down by hand."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from servekit.errors import ConfigError
+
+LABEL_RE = re.compile(r"^[a-zA-Z0-9_]+$")
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class VersionPolicy:
+    """TF Serving's model_version_policy: ``latest{num_versions}``, ``all{}`` or ``specific{versions}``."""
+
+    kind: Literal["latest", "all", "specific"] = "latest"
+    num_versions: int = 1
+    versions: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.kind == "latest" and self.num_versions < 1:
+            raise ConfigError(f"latest{{num_versions}} must be >= 1, got {self.num_versions}")
+        if self.kind == "specific" and not self.versions:
+            raise ConfigError("specific{versions} needs at least one version")
+
+    def describe(self) -> str:
+        if self.kind == "latest":
+            return f"latest{{{self.num_versions}}}"
+        if self.kind == "all":
+            return "all{}"
+        return "specific{" + ",".join(str(v) for v in sorted(self.versions)) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeOptions:
+    """Knobs handed to runtimes when they load a version (onnxruntime thread pools)."""
+
+    intra_op_threads: int = 0  # 0 = runtime default
+    inter_op_threads: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    name: str
+    base_path: str
+    platform: str = ""  # "" = choose from the files in the version directory
+    version_policy: VersionPolicy = field(default_factory=VersionPolicy)
+    version_labels: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not self.name or not MODEL_NAME_RE.match(self.name):
+            raise ConfigError(f"model name {self.name!r} must match {MODEL_NAME_RE.pattern}")
+        if not self.base_path:
+            raise ConfigError(f"model {self.name!r} needs a base_path")
+        for label, version in self.version_labels.items():
+            if not LABEL_RE.match(label):
+                raise ConfigError(f"model {self.name!r}: label {label!r} must match {LABEL_RE.pattern}")
+            if version < 0:
+                raise ConfigError(f"model {self.name!r}: label {label!r} points at negative version")
+        object.__setattr__(self, "version_labels", MappingProxyType(dict(self.version_labels)))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    models: tuple[ModelConfig, ...] = ()
+    model_config_file: str | None = None
+    host: str = "0.0.0.0"
+    rest_api_port: int = 8501
+    sagemaker_port: int | None = None
+    file_system_poll_wait_seconds: float = 1.0  # 0 = only at start, < 0 = never
+    model_config_file_poll_wait_seconds: float = 0.0  # 0 = read once
+    max_num_load_retries: int = 5
+    load_retry_interval_seconds: float = 60.0
+    max_request_bytes: int = 64 * 1024 * 1024
+    num_inference_threads: int = 4
+    runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
+    sagemaker_default_accept: str = "application/json"
+
+    def __post_init__(self) -> None:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        if self.max_num_load_retries < 0:
+            raise ConfigError("max_num_load_retries must be >= 0")
+        if self.max_request_bytes <= 0:
+            raise ConfigError("max_request_bytes must be > 0")
+        if self.num_inference_threads < 1:
+            raise ConfigError("num_inference_threads must be >= 1")
+        for port in (self.rest_api_port, self.sagemaker_port):
+            if port is not None and not 0 <= port <= 65535:
+                raise ConfigError(f"port {port} is out of range")

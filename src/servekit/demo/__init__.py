@@ -1,0 +1,1 @@
+"""Deterministic example models for the demo, the tests and the docs."""

@@ -1,0 +1,1 @@
+"""One protocol-neutral inference service; every protocol adapter calls it."""

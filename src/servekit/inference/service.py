@@ -1,0 +1,108 @@
+"""The protocol-neutral inference service: resolve, validate, lease, run on a worker thread, answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from servekit.errors import ErrorCode, ServekitError, invalid, not_found
+from servekit.inference.schema import InferenceRequest, InferenceResponse, Timings
+from servekit.inference.validate import validate_inputs
+from servekit.runtime.base import RawInvocable
+from servekit.serving.manager import ModelManager, VersionStatus
+from servekit.types import DEFAULT_SIGNATURE, PREDICT_METHOD, Signature
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMetadata:
+    model: str
+    version: int
+    platform: str
+    signatures: dict[str, Signature]
+    versions: tuple[int, ...]
+
+
+def pick_signature(signatures: dict[str, Signature], name: str | None, method: str, model: str) -> Signature:
+    listing = ", ".join(sorted(signatures))
+    if name:
+        sig = signatures.get(name)
+        if sig is None:
+            raise not_found(f"model '{model}' has no signature '{name}'; signatures: {listing}")
+    elif method == PREDICT_METHOD:
+        sig = signatures.get(DEFAULT_SIGNATURE) or next(iter(signatures.values()))
+    else:
+        sig = next((s for s in signatures.values() if s.method == method), None)
+        if sig is None:
+            raise invalid(f"model '{model}' has no signature with method {method}; signatures: {listing}")
+    if method != PREDICT_METHOD and sig.method != method:
+        raise invalid(f"signature '{sig.name}' of model '{model}' has method {sig.method}, not {method}")
+    return sig
+
+
+class InferenceService:
+    def __init__(self, manager: ModelManager, executor: Executor) -> None:
+        self.manager = manager
+        self._executor = executor
+
+    async def infer(self, req: InferenceRequest) -> InferenceResponse:
+        started = time.perf_counter()
+        with self.manager.lease(req.model, req.version, req.label) as lease:
+            sigs = dict(lease.servable.signatures)
+            sig = pick_signature(sigs, req.signature, req.method, req.model)
+            inputs = validate_inputs(sig, req.inputs)
+            wanted = [o.name for o in sig.outputs]
+            if req.outputs is not None:
+                unknown = [o for o in req.outputs if o not in wanted]
+                if unknown and sig.validate:
+                    raise invalid(f"unknown output(s) {', '.join(map(repr, unknown))}; {sig.describe()}")
+            loop = asyncio.get_running_loop()
+            t0 = time.perf_counter()
+            try:
+                outputs = await loop.run_in_executor(self._executor, lease.servable.predict, sig.name, inputs)
+            except ServekitError:
+                raise
+            except Exception as exc:
+                raise ServekitError(
+                    ErrorCode.MODEL_ERROR,
+                    f"model '{req.model}' version {lease.version} raised {type(exc).__name__}: {exc}",
+                ) from exc
+            model_s = time.perf_counter() - t0
+            if req.outputs is not None:
+                outputs = {k: v for k, v in outputs.items() if k in req.outputs}
+            return InferenceResponse(
+                model=req.model,
+                version=lease.version,
+                signature=sig.name,
+                outputs=outputs,
+                datatypes={o.name: o.datatype for o in sig.outputs},
+                class_labels=sig.class_labels,
+                timings=Timings(0.0, model_s, time.perf_counter() - started),
+                id=req.id,
+            )
+
+    async def invoke_raw(
+        self, model: str, version: int | None, body: bytes, content_type: str, accept: str
+    ) -> tuple[bytes, str, int] | None:
+        """Hand a SageMaker body to a handler model; None when the model takes named tensors instead."""
+        with self.manager.lease(model, version) as lease:
+            servable = lease.servable
+            if not isinstance(servable, RawInvocable):
+                return None
+            loop = asyncio.get_running_loop()
+            out, ctype = await loop.run_in_executor(self._executor, servable.invoke, body, content_type, accept)
+            return out, ctype, lease.version
+
+    def metadata(self, model: str, version: int | None = None, label: str | None = None) -> ModelMetadata:
+        with self.manager.lease(model, version, label) as lease:
+            return ModelMetadata(
+                model,
+                lease.version,
+                lease.servable.platform,
+                dict(lease.servable.signatures),
+                tuple(self.manager.available_versions(model)),
+            )
+
+    def status(self, model: str) -> list[VersionStatus]:
+        return self.manager.status(model)

@@ -1,0 +1,80 @@
+"""Check decoded inputs against a signature and cast them to its dtypes, with messages that teach."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servekit.errors import ServekitError, invalid
+from servekit.inference.schema import ONLY_INPUT
+from servekit.types import Signature, TensorSpec
+
+
+def _shape(s: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _fail(sig: Signature, message: str) -> ServekitError:
+    return invalid(f"{message}; {sig.describe()}", expected=[t.describe() for t in sig.inputs])
+
+
+def cast(value: npt.NDArray[Any], spec: TensorSpec, sig: Signature) -> npt.NDArray[Any]:
+    want = spec.dtype
+    have = value.dtype
+    if want.kind == "O":
+        if have.kind in "USO":
+            return value.astype(object) if have.kind != "O" else value
+        raise _fail(sig, f"input '{spec.name}' must hold strings or bytes ({spec.datatype}), got numbers")
+    if have.kind in "USO":
+        if have.kind == "O":  # e.g. a list mixing numbers and None/strings
+            try:
+                return value.astype(want)
+            except (TypeError, ValueError):
+                pass
+        raise _fail(sig, f"input '{spec.name}' must be numeric ({spec.datatype}), got strings or mixed values")
+    if want.kind == "f":
+        return value if have == want else value.astype(want)
+    if want.kind in "iu":
+        if have.kind == "f":
+            if not np.all(np.isfinite(value)) or not np.all(np.mod(value, 1) == 0):
+                raise _fail(sig, f"input '{spec.name}' must hold integers ({spec.datatype}), got fractions")
+        return value if have == want else value.astype(want)
+    if want.kind == "b":
+        if have.kind != "b" and not np.all((value == 0) | (value == 1)):
+            raise _fail(sig, f"input '{spec.name}' must hold booleans, got other numbers")
+        return value.astype(np.bool_)
+    return value.astype(want)
+
+
+def validate_inputs(sig: Signature, given: Mapping[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    if not sig.validate:
+        if ONLY_INPUT in given and sig.inputs:
+            return {sig.inputs[0].name: given[ONLY_INPUT]}
+        return dict(given)
+    expected = {t.name: t for t in sig.inputs}
+    named = dict(given)
+    if ONLY_INPUT in named:
+        if len(sig.inputs) != 1:
+            raise _fail(sig, f"this signature has {len(sig.inputs)} inputs, so each must be given by name")
+        named = {sig.inputs[0].name: named.pop(ONLY_INPUT)}
+    missing = [n for n in expected if n not in named]
+    extra = [n for n in named if n not in expected]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append("missing input(s) " + ", ".join(repr(n) for n in missing))
+        if extra:
+            parts.append("unexpected input(s) " + ", ".join(repr(n) for n in extra))
+        raise _fail(sig, "; ".join(parts))
+    out: dict[str, npt.NDArray[Any]] = {}
+    for name, spec in expected.items():
+        value = named[name]
+        if not spec.shape_matches(value.shape):
+            raise _fail(sig, f"input '{name}' has shape {_shape(value.shape)}, expected {_shape(spec.shape)}")
+        if value.ndim and value.shape[0] == 0:
+            raise _fail(sig, f"input '{name}' is empty (0 rows)")
+        out[name] = cast(value, spec, sig)
+    return out

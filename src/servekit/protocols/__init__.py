@@ -1,0 +1,1 @@
+"""Thin protocol adapters: wire format <-> inference schema, ErrorCode <-> status."""

@@ -1,0 +1,109 @@
+"""Composes the serving core and mounts every protocol adapter on one Starlette app."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from servekit.config.loading import load_model_config_file
+from servekit.config.models import ModelConfig, ServerConfig
+from servekit.inference.service import InferenceService
+from servekit.observability.metrics import CONTENT_TYPE, Metrics
+from servekit.protocols.context import AdapterContext
+from servekit.protocols.http import json_response
+from servekit.protocols.kserve_v2 import KServeV2
+from servekit.protocols.sagemaker import SageMaker
+from servekit.protocols.tfserving_rest import TfServingRest
+from servekit.repository.source import RepositorySource
+from servekit.runtime.base import Servable
+from servekit.runtime.registry import RuntimeRegistry
+from servekit.serving.manager import ModelManager
+from servekit.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+class ServingCore:
+    """Storage, runtimes, manager, source and inference service wired together for one server."""
+
+    def __init__(self, config: ServerConfig, registry: RuntimeRegistry | None = None) -> None:
+        self.config = config
+        self.storage = Storage()
+        self.registry = registry or RuntimeRegistry()
+        self.metrics = Metrics()
+        self.manager = ModelManager(
+            self._load,
+            max_load_retries=config.max_num_load_retries,
+            retry_interval=config.load_retry_interval_seconds,
+            observer=self.metrics,
+        )
+        self.executor = ThreadPoolExecutor(config.num_inference_threads, thread_name_prefix="servekit-infer")
+        self.service = InferenceService(self.manager, self.executor)
+        config_file = config.model_config_file
+        self.source = RepositorySource(
+            self.storage,
+            self.manager,
+            config.models,
+            poll_wait=config.file_system_poll_wait_seconds,
+            config_loader=(lambda: load_model_config_file(config_file)) if config_file else None,
+            config_poll_wait=config.model_config_file_poll_wait_seconds,
+        )
+
+    def _load(self, path: str, model: ModelConfig) -> Servable:
+        return self.registry.load(Path(self.storage.local_path(path)), model.platform, self.config.runtime)
+
+    async def start(self) -> None:
+        await self.source.start()
+
+    async def stop(self) -> None:
+        await self.source.stop()
+        await self.manager.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def build_app(config: ServerConfig, core: ServingCore | None = None) -> Starlette:
+    core = core or ServingCore(config)
+    ctx = AdapterContext(core.service, config.max_request_bytes, core.metrics, config.sagemaker_default_accept)
+
+    async def metrics(request: Request) -> Response:
+        return Response(core.metrics.render(), media_type=CONTENT_TYPE)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        if status == 404:
+            detail = (
+                f"no route for {request.method} {request.url.path}; servekit serves /v1/models/... "
+                "(TF Serving), /v2/... (KServe V2), /ping and /invocations (SageMaker) and /metrics"
+            )
+        elif status == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}"
+        return json_response({"error": detail}, status=status)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await core.start()
+        try:
+            yield
+        finally:
+            await core.stop()
+
+    routes = [
+        *TfServingRest(ctx).routes(),
+        *KServeV2(ctx).routes(),
+        *SageMaker(ctx).routes(),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/monitoring/prometheus/metrics", metrics, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
+    app.state.core = core
+    return app

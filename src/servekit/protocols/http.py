@@ -1,0 +1,111 @@
+"""Helpers every HTTP adapter shares: bounded body reads, JSON with positions, responses, timing headers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from servekit.errors import ErrorCode, ServekitError, invalid
+from servekit.inference.ports import RequestObserver
+from servekit.inference.schema import Timings
+
+JSON_TYPE = "application/json"
+_DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing (413) anything over ``limit`` bytes before or while it streams in."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise invalid(f"Content-Length {declared!r} is not a number") from None
+        if size > limit:
+            raise ServekitError(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"request body of {size} bytes exceeds the limit of {limit} bytes (--max_request_bytes)",
+            )
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise ServekitError(
+                ErrorCode.PAYLOAD_TOO_LARGE, f"request body exceeds the limit of {limit} bytes (--max_request_bytes)"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def loads(body: bytes | str, what: str = "request body") -> Any:
+    """Parse JSON fast; on failure say where. NaN/Infinity are accepted as TF Serving does."""
+    if not body or (isinstance(body, bytes) and not body.strip()):
+        raise invalid(f"the {what} is empty; expected JSON")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise invalid(
+            f"malformed JSON in the {what} at line {exc.lineno} column {exc.colno} (char {exc.pos}): {exc.msg}"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise invalid(f"the {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=_DUMP_OPTS)
+
+
+def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(dumps(value), status_code=status, media_type=JSON_TYPE, headers=dict(headers or {}))
+
+
+def error_response(exc: ServekitError, table: Mapping[ErrorCode, int]) -> Response:
+    return json_response({"error": exc.message}, status=table.get(exc.code, 500))
+
+
+def timing_headers(t: Timings, version: int | None = None) -> dict[str, str]:
+    headers = {
+        "x-servekit-queue-ms": f"{t.queue_s * 1e3:.3f}",
+        "x-servekit-model-ms": f"{t.model_s * 1e3:.3f}",
+        "x-servekit-total-ms": f"{t.total_s * 1e3:.3f}",
+    }
+    if version is not None:
+        headers["x-servekit-model-version"] = str(version)
+    return headers
+
+
+class Observed:
+    """Runs a handler, turns ServekitError into the protocol's error response and reports to the observer."""
+
+    def __init__(self, protocol: str, table: Mapping[ErrorCode, int], observer: RequestObserver | None) -> None:
+        self.protocol = protocol
+        self.table = table
+        self.observer = observer
+
+    async def run(self, model: str, api: str, fn: Callable[[], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        try:
+            response = await fn()
+        except ServekitError as exc:
+            response = error_response(exc, self.table)
+        if self.observer is not None and model:
+            self.observer.on_request(
+                model=model,
+                version=response.headers.get("x-servekit-model-version", ""),
+                api=api,
+                protocol=self.protocol,
+                status=response.status_code,
+                seconds=time.perf_counter() - started,
+            )
+        return response

@@ -1,0 +1,181 @@
+"""TF Serving's JSON tensor encoding (row and columnar), shared by the TF REST and SageMaker adapters."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servekit.errors import invalid
+from servekit.inference.schema import ONLY_INPUT, InferenceResponse
+from servekit.types import Signature
+
+
+def _b64(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) != {"b64"} or not isinstance(value["b64"], str):
+            raise invalid('a JSON object inside a tensor must be {"b64": "<base64 string>"}')
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except binascii.Error as exc:
+            raise invalid(f"invalid base64 in a b64 value: {exc}") from None
+    if isinstance(value, list):
+        return [_b64(v) for v in value]
+    return value
+
+
+def to_array(value: Any, name: str) -> npt.NDArray[Any]:
+    """A JSON value (nested lists of numbers, strings, {"b64": ...}) as a numpy array."""
+    label = f"input '{name}'" if name else "the input"
+    try:
+        arr = np.asarray(value)
+    except ValueError:
+        raise invalid(f"{label} is ragged: every row must have the same length") from None
+    if arr.dtype == object:
+        decoded = _b64(value)
+        try:
+            arr = np.array(decoded, dtype=object)
+        except ValueError:
+            raise invalid(f"{label} is ragged: every row must have the same length") from None
+        if any(isinstance(v, dict | list) for v in arr.ravel()):
+            raise invalid(f"{label} is ragged or holds objects: every row must have the same length")
+    return arr
+
+
+def decode_predict(body: Any, sig_inputs: Sequence[str]) -> tuple[dict[str, npt.NDArray[Any]], bool]:
+    """Inputs of a :predict body and whether it used the row ("instances") format."""
+    if not isinstance(body, dict):
+        raise invalid('the request body must be a JSON object with "instances" or "inputs"')
+    has_rows, has_cols = "instances" in body, "inputs" in body
+    if has_rows == has_cols:
+        raise invalid(
+            'the request body must hold exactly one of "instances" (row format) or "inputs" (columnar format)'
+        )
+    allowed = {"instances", "inputs", "signature_name"}
+    extra = set(body) - allowed
+    if extra:
+        raise invalid(f"unknown key(s) in the request body: {sorted(extra)}; allowed: {sorted(allowed)}")
+    if has_rows:
+        return decode_instances(body["instances"], sig_inputs), True
+    value = body["inputs"]
+    if isinstance(value, dict) and not (set(value) == {"b64"}):
+        return {str(k): to_array(v, str(k)) for k, v in value.items()}, False
+    return {ONLY_INPUT: to_array(value, "")}, False
+
+
+def decode_instances(instances: Any, sig_inputs: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
+    if not isinstance(instances, list):
+        raise invalid('"instances" must be a list with one entry per example')
+    if not instances:
+        raise invalid('"instances" is empty; send at least one example')
+    first = instances[0]
+    named = isinstance(first, dict) and not (set(first) == {"b64"})
+    if not named:
+        return {ONLY_INPUT: to_array(instances, "")}
+    names = list(first)
+    columns: dict[str, list[Any]] = {n: [] for n in names}
+    for i, row in enumerate(instances):
+        if not isinstance(row, dict) or set(row) != set(names):
+            raise invalid(
+                f"instance {i} must be an object with the same keys as instance 0 ({names}); "
+                f"signature inputs: {list(sig_inputs)}"
+            )
+        for n in names:
+            columns[n].append(row[n])
+    return {n: to_array(v, n) for n, v in columns.items()}
+
+
+def _jsonable(arr: npt.NDArray[Any], name: str) -> Any:
+    if arr.dtype.kind in "biuf":
+        return arr  # orjson serialises numeric arrays natively
+    if name.endswith("_bytes"):
+        return _map(
+            arr.tolist(), lambda v: {"b64": base64.b64encode(v if isinstance(v, bytes) else str(v).encode()).decode()}
+        )
+    return _map(arr.tolist(), lambda v: v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
+
+
+def _map(value: Any, fn: Any) -> Any:
+    if isinstance(value, list):
+        return [_map(v, fn) for v in value]
+    return fn(value)
+
+
+def encode_predict(resp: InferenceResponse, rows: bool) -> dict[str, Any]:
+    outs = resp.outputs
+    if len(outs) == 1:
+        ((name, arr),) = outs.items()
+        return {"predictions" if rows else "outputs": _jsonable(arr, name)}
+    if not rows:
+        return {"outputs": {n: _jsonable(a, n) for n, a in outs.items()}}
+    lengths = {a.shape[0] if a.ndim else 0 for a in outs.values()}
+    if len(lengths) != 1:
+        raise invalid(
+            "outputs have different batch sizes, so they cannot be returned in row format; "
+            'send "inputs" (columnar format) instead'
+        )
+    per_name = {n: _jsonable(a, n) for n, a in outs.items()}
+    listed = {n: (v.tolist() if isinstance(v, np.ndarray) else v) for n, v in per_name.items()}
+    return {"predictions": [{n: listed[n][i] for n in outs} for i in range(lengths.pop())]}
+
+
+def decode_examples(body: Any, sig: Signature) -> dict[str, npt.NDArray[Any]]:
+    """A :classify/:regress body ({"context", "examples"}) as one [n_examples, n_features] input."""
+    if not isinstance(body, dict) or "examples" not in body:
+        raise invalid('the request body must be a JSON object with "examples" (and optional "context")')
+    examples, context = body["examples"], body.get("context", {})
+    if not isinstance(examples, list) or not examples:
+        raise invalid('"examples" must be a non-empty list of objects mapping feature names to values')
+    if not isinstance(context, dict):
+        raise invalid('"context" must be an object mapping feature names to values')
+    width = sig.inputs[0].shape[-1] if sig.inputs and len(sig.inputs[0].shape) == 2 else -1
+    features = sig.feature_names or tuple(f"x{i}" for i in range(max(width, 0)))
+    rows = []
+    for i, ex in enumerate(examples):
+        if not isinstance(ex, dict):
+            raise invalid(f"example {i} must be an object mapping feature names to values")
+        clash = set(ex) & set(context)
+        if clash:
+            raise invalid(f"feature(s) {sorted(clash)} appear in both context and example {i}")
+        merged = {**context, **ex}
+        rows.append(_example_row(merged, features, width, i))
+    return {ONLY_INPUT: to_array(rows, "examples")}
+
+
+def _example_row(ex: Mapping[str, Any], features: Sequence[str], width: int, i: int) -> list[Any]:
+    def scalar(v: Any, f: str) -> Any:
+        if isinstance(v, list):
+            if len(v) != 1:
+                raise invalid(f"feature '{f}' of example {i} must hold one value, got {len(v)}")
+            return v[0]
+        return v
+
+    if all(f in ex for f in features) and features:
+        extra = set(ex) - set(features)
+        if extra:
+            raise invalid(f"example {i} has unknown feature(s) {sorted(extra)}; features: {list(features)}")
+        return [scalar(ex[f], f) for f in features]
+    if len(ex) == 1:
+        (only,) = ex.values()
+        if isinstance(only, list) and (width < 0 or len(only) == width):
+            return list(only)
+    missing = [f for f in features if f not in ex]
+    raise invalid(
+        f"example {i} lacks feature(s) {missing}; expected features {list(features)} "
+        f"or one feature holding all {width} values"
+    )
+
+
+def encode_classify(resp: InferenceResponse) -> dict[str, Any]:
+    scores = next(iter(resp.outputs.values()))
+    labels = resp.class_labels or tuple(str(i) for i in range(scores.shape[-1]))
+    return {"results": [[[labels[j], float(s)] for j, s in enumerate(row)] for row in scores.tolist()]}
+
+
+def encode_regress(resp: InferenceResponse) -> dict[str, Any]:
+    values = next(iter(resp.outputs.values()))
+    return {"results": [float(v) for v in np.asarray(values).reshape(-1).tolist()]}

@@ -1,0 +1,162 @@
+"""TF Serving's REST API: /v1/models/{m}[/versions/{v}|/labels/{l}][/metadata|:predict|:classify|:regress]."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from servekit.errors import invalid, not_found
+from servekit.inference.schema import InferenceRequest
+from servekit.inference.service import pick_signature
+from servekit.protocols.context import AdapterContext
+from servekit.protocols.errors import TFSERVING_STATUS
+from servekit.protocols.http import Observed, json_response, loads, read_body, timing_headers
+from servekit.protocols.tfjson import (
+    decode_examples,
+    decode_predict,
+    encode_classify,
+    encode_predict,
+    encode_regress,
+)
+from servekit.serving.state import ServableState
+from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD, tf_dtype
+
+_PATH = re.compile(
+    r"^/v1/models/(?P<model>[^/:]+)"
+    r"(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
+    r"(?:(?P<meta>/metadata)|:(?P<verb>[A-Za-z]+))?/?$",
+    re.IGNORECASE,
+)
+_METHODS = {"predict": PREDICT_METHOD, "classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD}
+
+
+class _Target:
+    def __init__(self, path: str) -> None:
+        m = _PATH.match(path)
+        if m is None:
+            raise not_found(
+                f"unknown path {path!r}; expected /v1/models/<model>[/versions/<n>|/labels/<l>]"
+                "[/metadata|:predict|:classify|:regress]"
+            )
+        self.model = m["model"]
+        self.label = m["label"]
+        self.meta = bool(m["meta"])
+        self.verb = (m["verb"] or "").lower()
+        self.version: int | None = None
+        if m["version"] is not None:
+            if not m["version"].isdigit():
+                raise invalid(f"version {m['version']!r} is not a non-negative integer")
+            self.version = int(m["version"])
+        if self.verb and self.verb not in _METHODS:
+            raise not_found(f"unknown method ':{self.verb}'; expected :predict, :classify or :regress")
+
+
+class TfServingRest:
+    def __init__(self, ctx: AdapterContext) -> None:
+        self._ctx = ctx
+        self._observed = Observed("tfserving", TFSERVING_STATUS, ctx.observer)
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route("/v1/{rest:path}", self.dispatch, methods=["GET", "POST"])]
+
+    async def dispatch(self, request: Request) -> Response:
+        path = request.url.path
+        model = ""
+        m = _PATH.match(path)
+        if m is not None:
+            model = m["model"]
+        api = "predict" if ":" in path.rsplit("/", 1)[-1] else ("metadata" if path.endswith("/metadata") else "status")
+        return await self._observed.run(model, api, lambda: self._handle(request))
+
+    async def _handle(self, request: Request) -> Response:
+        t = _Target(request.url.path)
+        if t.verb:
+            if request.method != "POST":
+                raise invalid(f":{t.verb} needs POST, got {request.method}")
+            return await self._infer(request, t)
+        if request.method != "GET":
+            raise invalid("model status and metadata need GET")
+        return self._metadata(t) if t.meta else self._status(t)
+
+    def _status(self, t: _Target) -> Response:
+        svc = self._ctx.service
+        statuses = svc.status(t.model)
+        if t.label is not None or t.version is not None:
+            wanted = svc.manager.resolve(t.model, t.version, t.label) if t.label else t.version
+            statuses = [s for s in statuses if s.version == wanted]
+            if not statuses:
+                raise not_found(
+                    f"model '{t.model}' has no version {wanted}; versions: "
+                    f"{', '.join(str(s.version) for s in svc.status(t.model)) or 'none'}"
+                )
+        return json_response(
+            {
+                "model_version_status": [
+                    {
+                        "version": str(s.version),
+                        "state": s.state.tf_name,
+                        "status": {
+                            "error_code": "UNKNOWN" if s.state is ServableState.ERROR else "OK",
+                            "error_message": s.error,
+                        },
+                    }
+                    for s in statuses
+                ]
+            }
+        )
+
+    def _metadata(self, t: _Target) -> Response:
+        md = self._ctx.service.metadata(t.model, t.version, t.label)
+
+        def tensors(specs: Any) -> dict[str, Any]:
+            return {
+                s.name: {
+                    "dtype": tf_dtype(s.datatype),
+                    "tensor_shape": {"dim": [{"size": str(d), "name": ""} for d in s.shape], "unknown_rank": False},
+                    "name": s.name,
+                }
+                for s in specs
+            }
+
+        sigdefs = {
+            name: {"inputs": tensors(sig.inputs), "outputs": tensors(sig.outputs), "method_name": sig.method}
+            for name, sig in md.signatures.items()
+        }
+        return json_response(
+            {
+                "model_spec": {"name": md.model, "signature_name": "", "version": str(md.version)},
+                "metadata": {"signature_def": {"signature_def": sigdefs}},
+            },
+            headers={"x-servekit-model-version": str(md.version)},
+        )
+
+    async def _infer(self, request: Request, t: _Target) -> Response:
+        body = loads(await read_body(request, self._ctx.max_request_bytes))
+        method = _METHODS[t.verb]
+        sig_name = body.get("signature_name") if isinstance(body, dict) else None
+        if sig_name is not None and not isinstance(sig_name, str):
+            raise invalid('"signature_name" must be a string')
+        svc = self._ctx.service
+        if method == PREDICT_METHOD:
+            inputs, rows = decode_predict(body, ())
+        else:
+            md = svc.metadata(t.model, t.version, t.label)
+            sig = pick_signature(md.signatures, sig_name, method, t.model)
+            sig_name = sig.name
+            inputs, rows = decode_examples(body, sig), True
+        resp = await svc.infer(
+            InferenceRequest(
+                model=t.model, inputs=inputs, version=t.version, label=t.label, signature=sig_name, method=method
+            )
+        )
+        if method == CLASSIFY_METHOD:
+            out = encode_classify(resp)
+        elif method == REGRESS_METHOD:
+            out = encode_regress(resp)
+        else:
+            out = encode_predict(resp, rows)
+        return json_response(out, headers=timing_headers(resp.timings, resp.version))

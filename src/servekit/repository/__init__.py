@@ -1,0 +1,1 @@
+"""The model repository: TF Serving's ``<base>/<model>/<version>/`` layout, version policies, polling."""

@@ -1,0 +1,231 @@
+"""SageMaker's ``inference.py`` contract (sagemaker-inference-toolkit's Transformer).
+
+``<version>/code/inference.py`` may define ``model_fn``, ``input_fn``, ``predict_fn``, ``output_fn`` or
+``transform_fn``, each with an optional trailing ``context``. The module is loaded from its file with
+``importlib`` under a unique name; ``sys.path`` is never changed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import io
+import itertools
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servekit.config.models import RuntimeOptions
+from servekit.errors import ConfigError, ErrorCode, ServekitError
+from servekit.runtime.manifest import Manifest
+from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec
+
+HANDLER_FILE = Path("code") / "inference.py"
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What the toolkit's ``Context`` offers handlers that take a ``context`` argument."""
+
+    model_dir: str
+    system_properties: Mapping[str, Any] = field(default_factory=dict)
+    request_content_type: str = ""
+    accept_header: str = ""
+
+
+class UnsupportedFormatError(ServekitError):
+    def __init__(self, content_type: str, what: str) -> None:
+        code = ErrorCode.UNSUPPORTED_MEDIA_TYPE if what == "content type" else ErrorCode.NOT_ACCEPTABLE
+        super().__init__(
+            code,
+            f"{what} {content_type!r} is not supported by the default handler; "
+            f"supported: application/json, text/csv, application/x-npy",
+        )
+
+
+def default_input_fn(data: bytes, content_type: str) -> Any:
+    ct = content_type.split(";")[0].strip().lower()
+    if ct == "application/json":
+        return np.array(json.loads(data))
+    if ct == "text/csv":
+        return np.genfromtxt(io.StringIO(data.decode("utf-8")), delimiter=",")
+    if ct == "application/x-npy":
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    raise UnsupportedFormatError(content_type, "content type")
+
+
+def default_output_fn(prediction: Any, accept: str) -> tuple[bytes, str]:
+    for ct in (a.split(";")[0].strip().lower() for a in accept.split(",")):
+        if ct in ("application/json", "*/*"):
+            value = prediction.tolist() if hasattr(prediction, "tolist") else prediction
+            return json.dumps(value).encode(), "application/json"
+        if ct == "text/csv":
+            buf = io.StringIO()
+            np.savetxt(buf, np.atleast_1d(np.asarray(prediction)), delimiter=",", fmt="%s")
+            return buf.getvalue().encode(), "text/csv"
+        if ct == "application/x-npy":
+            bio = io.BytesIO()
+            np.save(bio, np.asarray(prediction), allow_pickle=False)
+            return bio.getvalue(), "application/x-npy"
+    raise UnsupportedFormatError(accept, "accept type")
+
+
+def _arity_call(fn: Callable[..., Any], args: tuple[Any, ...], context: HandlerContext) -> Any:
+    """Call ``fn`` with the trailing context argument only when its signature takes one more argument."""
+    try:
+        n = len(
+            [
+                p
+                for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        )
+    except (TypeError, ValueError):
+        n = len(args)
+    return fn(*args, context) if n > len(args) else fn(*args)
+
+
+def _model_raised(where: str, exc: BaseException) -> ServekitError:
+    return ServekitError(ErrorCode.MODEL_ERROR, f"the model's {where} raised {type(exc).__name__}: {exc}")
+
+
+def _to_bytes(result: Any, accept: str) -> tuple[bytes, str]:
+    body, ctype = result if isinstance(result, tuple) and len(result) == 2 else (result, accept)
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    if not isinstance(body, bytes | bytearray):
+        raise ServekitError(
+            ErrorCode.MODEL_ERROR, f"output_fn/transform_fn returned {type(body).__name__}; expected bytes or str"
+        )
+    return bytes(body), str(ctype)
+
+
+class HandlerServable:
+    platform = "python_handler"
+
+    def __init__(self, module: ModuleType, model_dir: Path, manifest: Manifest) -> None:
+        self._m = module
+        self._ctx = HandlerContext(model_dir=str(model_dir))
+        self._transform_fn = getattr(module, "transform_fn", None)
+        pipeline = [n for n in ("input_fn", "predict_fn", "output_fn") if hasattr(module, n)]
+        if self._transform_fn is not None and pipeline:
+            raise ConfigError(
+                f"inference.py defines transform_fn together with {', '.join(pipeline)}; "
+                "define transform_fn alone or the input/predict/output functions"
+            )
+        model_fn = getattr(module, "model_fn", None)
+        if model_fn is None:
+            raise ConfigError("inference.py must define model_fn(model_dir)")
+        try:
+            self._model = _arity_call(model_fn, (str(model_dir),), self._ctx)
+        except Exception as exc:
+            raise ConfigError(f"model_fn raised {type(exc).__name__}: {exc}") from exc
+        self._predict_fn = getattr(module, "predict_fn", None)
+        self._input_fn = getattr(module, "input_fn", None)
+        self._output_fn = getattr(module, "output_fn", None)
+        default = Signature(
+            DEFAULT_SIGNATURE,
+            (TensorSpec("inputs", "FP64", (-1, -1)),),
+            (TensorSpec("predictions", "FP64", (-1,)),),
+            validate=False,
+        )
+        self._signatures = {s.name: s for s in manifest.signatures} or {DEFAULT_SIGNATURE: default}
+
+    @property
+    def signatures(self) -> Mapping[str, Signature]:
+        return self._signatures
+
+    def predict(self, signature: str, inputs: TensorMap) -> dict[str, npt.NDArray[Any]]:
+        """Named-tensor calls (TF Serving, KServe) go straight to ``predict_fn`` with the decoded array."""
+        if self._predict_fn is None:
+            raise ServekitError(
+                ErrorCode.UNIMPLEMENTED, "this handler model defines transform_fn only; call it through /invocations"
+            )
+        sig = self._signatures[signature]
+        data: Any = next(iter(inputs.values())) if len(inputs) == 1 else dict(inputs)
+        try:
+            result = _arity_call(self._predict_fn, (data, self._model), self._ctx)
+        except ServekitError:
+            raise
+        except Exception as exc:
+            raise _model_raised("predict_fn", exc) from exc
+        if isinstance(result, Mapping):
+            return {str(k): np.asarray(v) for k, v in result.items()}
+        return {sig.outputs[0].name: np.asarray(result)}
+
+    def invoke(self, body: bytes, content_type: str, accept: str) -> tuple[bytes, str]:
+        ctx = HandlerContext(self._ctx.model_dir, request_content_type=content_type, accept_header=accept)
+        if self._transform_fn is not None:
+            try:
+                result = _arity_call(self._transform_fn, (self._model, body, content_type, accept), ctx)
+            except ServekitError:
+                raise
+            except Exception as exc:
+                raise _model_raised("transform_fn", exc) from exc
+            return _to_bytes(result, accept)
+        ct = content_type.split(";")[0].strip().lower()
+        data: Any = body.decode("utf-8") if ct in ("application/json", "text/csv") and self._input_fn else body
+        stage = "input_fn"
+        try:
+            decoded = (
+                _arity_call(self._input_fn, (data, content_type), ctx)
+                if self._input_fn
+                else default_input_fn(body, content_type)
+            )
+            stage = "predict_fn"
+            if self._predict_fn is None:
+                raise ServekitError(ErrorCode.MODEL_ERROR, "inference.py defines no predict_fn")
+            prediction = _arity_call(self._predict_fn, (decoded, self._model), ctx)
+            stage = "output_fn"
+            result = (
+                _arity_call(self._output_fn, (prediction, accept), ctx)
+                if self._output_fn
+                else default_output_fn(prediction, accept)
+            )
+        except ServekitError:
+            raise
+        except ValueError as exc:
+            if stage == "input_fn":  # the default decoders raise ValueError on malformed bodies
+                raise ServekitError(
+                    ErrorCode.INVALID_ARGUMENT, f"could not decode the body as {content_type}: {exc}"
+                ) from exc
+            raise _model_raised(stage, exc) from exc
+        except Exception as exc:
+            raise _model_raised(stage, exc) from exc
+        return _to_bytes(result, accept)
+
+    def unload(self) -> None:
+        self._model = None
+
+
+def load_module(path: Path) -> ModuleType:
+    name = f"servekit_handler_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(f"importing {path} raised {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+class HandlerRuntime:
+    name = "python"
+
+    def can_load(self, path: Path) -> bool:
+        return (path / HANDLER_FILE).is_file()
+
+    def load(self, path: Path, manifest: Manifest, options: RuntimeOptions) -> HandlerServable:
+        handler = path / HANDLER_FILE
+        if not handler.is_file():
+            raise ConfigError(f"no {HANDLER_FILE} in {path}")
+        return HandlerServable(load_module(handler), path, manifest)

@@ -1,0 +1,124 @@
+"""ONNX models through onnxruntime: signatures read from the graph."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servekit.config.models import RuntimeOptions
+from servekit.errors import ConfigError
+from servekit.runtime.base import Servable, find_one
+from servekit.runtime.manifest import Manifest
+from servekit.types import (
+    CLASSIFY_METHOD,
+    DEFAULT_SIGNATURE,
+    REGRESS_METHOD,
+    Signature,
+    TensorMap,
+    TensorSpec,
+)
+
+_ORT_TYPES = {
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
+    "tensor(float16)": "FP16",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(bool)": "BOOL",
+    "tensor(string)": "BYTES",
+}
+
+
+def _spec(arg: Any) -> TensorSpec | None:
+    datatype = _ORT_TYPES.get(arg.type)
+    if datatype is None:  # sequences/maps (e.g. sklearn ZipMap) are not tensors; leave them out
+        return None
+    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (arg.shape or []))
+    return TensorSpec(arg.name, datatype, shape)
+
+
+class OnnxServable:
+    platform = "onnxruntime_onnx"
+
+    def __init__(self, session: Any, manifest: Manifest) -> None:
+        self._session = session
+        inputs = tuple(s for s in (_spec(a) for a in session.get_inputs()) if s is not None)
+        outputs = tuple(s for s in (_spec(a) for a in session.get_outputs()) if s is not None)
+        if len(inputs) != len(session.get_inputs()):
+            raise ConfigError("ONNX model has non-tensor inputs, which servekit cannot feed")
+        self._output_names = [o.name for o in outputs]
+        sigs: dict[str, Signature] = {s.name: s for s in manifest.signatures}
+        sigs.setdefault(
+            DEFAULT_SIGNATURE, Signature(DEFAULT_SIGNATURE, inputs, outputs, feature_names=manifest.feature_names)
+        )
+        # classify/regress from a converted sklearn graph: a [-1, k] float "probabilities" output
+        # (skl2onnx's name) gives classify; a single float output gives regress.
+        by_name = {o.name: o for o in outputs}
+        probs = by_name.get("probabilities") or by_name.get("scores")
+        if len(inputs) == 1 and probs is not None and len(probs.shape) == 2:
+            k = probs.shape[1]
+            labels = manifest.class_labels or (tuple(str(i) for i in range(k)) if k > 0 else ())
+            sigs.setdefault(
+                "classify",
+                Signature(
+                    "classify",
+                    inputs,
+                    (probs,),
+                    CLASSIFY_METHOD,
+                    class_labels=labels,
+                    feature_names=manifest.feature_names,
+                ),
+            )
+        elif len(inputs) == 1 and len(outputs) == 1 and outputs[0].datatype in ("FP32", "FP64"):
+            sigs.setdefault(
+                "regress", Signature("regress", inputs, outputs, REGRESS_METHOD, feature_names=manifest.feature_names)
+            )
+        self._signatures = sigs
+
+    @property
+    def signatures(self) -> Mapping[str, Signature]:
+        return self._signatures
+
+    def predict(self, signature: str, inputs: TensorMap) -> dict[str, npt.NDArray[Any]]:
+        sig = self._signatures[signature]
+        names = [o.name for o in sig.outputs]
+        results = self._session.run(names, dict(inputs))
+        return {n: np.asarray(r) for n, r in zip(names, results, strict=True)}
+
+    def unload(self) -> None:
+        self._session = None
+
+
+class OnnxRuntime:
+    name = "onnx"
+
+    def can_load(self, path: Path) -> bool:
+        return find_one(path, (".onnx",)) is not None
+
+    def load(self, path: Path, manifest: Manifest, options: RuntimeOptions) -> Servable:
+        import onnxruntime as ort
+
+        model_file = find_one(path, (".onnx",))
+        if model_file is None:
+            raise ConfigError(f"no .onnx file in {path}")
+        so = ort.SessionOptions()
+        if options.intra_op_threads:
+            so.intra_op_num_threads = options.intra_op_threads
+        if options.inter_op_threads:
+            so.inter_op_num_threads = options.inter_op_threads
+        so.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for corrupt graphs
+            raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
+        return OnnxServable(session, manifest)

@@ -1,0 +1,66 @@
+"""Runtime lookup: built-ins plus any plugin registered under the ``servekit.runtimes`` entry point."""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from servekit.config.models import RuntimeOptions
+from servekit.errors import ConfigError
+from servekit.runtime.base import Runtime, Servable
+from servekit.runtime.handler import HandlerRuntime
+from servekit.runtime.manifest import read_manifest
+from servekit.runtime.onnx import OnnxRuntime
+from servekit.runtime.sklearn import SklearnRuntime
+
+log = logging.getLogger(__name__)
+
+# Detection order: a handler overrides model files (SageMaker semantics), then ONNX, then joblib.
+_BUILTIN: tuple[Runtime, ...] = (HandlerRuntime(), OnnxRuntime(), SklearnRuntime())
+_ALIASES = {
+    "onnxruntime_onnx": "onnx",
+    "onnxruntime": "onnx",
+    "scikit-learn": "sklearn",
+    "python_handler": "python",
+    "sagemaker": "python",
+}
+
+
+class RuntimeRegistry:
+    def __init__(self, runtimes: tuple[Runtime, ...] | None = None) -> None:
+        self._runtimes: dict[str, Runtime] = {r.name: r for r in (runtimes or _BUILTIN)}
+        if runtimes is None:
+            for ep in entry_points(group="servekit.runtimes"):
+                if ep.name not in self._runtimes:
+                    try:
+                        self._runtimes[ep.name] = ep.load()()
+                    except Exception as exc:  # a broken plugin must not stop the server
+                        log.warning("runtime plugin %s failed to load: %s", ep.name, exc)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._runtimes)
+
+    def choose(self, path: Path, platform: str = "") -> Runtime:
+        """The runtime named by servekit.toml or ``platform``, else the first that recognises the files."""
+        manifest = read_manifest(path)
+        wanted = manifest.runtime or platform
+        if wanted:
+            key = _ALIASES.get(wanted, wanted)
+            if key not in self._runtimes:
+                raise ConfigError(f"unknown runtime {wanted!r}; available: {', '.join(self._runtimes)}")
+            return self._runtimes[key]
+        for runtime in self._runtimes.values():
+            if runtime.can_load(path):
+                return runtime
+        raise ConfigError(
+            f"no runtime recognises the files in {path}: expected code/inference.py, a .onnx file or a "
+            f".joblib/.pkl file (or name the runtime in servekit.toml)"
+        )
+
+    def load(self, path: Path, platform: str = "", options: RuntimeOptions | None = None) -> Servable:
+        if not path.is_dir():
+            raise ConfigError(f"version directory {path} does not exist")
+        runtime = self.choose(path, platform)
+        return runtime.load(path, read_manifest(path), options or RuntimeOptions())

@@ -1,0 +1,1 @@
+"""The framework- and transport-free serving core: lifecycle states, leases, the model manager."""

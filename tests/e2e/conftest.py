@@ -79,3 +79,19 @@ def server_factory(tmp_path: Path) -> Iterator[object]:
     yield make
     for srv in started:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """Like ``server_factory`` but the servers live for the whole module (one start shared by its tests)."""
+    logs = tmp_path_factory.mktemp("server-logs")
+    started: list[ServerProcess] = []
+
+    def make(*args: str, port: int | None = None) -> ServerProcess:
+        srv = start_server(list(args), logs / f"server-{len(started)}.log", port)
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.stop()

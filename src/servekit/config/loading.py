@@ -34,6 +34,13 @@ def _policy(raw: Any, source: str) -> VersionPolicy:
     ((kind, body),) = raw.items()
     body = body[0] if isinstance(body, list) and body and isinstance(body[0], Mapping) else body
     body = body or {}
+    try:
+        return _policy_of(kind, body, source)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: model_version_policy: {exc}") from None
+
+
+def _policy_of(kind: str, body: Any, source: str) -> VersionPolicy:
     if kind == "latest":
         return VersionPolicy("latest", num_versions=int(_one(body, "num_versions", source, 1)))
     if kind == "all":
@@ -72,13 +79,17 @@ def _model(entry: Mapping[str, Any], source: str, base_dir: Path) -> ModelConfig
     if "://" not in base_path and not os.path.isabs(base_path):
         base_path = str((base_dir / base_path).resolve())
     platform = str(_one(entry, "model_platform", source, "") or "")
-    return ModelConfig(
-        name=str(name),
-        base_path=base_path,
-        platform="" if platform == "tensorflow" else platform,
-        version_policy=_policy(_one(entry, "model_version_policy", source), f"{source} (model {name})"),
-        version_labels=_labels(entry.get("version_labels"), source),
-    )
+    policy = _policy(_one(entry, "model_version_policy", source), f"{source} (model {name})")
+    try:
+        return ModelConfig(
+            name=str(name),
+            base_path=base_path,
+            platform="" if platform == "tensorflow" else platform,
+            version_policy=policy,
+            version_labels=_labels(entry.get("version_labels"), source),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def parse_model_config(text: str, source: str, base_dir: Path | None = None) -> tuple[ModelConfig, ...]:

@@ -61,6 +61,8 @@ def parse_textproto(text: str, source: str = "<text>") -> TextMessage:
     def scalar() -> Any:
         nonlocal i
         kind, val, _ = toks[i]
+        if kind == "punct":
+            raise fail(f"expected a value, found {val!r}")
         i += 1
         if kind == "str":
             s = _unquote(val)
@@ -71,9 +73,7 @@ def parse_textproto(text: str, source: str = "<text>") -> TextMessage:
         if kind == "num":
             v = val.rstrip("fF")
             return float(v) if any(c in v for c in ".eE") else int(v)
-        if kind == "ident":
-            return {"true": True, "false": False}.get(val, val)
-        raise fail(f"expected a value, found {val!r}")
+        return {"true": True, "false": False}.get(val, val)  # identifiers: booleans and enum names
 
     def message(closing: str | None) -> TextMessage:
         nonlocal i

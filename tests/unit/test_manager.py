@@ -1,0 +1,249 @@
+"""The model manager driven by the fake loader: hot swap, leases, failures, labels, config changes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servekit.config.models import ModelConfig, VersionPolicy
+from servekit.errors import ErrorCode, ServekitError
+from servekit.repository.source import RepositorySource
+from servekit.serving.manager import ModelManager
+from servekit.serving.state import ServableState
+from servekit.storage import Storage
+from servekit.testing import FakeLoader, write_fake_version
+
+S = ServableState
+
+
+def run(fn: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(fn())
+
+
+def setup(tmp_path: Path, **cfg: object) -> tuple[ModelManager, RepositorySource, FakeLoader, Path]:
+    base = tmp_path / "m"
+    base.mkdir()
+    loader = FakeLoader()
+    manager = ModelManager(loader, max_load_retries=int(cfg.pop("retries", 1)), retry_interval=0.0)
+    model = ModelConfig("m", str(base), **cfg)  # type: ignore[arg-type]
+    source = RepositorySource(Storage(), manager, [model], poll_wait=0)
+    manager.set_models([model])
+    return manager, source, loader, base
+
+
+def states(manager: ModelManager) -> dict[int, S]:
+    return {s.version: s.state for s in manager.status("m")}
+
+
+def test_new_version_loads_before_old_unloads(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path)
+        write_fake_version(base, 1)
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.AVAILABLE}
+        loader.gate.clear()  # hold the load of version 2 open
+        write_fake_version(base, 2)
+        source.poll_once()
+        await asyncio.sleep(0.05)
+        assert states(manager) == {1: S.AVAILABLE, 2: S.LOADING}
+        assert manager.resolve("m") == 1  # still served by 1 while 2 loads
+        loader.gate.set()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.END, 2: S.AVAILABLE}
+        assert manager.resolve("m") == 2
+        assert loader.servables[("m", 1)].unloaded
+
+    run(main)
+
+
+def test_unload_waits_for_leases(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path)
+        write_fake_version(base, 1)
+        source.poll_once()
+        await manager.wait_idle()
+        with manager.lease("m") as lease:
+            assert lease.version == 1
+            write_fake_version(base, 2)
+            source.poll_once()
+            await asyncio.sleep(0.1)
+            # 2 is up, 1 is draining: new requests get 2, the held lease keeps 1 alive.
+            assert states(manager) == {1: S.UNLOADING, 2: S.AVAILABLE}
+            assert manager.resolve("m") == 2
+            assert not loader.servables[("m", 1)].unloaded
+        await manager.wait_idle()
+        assert states(manager)[1] is S.END
+        assert loader.servables[("m", 1)].unloaded
+
+    run(main)
+
+
+def test_corrupt_version_never_replaces_working_one(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path, retries=2)
+        write_fake_version(base, 2)
+        source.poll_once()
+        await manager.wait_idle()
+        write_fake_version(base, 3, "corrupt")
+        source.poll_once()
+        await manager.wait_idle()
+        status = {s.version: s for s in manager.status("m")}
+        assert status[2].state is S.AVAILABLE
+        assert status[3].state is S.ERROR
+        assert "corrupt model file" in status[3].error
+        assert manager.resolve("m") == 2
+        assert ("m", 3) not in loader.loaded
+        with pytest.raises(ServekitError) as info:
+            manager.resolve("m", version=3)
+        assert info.value.code is ErrorCode.NOT_FOUND
+        assert "failed to load" in info.value.message and "available versions: 2" in info.value.message
+        # Polling again does not retry the failed version forever.
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager)[3] is S.ERROR
+
+    run(main)
+
+
+def test_retries_then_succeeds(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path, retries=3)
+        d = write_fake_version(base, 1, "corrupt")
+        attempts = 0
+        real = loader.__call__
+
+        def flaky(path: str, model: ModelConfig) -> object:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 2:
+                (d / "fake.txt").write_text("5")
+            return real(path, model)
+
+        manager._loader = flaky  # type: ignore[assignment]
+        source.poll_once()
+        await manager.wait_idle()
+        assert attempts == 2
+        assert states(manager) == {1: S.AVAILABLE}
+
+    run(main)
+
+
+def test_only_version_failing_gives_unavailable_with_cause(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, _, base = setup(tmp_path)
+        write_fake_version(base, 1, "corrupt")
+        source.poll_once()
+        await manager.wait_idle()
+        with pytest.raises(ServekitError) as info:
+            manager.resolve("m")
+        assert info.value.code is ErrorCode.UNAVAILABLE
+        assert "corrupt model file" in info.value.message
+        assert not manager.all_ready()
+
+    run(main)
+
+
+def test_before_first_scan_is_unavailable(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, _, _, _ = setup(tmp_path)
+        with pytest.raises(ServekitError) as info:
+            manager.resolve("m")
+        assert info.value.code is ErrorCode.UNAVAILABLE
+
+    run(main)
+
+
+def test_unknown_model_lists_models(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, _, _, _ = setup(tmp_path)
+        with pytest.raises(ServekitError) as info:
+            manager.resolve("nope")
+        assert info.value.code is ErrorCode.NOT_FOUND
+        assert "models: m" in info.value.message
+
+    run(main)
+
+
+def test_labels(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, _, base = setup(
+            tmp_path, version_policy=VersionPolicy("all"), version_labels={"stable": 1, "canary": 2, "next": 9}
+        )
+        write_fake_version(base, 1)
+        write_fake_version(base, 2)
+        source.poll_once()
+        await manager.wait_idle()
+        assert manager.resolve("m", label="stable") == 1
+        assert manager.resolve("m", label="canary") == 2
+        with pytest.raises(ServekitError, match="points at version 9, which is not available"):
+            manager.resolve("m", label="next")
+        with pytest.raises(ServekitError, match="labels: canary, next, stable"):
+            manager.resolve("m", label="missing")
+
+    run(main)
+
+
+def test_removed_version_is_unloaded_and_readded_reloads(tmp_path: Path) -> None:
+    async def main() -> None:
+        import shutil
+
+        manager, source, loader, base = setup(tmp_path, version_policy=VersionPolicy("all"))
+        write_fake_version(base, 1)
+        write_fake_version(base, 2)
+        source.poll_once()
+        await manager.wait_idle()
+        shutil.rmtree(base / "1")
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.END, 2: S.AVAILABLE}
+        write_fake_version(base, 1)
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.AVAILABLE, 2: S.AVAILABLE}
+        assert loader.loaded.count(("m", 1)) == 2
+
+    run(main)
+
+
+def test_model_removed_from_config(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path)
+        write_fake_version(base, 1)
+        source.poll_once()
+        await manager.wait_idle()
+        manager.set_models([])
+        await manager.wait_idle()
+        assert manager.model_names == []
+        assert loader.servables[("m", 1)].unloaded
+
+    run(main)
+
+
+def test_predict_through_lease(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, _, base = setup(tmp_path)
+        write_fake_version(base, 3)
+        source.poll_once()
+        await manager.wait_idle()
+        with manager.lease("m") as lease:
+            out = lease.servable.predict("serving_default", {"x": np.ones((2, 2), np.float32)})
+        np.testing.assert_allclose(out["y"], np.full((2, 2), 4.0))
+
+    run(main)
+
+
+def test_close_unloads_everything(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path)
+        write_fake_version(base, 1)
+        source.poll_once()
+        await manager.wait_idle()
+        await manager.close()
+        assert loader.servables[("m", 1)].unloaded
+
+    run(main)

@@ -60,9 +60,20 @@ def start_server(args: list[str], log_path: Path, port: int | None = None) -> Se
     port = port or free_port()
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "servekit.cli.main", "serve", "--host", "127.0.0.1", "--rest_api_port", str(port),
-         *args],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        [
+            sys.executable,
+            "-m",
+            "servekit.cli.main",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--rest_api_port",
+            str(port),
+            *args,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     return ServerProcess(proc, port, log_path)
 

@@ -102,7 +102,7 @@ def test_error_has_line_and_column() -> None:
 
 
 def test_textproto_scalars_and_lists() -> None:
-    msg = parse_textproto('x: 1 y: 2.5 z: true s: "a" \'b\' l: [1, 2, 3] n < k: -4 >')
+    msg = parse_textproto("x: 1 y: 2.5 z: true s: \"a\" 'b' l: [1, 2, 3] n < k: -4 >")
     assert msg == {"x": [1], "y": [2.5], "z": [True], "s": ["ab"], "l": [1, 2, 3], "n": [{"k": [-4]}]}
 
 

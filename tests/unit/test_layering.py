@@ -11,7 +11,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "servekit"
 
 # Rank of each top-level part; a module may import only parts of lower or equal rank.
 RANK = {
-    "_version": 0, "errors": 0, "types": 0, "_utils": 0, "config": 0,
+    "_version": 0,
+    "errors": 0,
+    "types": 0,
+    "_utils": 0,
+    "config": 0,
     "storage": 1,
     "repository": 2,
     "runtime": 3,

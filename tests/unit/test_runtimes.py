@@ -104,7 +104,7 @@ def test_sklearn_not_an_estimator(tmp_path: Path) -> None:
 def test_sklearn_truncated_pickle(tmp_path: Path, models: dict[str, Path]) -> None:
     data = (models["sklearn"] / "model.joblib").read_bytes()
     (tmp_path / "model.joblib").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ConfigError, match="cannot load model.joblib"):
+    with pytest.raises(ConfigError, match=r"cannot load model\.joblib"):
         RuntimeRegistry().load(tmp_path)
 
 
@@ -168,7 +168,7 @@ def test_handler_transform_fn_with_pipeline_is_rejected(tmp_path: Path) -> None:
 
 def test_handler_model_fn_raising(tmp_path: Path) -> None:
     code = "def model_fn(d):\n    raise FileNotFoundError('weights.bin missing')\n"
-    with pytest.raises(ConfigError, match="model_fn raised FileNotFoundError: weights.bin missing"):
+    with pytest.raises(ConfigError, match=r"model_fn raised FileNotFoundError: weights\.bin missing"):
         RuntimeRegistry().load(_handler(tmp_path, code))
 
 

@@ -95,3 +95,55 @@ class ServerConfig:
         for port in (self.rest_api_port, self.sagemaker_port):
             if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(f"port {port} is out of range")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchingConfig:
+    """TF Serving's BatchingParameters plus servekit's latency target (adaptive mode).
+
+    ``max_enqueued_batches`` bounds the queue at ``max_enqueued_batches * max_batch_size`` rows; a request that
+    does not fit is refused at once (503). ``target_p99_ms`` turns on the adaptive mode: the wait before a
+    batch is released is chosen from a learned cost model so the target holds, ``batch_timeout_micros``
+    remaining the upper bound.
+    """
+
+    max_batch_size: int = 64
+    batch_timeout_micros: int = 1000
+    max_enqueued_batches: int = 64
+    num_batch_threads: int = 2
+    allowed_batch_sizes: tuple[int, ...] = ()
+    enable_large_batch_splitting: bool = True
+    max_execution_batch_size: int = 0  # 0 = max_batch_size
+    target_p99_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1:
+            raise ConfigError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.batch_timeout_micros < 0:
+            raise ConfigError("batch_timeout_micros must be >= 0")
+        if self.max_enqueued_batches < 1:
+            raise ConfigError("max_enqueued_batches must be >= 1")
+        if self.num_batch_threads < 1:
+            raise ConfigError("num_batch_threads must be >= 1")
+        sizes = self.allowed_batch_sizes
+        if sizes:
+            if list(sizes) != sorted(set(sizes)) or sizes[0] < 1:
+                raise ConfigError(f"allowed_batch_sizes must be increasing positive integers, got {list(sizes)}")
+            if sizes[-1] != self.execution_batch_size:
+                raise ConfigError(
+                    f"the last allowed_batch_sizes entry ({sizes[-1]}) must equal the maximum execution batch size "
+                    f"({self.execution_batch_size})"
+                )
+        if self.target_p99_ms is not None and self.target_p99_ms <= 0:
+            raise ConfigError("target_p99_ms must be > 0")
+
+    @property
+    def execution_batch_size(self) -> int:
+        """The most rows one model call gets."""
+        if self.enable_large_batch_splitting and self.max_execution_batch_size:
+            return self.max_execution_batch_size
+        return self.max_batch_size
+
+    @property
+    def queue_capacity_rows(self) -> int:
+        return self.max_enqueued_batches * self.max_batch_size

@@ -1,0 +1,1 @@
+"""Dynamic batching: a transport-free batch queue per (model, version, signature)."""

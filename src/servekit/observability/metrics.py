@@ -15,6 +15,20 @@ from servekit.serving.state import ServableState
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # TF Serving's request_latency buckets: exp(10, 1.8, 33) microseconds.
 TF_LATENCY_BUCKETS_US = tuple(10 * 1.8**i for i in range(33))
+# TF Serving labels request_count with absl status names; map the HTTP status back to them.
+_TF_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -82,7 +96,7 @@ class Metrics:
 
     # RequestObserver
     def on_request(self, *, model: str, version: str, api: str, protocol: str, status: int, seconds: float) -> None:
-        self._tf_count.inc(model, "OK" if status < 400 else str(status))
+        self._tf_count.inc(model, "OK" if status < 400 else _TF_STATUS.get(status, "INVALID_ARGUMENT"))
         self._requests.labels(model, version, protocol, api, str(status)).inc()
         if status == 200:
             self._tf_latency.labels(model, api, "REST").observe(seconds * 1e6)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -14,6 +15,8 @@ from starlette.responses import Response
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.ports import RequestObserver
 from servekit.inference.schema import Timings
+
+log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
@@ -88,10 +91,17 @@ def timing_headers(t: Timings, version: int | None = None) -> dict[str, str]:
 class Observed:
     """Runs a handler, turns ServekitError into the protocol's error response and reports to the observer."""
 
-    def __init__(self, protocol: str, table: Mapping[ErrorCode, int], observer: RequestObserver | None) -> None:
+    def __init__(
+        self,
+        protocol: str,
+        table: Mapping[ErrorCode, int],
+        observer: RequestObserver | None,
+        known_model: Callable[[str], bool] = lambda _: True,
+    ) -> None:
         self.protocol = protocol
         self.table = table
         self.observer = observer
+        self.known_model = known_model
 
     async def run(self, model: str, api: str, fn: Callable[[], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
@@ -99,7 +109,13 @@ class Observed:
             response = await fn()
         except ServekitError as exc:
             response = error_response(exc, self.table)
-        if self.observer is not None and model:
+        except Exception as exc:  # a bug of ours: answer in the protocol's shape and keep serving
+            log.exception("unexpected error in %s %s", self.protocol, api)
+            response = error_response(
+                ServekitError(ErrorCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}"), self.table
+            )
+        # Only configured models get metric labels, so arbitrary names in URLs cannot grow the label set.
+        if self.observer is not None and model and self.known_model(model):
             self.observer.on_request(
                 model=model,
                 version=response.headers.get("x-servekit-model-version", ""),

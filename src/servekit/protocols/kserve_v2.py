@@ -62,6 +62,22 @@ def _encode_bytes_tensor(arr: npt.NDArray[Any]) -> bytes:
     return b"".join(parts)
 
 
+def _json_integers(data: Any, datatype: str, name: str) -> npt.NDArray[Any]:
+    """JSON data for an integer or BOOL tensor, refusing what a cast would silently change (fractions, wrap-around)."""
+    dtype = numpy_dtype(datatype)
+    given = np.asarray(data).ravel()
+    if given.dtype.kind == "b" or given.size == 0:
+        return given.astype(dtype)
+    if given.dtype.kind not in "iuf":
+        raise invalid(f"input '{name}': data does not hold {datatype} values (got {given.dtype.kind!r} elements)")
+    if given.dtype.kind == "f" and not (np.all(np.isfinite(given)) and np.all(np.mod(given, 1) == 0)):
+        raise invalid(f"input '{name}': data holds fractional values, which {datatype} cannot represent")
+    lo, hi = (0, 1) if dtype.kind == "b" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    if given.min() < lo or given.max() >= hi + 1:  # hi + 1: float64 rounds 2**63 - 1 and 2**64 - 1 up
+        raise invalid(f"input '{name}': data holds values outside [{lo}, {hi}], the range of {datatype}")
+    return given.astype(dtype)
+
+
 def _decode_input(spec: Any, binary: memoryview, offset: int) -> tuple[str, npt.NDArray[Any], int]:
     if not isinstance(spec, dict):
         raise invalid('each entry of "inputs" must be an object with name, shape, datatype and data')
@@ -100,9 +116,11 @@ def _decode_input(spec: Any, binary: memoryview, offset: int) -> tuple[str, npt.
     try:
         if datatype == "BYTES":
             flat = np.array(data, dtype=object).ravel()
+        elif numpy_dtype(datatype).kind in "biu":
+            flat = _json_integers(data, datatype, name)
         else:
             flat = np.asarray(data, dtype=numpy_dtype(datatype)).ravel()
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise invalid(f"input '{name}': data does not hold {datatype} values ({exc})") from None
     if flat.size != count:
         raise invalid(f"input '{name}': shape {shape} holds {count} elements but data has {flat.size}")
@@ -122,7 +140,7 @@ def _wants_binary(body: dict[str, Any], name: str) -> bool:
 class KServeV2:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("kserve_v2", KSERVE_STATUS, ctx.observer)
+        self._observed = Observed("kserve_v2", KSERVE_STATUS, ctx.observer, ctx.service.manager.has_model)
 
     def routes(self) -> list[BaseRoute]:
         return [

@@ -113,7 +113,7 @@ def _rows(resp: InferenceResponse) -> list[Any]:
 class SageMaker:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("sagemaker", SAGEMAKER_STATUS, ctx.observer)
+        self._observed = Observed("sagemaker", SAGEMAKER_STATUS, ctx.observer, ctx.service.manager.has_model)
 
     def routes(self) -> list[BaseRoute]:
         return [

@@ -58,7 +58,7 @@ class _Target:
 class TfServingRest:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("tfserving", TFSERVING_STATUS, ctx.observer)
+        self._observed = Observed("tfserving", TFSERVING_STATUS, ctx.observer, ctx.service.manager.has_model)
 
     def routes(self) -> list[BaseRoute]:
         return [Route("/v1/{rest:path}", self.dispatch, methods=["GET", "POST"])]
@@ -69,7 +69,11 @@ class TfServingRest:
         m = _PATH.match(path)
         if m is not None:
             model = m["model"]
-        api = "predict" if ":" in path.rsplit("/", 1)[-1] else ("metadata" if path.endswith("/metadata") else "status")
+        verb = (m["verb"] or "").lower() if m is not None else ""
+        if verb:  # :classify and :regress are APIs of their own in TF Serving's request_latency
+            api = verb if verb in _METHODS else "predict"
+        else:
+            api = "metadata" if path.endswith("/metadata") else "status"
         return await self._observed.run(model, api, lambda: self._handle(request))
 
     async def _handle(self, request: Request) -> Response:

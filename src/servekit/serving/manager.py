@@ -257,6 +257,9 @@ class ModelManager:
     def model_names(self) -> list[str]:
         return sorted(self._models)
 
+    def has_model(self, model: str) -> bool:
+        return model in self._models
+
     def config(self, model: str) -> ModelConfig:
         return self._entry(model).config
 

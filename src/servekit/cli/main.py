@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from servekit.cli.inspect_cmd import render_signatures
-from servekit.config.loading import load_model_config_file
-from servekit.config.models import ModelConfig, RuntimeOptions, ServerConfig
+from servekit.config.loading import load_batching_file, load_model_config_file
+from servekit.config.models import BatchingConfig, ModelConfig, RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -48,6 +48,26 @@ def serve(
     num_inference_threads: Annotated[int, _opt("--num_inference_threads", help="Model execution threads.")] = 4,
     intra_op: Annotated[int, _opt("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
     inter_op: Annotated[int, _opt("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
+    enable_batching: Annotated[
+        bool, typer.Option("--enable_batching/--no-enable_batching", "--enable-batching", help="Dynamic batching.")
+    ] = False,
+    batching_parameters_file: Annotated[
+        str | None, _opt("--batching_parameters_file", help="TF BatchingParameters text, YAML or TOML.")
+    ] = None,
+    request_timeout_ms: Annotated[
+        int, _opt("--request_timeout_ms", help="Longest wait in a batch queue before 504 (0 = none).")
+    ] = 0,
+    enable_model_warmup: Annotated[
+        bool,
+        typer.Option(
+            "--enable_model_warmup/--no-enable_model_warmup",
+            help="Replay assets.extra/warmup_requests.jsonl before a version takes traffic.",
+        ),
+    ] = True,
+    warmup_iterations: Annotated[
+        int, _opt("--num_request_iterations_for_warmup", help="Times each warmup record is replayed.")
+    ] = 1,
+    workers: Annotated[int, _opt("--workers", help="Worker processes sharing the listening sockets.")] = 1,
     log_level: Annotated[str, _opt("--log_level", help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
@@ -75,6 +95,15 @@ def serve(
             max_request_bytes=max_request_bytes,
             num_inference_threads=num_inference_threads,
             runtime=RuntimeOptions(intra_op_threads=intra_op, inter_op_threads=inter_op),
+            batching=(
+                (load_batching_file(batching_parameters_file) if batching_parameters_file else BatchingConfig())
+                if enable_batching or batching_parameters_file
+                else None
+            ),
+            request_timeout_ms=request_timeout_ms,
+            enable_model_warmup=enable_model_warmup,
+            num_request_iterations_for_warmup=warmup_iterations,
+            workers=workers,
         )
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
@@ -129,7 +158,23 @@ def _setup_logging(level: str) -> None:
     )
 
 
+# TF Serving spells booleans --flag=true / --flag=false; typer wants --flag / --no-flag.
+_BOOL_FLAGS = ("enable_batching", "enable_model_warmup")
+
+
+def normalise_argv(argv: list[str]) -> list[str]:
+    out = []
+    for arg in argv:
+        name, _, value = arg.partition("=")
+        key = name.lstrip("-").replace("-", "_")
+        if name.startswith("--") and key in _BOOL_FLAGS and value.lower() in ("true", "false", "1", "0"):
+            arg = f"--{key}" if value.lower() in ("true", "1") else f"--no-{key}"
+        out.append(arg)
+    return out
+
+
 def main() -> None:
+    sys.argv[1:] = normalise_argv(sys.argv[1:])
     app()
 
 

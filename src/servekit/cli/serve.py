@@ -1,9 +1,22 @@
-"""Run the HTTP server: one uvicorn server listening on the REST port and, optionally, the SageMaker port."""
+"""Run the HTTP server: one uvicorn server per worker process, all sharing the listening sockets.
+
+With ``--workers N`` a supervisor binds the REST (and SageMaker) sockets, starts N worker processes that
+each run their own event loop, models and batchers on those sockets, and replaces a worker that dies.
+Prometheus metrics are aggregated across workers through prometheus_client's multiprocess mode.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import multiprocessing as mp
+import os
+import signal
 import socket
+import tempfile
+import time
+from multiprocessing.process import BaseProcess
+from types import FrameType
 
 import uvicorn
 
@@ -11,6 +24,7 @@ from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
 
 log = logging.getLogger("servekit")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -23,13 +37,91 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(config: ServerConfig, log_level: str = "info") -> None:
+def _sockets(config: ServerConfig) -> list[socket.socket]:
     sockets = [bind(config.host, config.rest_api_port)]
     if config.sagemaker_port is not None and config.sagemaker_port != config.rest_api_port:
         sockets.append(bind(config.host, config.sagemaker_port))
     for s in sockets:
         host, port = s.getsockname()[:2]
         log.info("servekit listening on http://%s:%d", host, port)
+    return sockets
+
+
+def _uvicorn(config: ServerConfig, log_level: str) -> uvicorn.Server:
     app = build_app(config)
     uv = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, timeout_graceful_shutdown=30)
-    uvicorn.Server(uv).run(sockets=sockets)
+    return uvicorn.Server(uv)
+
+
+def run_server(config: ServerConfig, log_level: str = "info") -> None:
+    sockets = _sockets(config)
+    if config.workers == 1:
+        _uvicorn(config, log_level).run(sockets=sockets)
+        return
+    Supervisor(config, sockets, log_level).run()
+
+
+def _worker_main(config: ServerConfig, sockets: list[socket.socket], log_level: str) -> None:
+    logging.basicConfig(
+        level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
+    )
+    _uvicorn(config, log_level).run(sockets=sockets)
+
+
+class Supervisor:
+    """Starts ``config.workers`` processes on shared sockets and keeps that many alive until told to stop."""
+
+    def __init__(self, config: ServerConfig, sockets: list[socket.socket], log_level: str) -> None:
+        self._config = config
+        self._sockets = sockets
+        self._log_level = log_level
+        self._ctx = mp.get_context("spawn")
+        self._workers: list[BaseProcess] = []
+        self._stopping = False
+
+    def _spawn(self) -> BaseProcess:
+        proc = self._ctx.Process(
+            target=_worker_main, args=(self._config, self._sockets, self._log_level), name="servekit-worker"
+        )
+        proc.start()
+        log.info("started worker %s", proc.pid)
+        return proc
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self._stopping = True
+
+    def run(self) -> None:
+        # Workers inherit this before they import prometheus_client, so their metrics go to shared files.
+        metrics_dir = tempfile.mkdtemp(prefix="servekit-metrics-")
+        os.environ[MULTIPROC_ENV] = metrics_dir
+        self._config = dataclasses.replace(self._config, metrics_multiprocess_dir=metrics_dir)
+        signal.signal(signal.SIGINT, self._stop)
+        signal.signal(signal.SIGTERM, self._stop)
+        self._workers = [self._spawn() for _ in range(self._config.workers)]
+        try:
+            while not self._stopping:
+                time.sleep(0.2)
+                for i, proc in enumerate(self._workers):
+                    if proc.is_alive() or self._stopping:
+                        continue
+                    log.warning("worker %s exited with %s; starting a replacement", proc.pid, proc.exitcode)
+                    _mark_dead(proc.pid)
+                    self._workers[i] = self._spawn()
+        finally:
+            for proc in self._workers:
+                if proc.is_alive() and proc.pid is not None:
+                    os.kill(proc.pid, signal.SIGTERM)
+            for proc in self._workers:
+                proc.join(timeout=35)
+                if proc.is_alive():
+                    proc.kill()
+            for s in self._sockets:
+                s.close()
+
+
+def _mark_dead(pid: int | None) -> None:
+    if pid is None:
+        return
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

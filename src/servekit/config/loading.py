@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from servekit.config.models import ModelConfig, VersionPolicy
+from servekit.config.models import BatchingConfig, ModelConfig, VersionPolicy
 from servekit.config.textproto import parse_textproto
 from servekit.errors import ConfigError
 
@@ -67,7 +67,16 @@ def _labels(raw: Any, source: str) -> dict[str, int]:
 
 
 def _model(entry: Mapping[str, Any], source: str, base_dir: Path) -> ModelConfig:
-    allowed = {"name", "base_path", "model_platform", "model_version_policy", "version_labels", "logging_config"}
+    allowed = {
+        "name",
+        "base_path",
+        "model_platform",
+        "model_version_policy",
+        "version_labels",
+        "logging_config",
+        "batching",
+        "batching_parameters",
+    }
     unknown = set(entry) - allowed
     if unknown:
         raise ConfigError(f"{source}: unknown model config field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -87,6 +96,7 @@ def _model(entry: Mapping[str, Any], source: str, base_dir: Path) -> ModelConfig
             platform="" if platform == "tensorflow" else platform,
             version_policy=policy,
             version_labels=_labels(entry.get("version_labels"), source),
+            batching=_batching_entry(entry, f"{source} (model {name})"),
         )
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
@@ -134,3 +144,79 @@ def load_model_config_file(path: str | os.PathLike[str]) -> tuple[ModelConfig, .
     except OSError as exc:
         raise ConfigError(f"cannot read model config file {p}: {exc.strerror}") from exc
     return parse_model_config(text, str(p), p.resolve().parent)
+
+
+_BATCHING_INT = (
+    "max_batch_size",
+    "batch_timeout_micros",
+    "max_enqueued_batches",
+    "num_batch_threads",
+    "max_execution_batch_size",
+)
+_BATCHING_IGNORED = ("thread_pool_name", "pad_variable_length_inputs")
+
+
+def _batching_entry(entry: Mapping[str, Any], source: str) -> BatchingConfig | None:
+    raw = entry.get("batching", entry.get("batching_parameters"))
+    if raw is None:
+        return None
+    if isinstance(raw, list):  # text format: one nested message
+        raw = _one({"b": raw}, "b", source)
+    return batching_from_mapping(raw, source)
+
+
+def _unwrap(value: Any) -> Any:
+    """TF's text format wraps scalars: ``max_batch_size { value: 128 }``; lists hold one entry per field."""
+    if isinstance(value, list):
+        value = value[0] if len(value) == 1 else value
+    if isinstance(value, Mapping) and set(value) == {"value"}:
+        return _unwrap(value["value"])
+    return value
+
+
+def batching_from_mapping(raw: Any, source: str) -> BatchingConfig:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: batching parameters must be a mapping of field to value")
+    known = (*_BATCHING_INT, "allowed_batch_sizes", "enable_large_batch_splitting", "target_p99_ms", *_BATCHING_IGNORED)
+    unknown = set(raw) - set(known)
+    if unknown:
+        raise ConfigError(f"{source}: unknown batching parameter(s) {sorted(unknown)}; known: {sorted(known)}")
+    kwargs: dict[str, Any] = {}
+    try:
+        for key in _BATCHING_INT:
+            if key in raw:
+                kwargs[key] = int(_unwrap(raw[key]))
+        if "allowed_batch_sizes" in raw:
+            sizes = raw["allowed_batch_sizes"]
+            sizes = sizes if isinstance(sizes, list) else [sizes]
+            kwargs["allowed_batch_sizes"] = tuple(int(_unwrap(v)) for v in sizes)
+        if "enable_large_batch_splitting" in raw:
+            kwargs["enable_large_batch_splitting"] = bool(_unwrap(raw["enable_large_batch_splitting"]))
+        if "target_p99_ms" in raw:
+            kwargs["target_p99_ms"] = float(_unwrap(raw["target_p99_ms"]))
+        return BatchingConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def load_batching_file(path: str | os.PathLike[str]) -> BatchingConfig:
+    """``--batching_parameters_file``: TF Serving's BatchingParameters text format, or YAML/TOML."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read batching parameters file {p}: {exc.strerror}") from exc
+    suffix = p.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        try:
+            raw: Any = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: invalid YAML: {exc}") from exc
+    elif suffix == ".toml":
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: invalid TOML: {exc}") from exc
+    else:
+        raw = parse_textproto(text, str(p))
+    return batching_from_mapping(raw, str(p))

@@ -45,59 +45,6 @@ class RuntimeOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelConfig:
-    name: str
-    base_path: str
-    platform: str = ""  # "" = choose from the files in the version directory
-    version_policy: VersionPolicy = field(default_factory=VersionPolicy)
-    version_labels: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-
-    def __post_init__(self) -> None:
-        if not self.name or not MODEL_NAME_RE.match(self.name):
-            raise ConfigError(f"model name {self.name!r} must match {MODEL_NAME_RE.pattern}")
-        if not self.base_path:
-            raise ConfigError(f"model {self.name!r} needs a base_path")
-        for label, version in self.version_labels.items():
-            if not LABEL_RE.match(label):
-                raise ConfigError(f"model {self.name!r}: label {label!r} must match {LABEL_RE.pattern}")
-            if version < 0:
-                raise ConfigError(f"model {self.name!r}: label {label!r} points at negative version")
-        object.__setattr__(self, "version_labels", MappingProxyType(dict(self.version_labels)))
-
-
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    models: tuple[ModelConfig, ...] = ()
-    model_config_file: str | None = None
-    host: str = "0.0.0.0"
-    rest_api_port: int = 8501
-    sagemaker_port: int | None = None
-    file_system_poll_wait_seconds: float = 1.0  # 0 = only at start, < 0 = never
-    model_config_file_poll_wait_seconds: float = 0.0  # 0 = read once
-    max_num_load_retries: int = 5
-    load_retry_interval_seconds: float = 60.0
-    max_request_bytes: int = 64 * 1024 * 1024
-    num_inference_threads: int = 4
-    runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
-    sagemaker_default_accept: str = "application/json"
-
-    def __post_init__(self) -> None:
-        names = [m.name for m in self.models]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ConfigError(f"model names must be unique; repeated: {', '.join(dupes)}")
-        if self.max_num_load_retries < 0:
-            raise ConfigError("max_num_load_retries must be >= 0")
-        if self.max_request_bytes <= 0:
-            raise ConfigError("max_request_bytes must be > 0")
-        if self.num_inference_threads < 1:
-            raise ConfigError("num_inference_threads must be >= 1")
-        for port in (self.rest_api_port, self.sagemaker_port):
-            if port is not None and not 0 <= port <= 65535:
-                raise ConfigError(f"port {port} is out of range")
-
-
-@dataclass(frozen=True, slots=True)
 class BatchingConfig:
     """TF Serving's BatchingParameters plus servekit's latency target (adaptive mode).
 
@@ -147,3 +94,82 @@ class BatchingConfig:
     @property
     def queue_capacity_rows(self) -> int:
         return self.max_enqueued_batches * self.max_batch_size
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    name: str
+    base_path: str
+    platform: str = ""  # "" = choose from the files in the version directory
+    version_policy: VersionPolicy = field(default_factory=VersionPolicy)
+    version_labels: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    batching: BatchingConfig | None = None  # None = the server's batching settings
+
+    def __reduce__(self) -> tuple[type[ModelConfig], tuple[object, ...]]:
+        # MappingProxyType does not pickle; worker processes receive configs pickled.
+        return (
+            ModelConfig,
+            (self.name, self.base_path, self.platform, self.version_policy, dict(self.version_labels), self.batching),
+        )
+
+    def __post_init__(self) -> None:
+        if not self.name or not MODEL_NAME_RE.match(self.name):
+            raise ConfigError(f"model name {self.name!r} must match {MODEL_NAME_RE.pattern}")
+        if not self.base_path:
+            raise ConfigError(f"model {self.name!r} needs a base_path")
+        for label, version in self.version_labels.items():
+            if not LABEL_RE.match(label):
+                raise ConfigError(f"model {self.name!r}: label {label!r} must match {LABEL_RE.pattern}")
+            if version < 0:
+                raise ConfigError(f"model {self.name!r}: label {label!r} points at negative version")
+        object.__setattr__(self, "version_labels", MappingProxyType(dict(self.version_labels)))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    models: tuple[ModelConfig, ...] = ()
+    model_config_file: str | None = None
+    host: str = "0.0.0.0"
+    rest_api_port: int = 8501
+    sagemaker_port: int | None = None
+    file_system_poll_wait_seconds: float = 1.0  # 0 = only at start, < 0 = never
+    model_config_file_poll_wait_seconds: float = 0.0  # 0 = read once
+    max_num_load_retries: int = 5
+    load_retry_interval_seconds: float = 60.0
+    max_request_bytes: int = 64 * 1024 * 1024
+    num_inference_threads: int = 4
+    runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
+    sagemaker_default_accept: str = "application/json"
+    batching: BatchingConfig | None = None  # None = batching off (TF Serving's --enable_batching=false)
+    request_timeout_ms: int = 0  # 0 = no deadline; requests may set x-servekit-timeout-ms
+    workers: int = 1
+    metrics_multiprocess_dir: str | None = None  # set by the worker supervisor
+    enable_model_warmup: bool = True
+    num_request_iterations_for_warmup: int = 1
+
+    def batching_for(self, model: str) -> BatchingConfig | None:
+        for m in self.models:
+            if m.name == model and m.batching is not None:
+                return m.batching
+        return self.batching
+
+    def __post_init__(self) -> None:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        if self.max_num_load_retries < 0:
+            raise ConfigError("max_num_load_retries must be >= 0")
+        if self.max_request_bytes <= 0:
+            raise ConfigError("max_request_bytes must be > 0")
+        if self.workers < 1:
+            raise ConfigError("workers must be >= 1")
+        if self.request_timeout_ms < 0:
+            raise ConfigError("request_timeout_ms must be >= 0")
+        if self.num_request_iterations_for_warmup < 1:
+            raise ConfigError("num_request_iterations_for_warmup must be >= 1")
+        if self.num_inference_threads < 1:
+            raise ConfigError("num_inference_threads must be >= 1")
+        for port in (self.rest_api_port, self.sagemaker_port):
+            if port is not None and not 0 <= port <= 65535:
+                raise ConfigError(f"port {port} is out of range")

@@ -7,3 +7,9 @@ from typing import Protocol
 
 class RequestObserver(Protocol):
     def on_request(self, *, model: str, version: str, api: str, protocol: str, status: int, seconds: float) -> None: ...
+
+
+class InferenceObserver(Protocol):
+    """Told the phase split of every successful inference (queue wait, model time, total in the service)."""
+
+    def on_inference(self, model: str, version: int, queue_s: float, model_s: float, total_s: float) -> None: ...

@@ -23,6 +23,7 @@ class InferenceRequest:
     method: str = PREDICT_METHOD
     outputs: tuple[str, ...] | None = None  # None = all outputs of the signature
     id: str = ""
+    timeout: float | None = None  # seconds a request may wait in a batch queue
 
 
 @dataclass(slots=True)

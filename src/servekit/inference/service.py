@@ -7,7 +7,9 @@ import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from servekit.batching.scheduler import BatchScheduler
 from servekit.errors import ErrorCode, ServekitError, invalid, not_found
+from servekit.inference.ports import InferenceObserver
 from servekit.inference.schema import InferenceRequest, InferenceResponse, Timings
 from servekit.inference.validate import validate_inputs
 from servekit.runtime.base import RawInvocable
@@ -42,9 +44,17 @@ def pick_signature(signatures: dict[str, Signature], name: str | None, method: s
 
 
 class InferenceService:
-    def __init__(self, manager: ModelManager, executor: Executor) -> None:
+    def __init__(
+        self,
+        manager: ModelManager,
+        executor: Executor,
+        batching: BatchScheduler | None = None,
+        observer: InferenceObserver | None = None,
+    ) -> None:
         self.manager = manager
         self._executor = executor
+        self._batching = batching
+        self._observer = observer
 
     async def infer(self, req: InferenceRequest) -> InferenceResponse:
         started = time.perf_counter()
@@ -57,10 +67,17 @@ class InferenceService:
                 unknown = [o for o in req.outputs if o not in wanted]
                 if unknown and sig.validate:
                     raise invalid(f"unknown output(s) {', '.join(map(repr, unknown))}; {sig.describe()}")
-            loop = asyncio.get_running_loop()
+            queue = self._batching.queue_for(req.model, lease.version, lease.servable, sig) if self._batching else None
+            queue_s = 0.0
             t0 = time.perf_counter()
             try:
-                outputs = await loop.run_in_executor(self._executor, lease.servable.predict, sig.name, inputs)
+                if queue is not None:
+                    result = await queue.submit(inputs, req.timeout)
+                    outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
+                else:
+                    loop = asyncio.get_running_loop()
+                    outputs = await loop.run_in_executor(self._executor, lease.servable.predict, sig.name, inputs)
+                    model_s = time.perf_counter() - t0
             except ServekitError:
                 raise
             except Exception as exc:
@@ -68,9 +85,11 @@ class InferenceService:
                     ErrorCode.MODEL_ERROR,
                     f"model '{req.model}' version {lease.version} raised {type(exc).__name__}: {exc}",
                 ) from exc
-            model_s = time.perf_counter() - t0
             if req.outputs is not None:
                 outputs = {k: v for k, v in outputs.items() if k in req.outputs}
+            total_s = time.perf_counter() - started
+            if self._observer is not None:
+                self._observer.on_inference(req.model, lease.version, queue_s, model_s, total_s)
             return InferenceResponse(
                 model=req.model,
                 version=lease.version,
@@ -78,7 +97,7 @@ class InferenceService:
                 outputs=outputs,
                 datatypes={o.name: o.datatype for o in sig.outputs},
                 class_labels=sig.class_labels,
-                timings=Timings(0.0, model_s, time.perf_counter() - started),
+                timings=Timings(queue_s, model_s, total_s),
                 id=req.id,
             )
 

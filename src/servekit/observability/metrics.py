@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from servekit.batching.policy import ReleaseReason
 from servekit.serving.state import ServableState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -29,37 +29,58 @@ _TF_STATUS = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+def tf_status(http_status: str) -> str:
+    code = int(http_status) if http_status.isdigit() else 500
+    return "OK" if code < 400 else _TF_STATUS.get(code, "INVALID_ARGUMENT")
+
+
 class _TfRequestCount(Collector):
-    """``:tensorflow:serving:request_count{model_name,status}`` exactly as TF Serving names it (no _total)."""
+    """``:tensorflow:serving:request_count{model_name,status}`` exactly as TF Serving names it (no _total).
+
+    Derived from ``servekit_requests`` so it also aggregates across worker processes.
+    """
 
     NAME = ":tensorflow:serving:request_count"
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[tuple[str, str], int] = defaultdict(int)
-
-    def inc(self, model: str, status: str) -> None:
-        with self._lock:
-            self._counts[(model, status)] += 1
+    def __init__(self, source: Callable[[], Iterable[Metric]]) -> None:
+        self._source = source
 
     def collect(self) -> Iterator[Metric]:
+        counts: dict[tuple[str, str], float] = defaultdict(float)
+        for metric in self._source():
+            if metric.name != "servekit_requests":
+                continue
+            for sample in metric.samples:
+                if sample.name == "servekit_requests_total":
+                    counts[(sample.labels["model"], tf_status(sample.labels["status"]))] += sample.value
         m = Metric(self.NAME, "The total number of requests.", "unknown")
-        with self._lock:
-            for (model, status), n in sorted(self._counts.items()):
-                m.add_sample(self.NAME, {"model_name": model, "status": status}, float(n))
+        for (model, status), n in sorted(counts.items()):
+            m.add_sample(self.NAME, {"model_name": model, "status": status}, n)
         yield m
 
 
-class Metrics:
-    """Implements the request and lifecycle observer ports over one registry."""
+class _Fixed(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
 
-    def __init__(self) -> None:
+    def collect(self) -> Iterator[Metric]:
+        yield from self._metrics
+
+
+class Metrics:
+    """Implements the request, inference, batch and lifecycle observer ports over one registry.
+
+    ``multiprocess_dir`` (set by the worker supervisor, which also exports PROMETHEUS_MULTIPROC_DIR before
+    the workers start) makes ``render`` aggregate every worker's values.
+    """
+
+    def __init__(self, multiprocess_dir: str | None = None) -> None:
+        self._multiprocess_dir = multiprocess_dir
         self.registry = CollectorRegistry(auto_describe=True)
-        self._tf_count = _TfRequestCount()
-        self.registry.register(self._tf_count)
         self._tf_latency = Histogram(
             ":tensorflow:serving:request_latency",
             "Distribution of request latency in microseconds.",
@@ -87,20 +108,95 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
             registry=self.registry,
         )
+        phase = ["model", "version"]
+        self._queue_time = Histogram(
+            "servekit_queue_seconds",
+            "Time a request waited in its batch queue.",
+            phase,
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._model_time = Histogram(
+            "servekit_inference_seconds",
+            "Model execution time of the batch holding a request.",
+            phase,
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._server_time = Histogram(
+            "servekit_server_seconds",
+            "Time inside the inference service (queue + model + bookkeeping).",
+            phase,
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._tf_queuing = Histogram(
+            ":tensorflow:serving:batching_session:queuing_latency",
+            "Time in the batching queue, microseconds.",
+            ["model_name"],
+            buckets=TF_LATENCY_BUCKETS_US,
+            registry=self.registry,
+        )
+        self._batch_size = Histogram(
+            ":tensorflow:serving:batching_session:processed_batch_size",
+            "Rows per executed batch (with padding).",
+            ["model_name"],
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self._padding = Histogram(
+            ":tensorflow:serving:batching_session:padding_size",
+            "Padding rows per executed batch.",
+            ["model_name"],
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self._batches = Counter(
+            "servekit_batches",
+            "Executed batches by why they were released (full, idle, timeout, target).",
+            ["model", "version", "reason"],
+            registry=self.registry,
+        )
+        self._batch_rows = Histogram(
+            "servekit_batch_size",
+            "Request rows per executed batch.",
+            ["model", "version"],
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
         self._state = Gauge(
             "servekit_servable_state",
             "1 for the state each model version is in.",
             ["model", "version", "state"],
             registry=self.registry,
+            multiprocess_mode="max",
         )
+        self.registry.register(_TfRequestCount(self._requests.collect))
 
     # RequestObserver
     def on_request(self, *, model: str, version: str, api: str, protocol: str, status: int, seconds: float) -> None:
-        self._tf_count.inc(model, "OK" if status < 400 else _TF_STATUS.get(status, "INVALID_ARGUMENT"))
         self._requests.labels(model, version, protocol, api, str(status)).inc()
         if status == 200:
             self._tf_latency.labels(model, api, "REST").observe(seconds * 1e6)
             self._latency.labels(model, version, protocol).observe(seconds)
+
+    # InferenceObserver
+    def on_inference(self, model: str, version: int, queue_s: float, model_s: float, total_s: float) -> None:
+        v = str(version)
+        self._queue_time.labels(model, v).observe(queue_s)
+        self._model_time.labels(model, v).observe(model_s)
+        self._server_time.labels(model, v).observe(total_s)
+        self._tf_queuing.labels(model).observe(queue_s * 1e6)
+
+    # BatchObserver
+    def on_batch(
+        self, key: tuple[str, str], rows: int, padded_rows: int, reason: ReleaseReason, seconds: float
+    ) -> None:
+        model, version = key
+        self._batch_size.labels(model).observe(padded_rows)
+        self._padding.labels(model).observe(padded_rows - rows)
+        self._batches.labels(model, version, reason.value).inc()
+        self._batch_rows.labels(model, version).observe(rows)
 
     # LifecycleObserver
     def on_state(self, model: str, version: int, state: ServableState) -> None:
@@ -111,4 +207,14 @@ class Metrics:
         self._load_time.labels(model, "ok" if ok else "error").observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if self._multiprocess_dir is None:
+            return generate_latest(self.registry)
+        from prometheus_client import multiprocess
+
+        merged = CollectorRegistry()
+        multiprocess.MultiProcessCollector(merged, path=self._multiprocess_dir)  # type: ignore[no-untyped-call]
+        metrics = list(merged.collect())
+        out = CollectorRegistry()
+        out.register(_Fixed(metrics))
+        out.register(_TfRequestCount(lambda: metrics))
+        return generate_latest(out)

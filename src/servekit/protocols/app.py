@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,8 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from servekit.batching.scheduler import BatchScheduler
 from servekit.config.loading import load_model_config_file
-from servekit.config.models import ModelConfig, ServerConfig
+from servekit.config.models import BatchingConfig, ModelConfig, ServerConfig
 from servekit.inference.service import InferenceService
 from servekit.observability.metrics import CONTENT_TYPE, Metrics
 from servekit.protocols.context import AdapterContext
@@ -23,10 +25,12 @@ from servekit.protocols.http import json_response
 from servekit.protocols.kserve_v2 import KServeV2
 from servekit.protocols.sagemaker import SageMaker
 from servekit.protocols.tfserving_rest import TfServingRest
+from servekit.protocols.warmup import run_warmup
 from servekit.repository.source import RepositorySource
 from servekit.runtime.base import Servable
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.serving.manager import ModelManager
+from servekit.serving.state import ServableState
 from servekit.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -39,15 +43,17 @@ class ServingCore:
         self.config = config
         self.storage = Storage()
         self.registry = registry or RuntimeRegistry()
-        self.metrics = Metrics()
+        self.metrics = Metrics(config.metrics_multiprocess_dir)
         self.manager = ModelManager(
             self._load,
             max_load_retries=config.max_num_load_retries,
             retry_interval=config.load_retry_interval_seconds,
-            observer=self.metrics,
+            observer=self,
         )
         self.executor = ThreadPoolExecutor(config.num_inference_threads, thread_name_prefix="servekit-infer")
-        self.service = InferenceService(self.manager, self.executor)
+        self.batching = BatchScheduler(self.executor, self._batching_for, observer=self.metrics)
+        self.service = InferenceService(self.manager, self.executor, self.batching, observer=self.metrics)
+        self._background: set[asyncio.Task[None]] = set()
         config_file = config.model_config_file
         self.source = RepositorySource(
             self.storage,
@@ -58,8 +64,31 @@ class ServingCore:
             config_poll_wait=config.model_config_file_poll_wait_seconds,
         )
 
+    def _batching_for(self, model: str) -> BatchingConfig | None:
+        return self.manager.config(model).batching or self.config.batching
+
     def _load(self, path: str, model: ModelConfig) -> Servable:
-        return self.registry.load(Path(self.storage.local_path(path)), model.platform, self.config.runtime)
+        """Runs on the manager's load thread: load, then warm up before the version is marked AVAILABLE."""
+        local = Path(self.storage.local_path(path))
+        servable = self.registry.load(local, model.platform, self.config.runtime)
+        if self.config.enable_model_warmup:
+            try:
+                run_warmup(servable, local, model.name, self.config.num_request_iterations_for_warmup)
+            except Exception:
+                servable.unload()
+                raise
+        return servable
+
+    # LifecycleObserver: metrics, and batch queues closed with their version.
+    def on_state(self, model: str, version: int, state: ServableState) -> None:
+        self.metrics.on_state(model, version, state)
+        if state in (ServableState.END, ServableState.ERROR):
+            task = asyncio.get_running_loop().create_task(self.batching.drop(model, version))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def on_load(self, model: str, version: int, seconds: float, ok: bool) -> None:
+        self.metrics.on_load(model, version, seconds, ok)
 
     async def start(self) -> None:
         await self.source.start()
@@ -67,12 +96,19 @@ class ServingCore:
     async def stop(self) -> None:
         await self.source.stop()
         await self.manager.close()
+        await self.batching.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def build_app(config: ServerConfig, core: ServingCore | None = None) -> Starlette:
     core = core or ServingCore(config)
-    ctx = AdapterContext(core.service, config.max_request_bytes, core.metrics, config.sagemaker_default_accept)
+    ctx = AdapterContext(
+        core.service,
+        config.max_request_bytes,
+        core.metrics,
+        config.sagemaker_default_accept,
+        request_timeout_s=config.request_timeout_ms / 1e3 if config.request_timeout_ms else None,
+    )
 
     async def metrics(request: Request) -> Response:
         return Response(core.metrics.render(), media_type=CONTENT_TYPE)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from servekit.errors import invalid
 from servekit.inference.ports import RequestObserver
 from servekit.inference.service import InferenceService
+
+TIMEOUT_HEADER = "x-servekit-timeout-ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,3 +18,17 @@ class AdapterContext:
     max_request_bytes: int
     observer: RequestObserver | None = None
     sagemaker_default_accept: str = "application/json"
+    request_timeout_s: float | None = None  # default deadline for waiting in a batch queue
+
+    def timeout(self, headers: Mapping[str, str]) -> float | None:
+        """The request's deadline: ``x-servekit-timeout-ms`` when sent, else the server default."""
+        raw = headers.get(TIMEOUT_HEADER)
+        if raw is None:
+            return self.request_timeout_s
+        try:
+            ms = float(raw)
+        except ValueError:
+            raise invalid(f"{TIMEOUT_HEADER} must be a number of milliseconds, got {raw!r}") from None
+        if not ms > 0:
+            raise invalid(f"{TIMEOUT_HEADER} must be > 0, got {raw!r}")
+        return ms / 1e3

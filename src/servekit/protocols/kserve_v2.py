@@ -127,6 +127,19 @@ def _decode_input(spec: Any, binary: memoryview, offset: int) -> tuple[str, npt.
     return name, flat.reshape(shape), offset
 
 
+def decode_v2_inputs(specs: list[Any], binary: memoryview | None = None) -> dict[str, npt.NDArray[Any]]:
+    """The "inputs" list of a V2 request as named arrays; binary tensors are read from ``binary`` in order."""
+    inputs: dict[str, npt.NDArray[Any]] = {}
+    offset = 0
+    data = binary if binary is not None else memoryview(b"")
+    for spec in specs:
+        name, arr, offset = _decode_input(spec, data, offset)
+        if name in inputs:
+            raise invalid(f"input '{name}' is given twice")
+        inputs[name] = arr
+    return inputs
+
+
 def _wants_binary(body: dict[str, Any], name: str) -> bool:
     for out in body.get("outputs") or []:
         if isinstance(out, dict) and out.get("name") == name:
@@ -235,13 +248,7 @@ class KServeV2:
         specs = body.get("inputs")
         if not isinstance(specs, list) or not specs:
             raise invalid('the inference request needs a non-empty "inputs" list')
-        inputs: dict[str, npt.NDArray[Any]] = {}
-        offset = 0
-        for spec in specs:
-            name, arr, offset = _decode_input(spec, binary, offset)
-            if name in inputs:
-                raise invalid(f"input '{name}' is given twice")
-            inputs[name] = arr
+        inputs = decode_v2_inputs(specs, binary)
         requested = body.get("outputs")
         out_names: tuple[str, ...] | None = None
         if requested is not None:
@@ -261,6 +268,7 @@ class KServeV2:
                 signature=signature if isinstance(signature, str) else None,
                 outputs=out_names,
                 id=str(req_id) if req_id is not None else "",
+                timeout=self._ctx.timeout(request.headers),
             )
         )
         return self._encode(resp, body)

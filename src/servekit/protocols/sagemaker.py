@@ -181,7 +181,14 @@ class SageMaker:
         accept = self._accept(request)
         inputs, rows, signature = self._decode(body, _media(content_type), model, version, method)
         resp = await self._ctx.service.infer(
-            InferenceRequest(model=model, inputs=inputs, version=version, signature=signature, method=_METHODS[method])
+            InferenceRequest(
+                model=model,
+                inputs=inputs,
+                version=version,
+                signature=signature,
+                method=_METHODS[method],
+                timeout=self._ctx.timeout(request.headers),
+            )
         )
         return self._encode(resp, accept, method, rows)
 

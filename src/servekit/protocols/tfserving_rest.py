@@ -154,7 +154,13 @@ class TfServingRest:
             inputs, rows = decode_examples(body, sig), True
         resp = await svc.infer(
             InferenceRequest(
-                model=t.model, inputs=inputs, version=t.version, label=t.label, signature=sig_name, method=method
+                model=t.model,
+                inputs=inputs,
+                version=t.version,
+                label=t.label,
+                signature=sig_name,
+                method=method,
+                timeout=self._ctx.timeout(request.headers),
             )
         )
         if method == CLASSIFY_METHOD:

@@ -1,0 +1,61 @@
+"""One batch queue per (model, version, signature), created on first use, closed when the version goes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy.typing as npt
+
+from servekit.batching.queue import BatchObserver, BatchQueue
+from servekit.config.models import BatchingConfig
+from servekit.runtime.base import Servable
+from servekit.types import Signature
+
+
+def batchable(sig: Signature) -> bool:
+    """Rows of different requests can be stacked only when every input has a free batch dimension."""
+    return sig.validate and bool(sig.inputs) and all(t.shape and t.shape[0] < 0 for t in sig.inputs)
+
+
+class BatchScheduler:
+    def __init__(
+        self,
+        executor: Executor,
+        batching_for: Callable[[str], BatchingConfig | None],
+        observer: BatchObserver | None = None,
+    ) -> None:
+        self._executor = executor
+        self._batching_for = batching_for
+        self._observer = observer
+        self._queues: dict[tuple[str, int, str], tuple[Servable, BatchQueue]] = {}
+
+    def queue_for(self, model: str, version: int, servable: Servable, sig: Signature) -> BatchQueue | None:
+        key = (model, version, sig.name)
+        entry = self._queues.get(key)
+        if entry is not None and entry[0] is servable:
+            return entry[1]
+        cfg = self._batching_for(model)
+        if cfg is None or not batchable(sig):
+            return None
+        executor, name = self._executor, sig.name
+
+        async def run(inputs: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+            # One thread-pool hop per batch; the event loop never runs model code.
+            return await asyncio.get_running_loop().run_in_executor(executor, servable.predict, name, inputs)
+
+        queue = BatchQueue(run, cfg, key=(model, str(version)), observer=self._observer)
+        self._queues[key] = (servable, queue)
+        return queue
+
+    async def drop(self, model: str, version: int) -> None:
+        for key in [k for k in self._queues if k[0] == model and k[1] == version]:
+            _, queue = self._queues.pop(key)
+            await queue.close()
+
+    async def close(self) -> None:
+        for _, queue in list(self._queues.values()):
+            await queue.close()
+        self._queues.clear()

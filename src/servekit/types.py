@@ -86,9 +86,13 @@ class TensorSpec:
         return f"{self.name}: {self.datatype}[{dims}]"
 
     def shape_matches(self, shape: tuple[int, ...]) -> bool:
-        if len(shape) != len(self.shape):
+        spec = self.shape
+        if len(shape) != len(spec):
             return False
-        return all(want < 0 or want == got for want, got in zip(self.shape, shape, strict=True))
+        for want, got in zip(spec, shape, strict=True):
+            if want >= 0 and want != got:
+                return False
+        return True
 
 
 PREDICT_METHOD = "tensorflow/serving/predict"

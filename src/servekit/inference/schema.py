@@ -39,7 +39,6 @@ class InferenceResponse:
     version: int
     signature: str
     outputs: dict[str, npt.NDArray[Any]]
-    datatypes: dict[str, str] = field(default_factory=dict)
     class_labels: tuple[str, ...] = ()
     timings: Timings = field(default_factory=Timings)
     id: str = ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -26,17 +27,18 @@ class ModelMetadata:
     versions: tuple[int, ...]
 
 
-def pick_signature(signatures: dict[str, Signature], name: str | None, method: str, model: str) -> Signature:
-    listing = ", ".join(sorted(signatures))
+def pick_signature(signatures: Mapping[str, Signature], name: str | None, method: str, model: str) -> Signature:
     if name:
         sig = signatures.get(name)
         if sig is None:
+            listing = ", ".join(sorted(signatures))
             raise not_found(f"model '{model}' has no signature '{name}'; signatures: {listing}")
     elif method == PREDICT_METHOD:
         sig = signatures.get(DEFAULT_SIGNATURE) or next(iter(signatures.values()))
     else:
         sig = next((s for s in signatures.values() if s.method == method), None)
         if sig is None:
+            listing = ", ".join(sorted(signatures))
             raise invalid(f"model '{model}' has no signature with method {method}; signatures: {listing}")
     if method != PREDICT_METHOD and sig.method != method:
         raise invalid(f"signature '{sig.name}' of model '{model}' has method {sig.method}, not {method}")
@@ -59,11 +61,10 @@ class InferenceService:
     async def infer(self, req: InferenceRequest) -> InferenceResponse:
         started = time.perf_counter()
         with self.manager.lease(req.model, req.version, req.label) as lease:
-            sigs = dict(lease.servable.signatures)
-            sig = pick_signature(sigs, req.signature, req.method, req.model)
+            sig = pick_signature(lease.servable.signatures, req.signature, req.method, req.model)
             inputs = validate_inputs(sig, req.inputs)
-            wanted = [o.name for o in sig.outputs]
             if req.outputs is not None:
+                wanted = [o.name for o in sig.outputs]
                 unknown = [o for o in req.outputs if o not in wanted]
                 if unknown and sig.validate:
                     raise invalid(f"unknown output(s) {', '.join(map(repr, unknown))}; {sig.describe()}")
@@ -95,7 +96,6 @@ class InferenceService:
                 version=lease.version,
                 signature=sig.name,
                 outputs=outputs,
-                datatypes={o.name: o.datatype for o in sig.outputs},
                 class_labels=sig.class_labels,
                 timings=Timings(queue_s, model_s, total_s),
                 id=req.id,

@@ -24,6 +24,8 @@ def _fail(sig: Signature, message: str) -> ServekitError:
 def cast(value: npt.NDArray[Any], spec: TensorSpec, sig: Signature) -> npt.NDArray[Any]:
     want = spec.dtype
     have = value.dtype
+    if have == want and want.kind != "O":
+        return value
     if want.kind == "O":
         if have.kind in "USO":
             return value.astype(object) if have.kind != "O" else value
@@ -54,6 +56,11 @@ def validate_inputs(sig: Signature, given: Mapping[str, npt.NDArray[Any]]) -> di
         if ONLY_INPUT in given and sig.inputs:
             return {sig.inputs[0].name: given[ONLY_INPUT]}
         return dict(given)
+    if len(sig.inputs) == 1 and len(given) == 1:  # the common case, without building lookups
+        spec = sig.inputs[0]
+        ((name, value),) = given.items()
+        if name in (ONLY_INPUT, spec.name):
+            return {spec.name: _check(spec, value, sig)}
     expected = {t.name: t for t in sig.inputs}
     named = dict(given)
     if ONLY_INPUT in named:
@@ -69,12 +76,12 @@ def validate_inputs(sig: Signature, given: Mapping[str, npt.NDArray[Any]]) -> di
         if extra:
             parts.append("unexpected input(s) " + ", ".join(repr(n) for n in extra))
         raise _fail(sig, "; ".join(parts))
-    out: dict[str, npt.NDArray[Any]] = {}
-    for name, spec in expected.items():
-        value = named[name]
-        if not spec.shape_matches(value.shape):
-            raise _fail(sig, f"input '{name}' has shape {_shape(value.shape)}, expected {_shape(spec.shape)}")
-        if value.ndim and value.shape[0] == 0:
-            raise _fail(sig, f"input '{name}' is empty (0 rows)")
-        out[name] = cast(value, spec, sig)
-    return out
+    return {name: _check(spec, named[name], sig) for name, spec in expected.items()}
+
+
+def _check(spec: TensorSpec, value: npt.NDArray[Any], sig: Signature) -> npt.NDArray[Any]:
+    if not spec.shape_matches(value.shape):
+        raise _fail(sig, f"input '{spec.name}' has shape {_shape(value.shape)}, expected {_shape(spec.shape)}")
+    if value.ndim and value.shape[0] == 0:
+        raise _fail(sig, f"input '{spec.name}' is empty (0 rows)")
+    return cast(value, spec, sig)

@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.ports import RequestObserver
-from servekit.inference.schema import Timings
+from servekit.inference.schema import InferenceResponse
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ async def read_body(request: Request, limit: int) -> bytes:
                 ErrorCode.PAYLOAD_TOO_LARGE,
                 f"request body of {size} bytes exceeds the limit of {limit} bytes (--max_request_bytes)",
             )
+        return await request.body()  # the declared size is within the limit; the server enforces it
     chunks: list[bytes] = []
     total = 0
     async for chunk in request.stream():
@@ -77,15 +78,27 @@ def error_response(exc: ServekitError, table: Mapping[ErrorCode, int]) -> Respon
     return json_response({"error": exc.message}, status=table.get(exc.code, 500))
 
 
-def timing_headers(t: Timings, version: int | None = None) -> dict[str, str]:
-    headers = {
-        "x-servekit-queue-ms": f"{t.queue_s * 1e3:.3f}",
-        "x-servekit-model-ms": f"{t.model_s * 1e3:.3f}",
-        "x-servekit-total-ms": f"{t.total_s * 1e3:.3f}",
-    }
-    if version is not None:
-        headers["x-servekit-model-version"] = str(version)
-    return headers
+class InferenceHTTPResponse(Response):
+    """An inference answer whose body is already bytes: headers are built as bytes directly, skipping
+    Starlette's generic header handling on the hot path. Carries the phase timings as headers."""
+
+    def __init__(
+        self, body: bytes, media_type: str, resp: InferenceResponse, extra: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> None:
+        t = resp.timings
+        self.status_code = 200
+        self.body = body
+        self.background = None
+        self.model_version = str(resp.version)
+        self.raw_headers = [
+            (b"content-length", b"%d" % len(body)),
+            (b"content-type", media_type.encode("latin-1")),
+            (b"x-servekit-model-version", self.model_version.encode()),
+            (b"x-servekit-queue-ms", b"%.3f" % (t.queue_s * 1e3)),
+            (b"x-servekit-model-ms", b"%.3f" % (t.model_s * 1e3)),
+            (b"x-servekit-total-ms", b"%.3f" % (t.total_s * 1e3)),
+            *extra,
+        ]
 
 
 class Observed:
@@ -118,7 +131,8 @@ class Observed:
         if self.observer is not None and model and self.known_model(model):
             self.observer.on_request(
                 model=model,
-                version=response.headers.get("x-servekit-model-version", ""),
+                version=getattr(response, "model_version", None)
+                or response.headers.get("x-servekit-model-version", ""),
                 api=api,
                 protocol=self.protocol,
                 status=response.status_code,

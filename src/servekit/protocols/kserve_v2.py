@@ -17,7 +17,7 @@ from servekit.errors import ServekitError, invalid
 from servekit.inference.schema import InferenceRequest, InferenceResponse
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import KSERVE_STATUS
-from servekit.protocols.http import Observed, dumps, json_response, loads, read_body, timing_headers
+from servekit.protocols.http import InferenceHTTPResponse, Observed, dumps, json_response, loads, read_body
 from servekit.types import V2_DATATYPES, numpy_dtype, v2_datatype
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -298,9 +298,13 @@ class KServeV2:
         doc: dict[str, Any] = {"model_name": resp.model, "model_version": str(resp.version), "outputs": outputs}
         if resp.id:
             doc["id"] = resp.id
-        headers = timing_headers(resp.timings, resp.version)
+
         header = dumps(doc)
         if not blobs:
-            return Response(header, media_type="application/json", headers=headers)
-        headers["Inference-Header-Content-Length"] = str(len(header))
-        return Response(header + b"".join(blobs), media_type="application/octet-stream", headers=headers)
+            return InferenceHTTPResponse(header, "application/json", resp)
+        return InferenceHTTPResponse(
+            header + b"".join(blobs),
+            "application/octet-stream",
+            resp,
+            ((b"inference-header-content-length", b"%d" % len(header)),),
+        )

@@ -26,7 +26,7 @@ from servekit.inference.schema import ONLY_INPUT, InferenceRequest, InferenceRes
 from servekit.inference.service import pick_signature
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import SAGEMAKER_STATUS
-from servekit.protocols.http import Observed, dumps, loads, read_body, timing_headers
+from servekit.protocols.http import InferenceHTTPResponse, Observed, dumps, loads, read_body
 from servekit.protocols.tfjson import (
     decode_examples,
     decode_instances,
@@ -230,16 +230,15 @@ class SageMaker:
         )
 
     def _encode(self, resp: InferenceResponse, accept: str, method: str, rows: bool) -> Response:
-        headers = timing_headers(resp.timings, resp.version)
         if method == "classify":
-            return Response(dumps(encode_classify(resp)), media_type=JSON, headers=headers)
+            return InferenceHTTPResponse(dumps(encode_classify(resp)), JSON, resp)
         if method == "regress":
-            return Response(dumps(encode_regress(resp)), media_type=JSON, headers=headers)
+            return InferenceHTTPResponse(dumps(encode_regress(resp)), JSON, resp)
         if accept == JSON:
-            return Response(dumps(encode_predict(resp, rows)), media_type=JSON, headers=headers)
+            return InferenceHTTPResponse(dumps(encode_predict(resp, rows)), JSON, resp)
         if accept == JSONLINES:
             lines = b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in _rows(resp))
-            return Response(lines, media_type=JSONLINES, headers=headers)
+            return InferenceHTTPResponse(lines, JSONLINES, resp)
         if len(resp.outputs) != 1:
             raise ServekitError(
                 ErrorCode.NOT_ACCEPTABLE,
@@ -249,9 +248,9 @@ class SageMaker:
         if accept == NPY:
             bio = io.BytesIO()
             np.save(bio, arr if arr.dtype != object else arr.astype(str), allow_pickle=False)
-            return Response(bio.getvalue(), media_type=NPY, headers=headers)
+            return InferenceHTTPResponse(bio.getvalue(), NPY, resp)
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         for row in np.atleast_1d(arr).tolist():
             writer.writerow(row if isinstance(row, list) else [row])
-        return Response(buf.getvalue().encode(), media_type=CSV, headers=headers)
+        return InferenceHTTPResponse(buf.getvalue().encode(), CSV, resp)

@@ -14,7 +14,7 @@ from servekit.inference.schema import InferenceRequest
 from servekit.inference.service import pick_signature
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import TFSERVING_STATUS
-from servekit.protocols.http import Observed, json_response, loads, read_body, timing_headers
+from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, Observed, dumps, json_response, loads, read_body
 from servekit.protocols.tfjson import (
     decode_examples,
     decode_predict,
@@ -35,8 +35,7 @@ _METHODS = {"predict": PREDICT_METHOD, "classify": CLASSIFY_METHOD, "regress": R
 
 
 class _Target:
-    def __init__(self, path: str) -> None:
-        m = _PATH.match(path)
+    def __init__(self, path: str, m: re.Match[str] | None) -> None:
         if m is None:
             raise not_found(
                 f"unknown path {path!r}; expected /v1/models/<model>[/versions/<n>|/labels/<l>]"
@@ -64,7 +63,7 @@ class TfServingRest:
         return [Route("/v1/{rest:path}", self.dispatch, methods=["GET", "POST"])]
 
     async def dispatch(self, request: Request) -> Response:
-        path = request.url.path
+        path: str = request.scope["path"]
         model = ""
         m = _PATH.match(path)
         if m is not None:
@@ -74,10 +73,10 @@ class TfServingRest:
             api = verb if verb in _METHODS else "predict"
         else:
             api = "metadata" if path.endswith("/metadata") else "status"
-        return await self._observed.run(model, api, lambda: self._handle(request))
+        return await self._observed.run(model, api, lambda: self._handle(request, path, m))
 
-    async def _handle(self, request: Request) -> Response:
-        t = _Target(request.url.path)
+    async def _handle(self, request: Request, path: str, m: re.Match[str] | None) -> Response:
+        t = _Target(path, m)
         if t.verb:
             if request.method != "POST":
                 raise invalid(f":{t.verb} needs POST, got {request.method}")
@@ -169,4 +168,4 @@ class TfServingRest:
             out = encode_regress(resp)
         else:
             out = encode_predict(resp, rows)
-        return json_response(out, headers=timing_headers(resp.timings, resp.version))
+        return InferenceHTTPResponse(dumps(out), JSON_TYPE, resp)

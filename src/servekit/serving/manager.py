@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -63,11 +62,26 @@ class VersionStatus:
     error: str = ""
 
 
-@dataclass(frozen=True, slots=True)
 class Lease:
-    model: str
-    version: int
-    servable: Servable
+    """A held version; a plain class context manager because it is taken on every request."""
+
+    __slots__ = ("_harness", "model", "servable", "version")
+
+    def __init__(self, model: str, version: int, servable: Servable, harness: VersionHarness) -> None:
+        self.model = model
+        self.version = version
+        self.servable = servable
+        self._harness = harness
+
+    def __enter__(self) -> Lease:
+        self._harness.leases += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        h = self._harness
+        h.leases -= 1
+        if h.leases == 0 and h.state is ServableState.UNLOADING:
+            h.drained.set()
 
 
 @dataclass(eq=False)
@@ -79,6 +93,7 @@ class _Model:
     dirty: bool = False
     scanned: bool = False  # the source has reported at least once
     removed: bool = False  # left the config; dropped once every version has ended
+    available: tuple[int, ...] = ()  # sorted; refreshed on every state change (read on each request)
 
 
 class ModelManager:
@@ -227,6 +242,9 @@ class ModelManager:
 
     def _set_state(self, h: VersionHarness, state: ServableState) -> None:
         h.move(state)
+        entry = self._models.get(h.model)
+        if entry is not None:
+            entry.available = tuple(sorted(v for v, x in entry.versions.items() if x.state is ServableState.AVAILABLE))
         if self._observer is not None:
             self._observer.on_state(h.model, h.version, state)
 
@@ -275,8 +293,7 @@ class ModelManager:
         return [VersionStatus(h.version, h.state, h.error) for _, h in sorted(entry.versions.items())]
 
     def available_versions(self, model: str) -> list[int]:
-        entry = self._entry(model)
-        return sorted(v for v, h in entry.versions.items() if h.state is ServableState.AVAILABLE)
+        return list(self._entry(model).available)
 
     def is_ready(self, model: str, version: int | None = None) -> bool:
         try:
@@ -291,8 +308,12 @@ class ModelManager:
 
     def resolve(self, model: str, version: int | None = None, label: str | None = None) -> int:
         """The version a request for (model, version|label|latest) should use; raises a clear error."""
-        entry = self._entry(model)
-        available = self.available_versions(model)
+        entry = self._models.get(model)
+        if entry is None:
+            entry = self._entry(model)  # raises the not-found error
+        available = entry.available
+        if version is None and label is None and available:
+            return available[-1]  # the hot path: latest
         listing = ", ".join(map(str, available)) or "none"
         if label is not None:
             labels = entry.config.version_labels
@@ -334,17 +355,11 @@ class ModelManager:
             raise unavailable(f"model '{model}' has no available version; " + "; ".join(errors))
         raise unavailable(f"model '{model}' has no version directories under {entry.config.base_path}")
 
-    @contextmanager
-    def lease(self, model: str, version: int | None = None, label: str | None = None) -> Iterator[Lease]:
-        """Hold a version for the length of a request; its unload waits until the lease is released."""
+    def lease(self, model: str, version: int | None = None, label: str | None = None) -> Lease:
+        """Hold a version for the length of a request (``with manager.lease(...) as lease``); its unload
+        waits until every lease is released."""
         v = self.resolve(model, version, label)
         h = self._models[model].versions[v]
         if h.servable is None:  # cannot happen while AVAILABLE; guard the invariant loudly
             raise ServekitError(ErrorCode.INTERNAL, f"model '{model}' version {v} has no servable")
-        h.leases += 1
-        try:
-            yield Lease(model, v, h.servable)
-        finally:
-            h.leases -= 1
-            if h.leases == 0 and h.state is ServableState.UNLOADING:
-                h.drained.set()
+        return Lease(model, v, h.servable, h)

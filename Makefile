@@ -13,8 +13,8 @@ demo: install-demo
 	servekit demo --dir demo-models --port 8501 --sagemaker-port 8080
 
 lint:
-	$(PYTHON) -m ruff check src tests benchmarks
-	$(PYTHON) -m ruff format --check src tests benchmarks
+	$(PYTHON) -m ruff check src tests
+	$(PYTHON) -m ruff format --check src tests
 
 typecheck:
 	$(PYTHON) -m mypy

@@ -58,23 +58,23 @@ class ServerProcess:
 
 def start_server(args: list[str], log_path: Path, port: int | None = None) -> ServerProcess:
     port = port or free_port()
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "servekit.cli.main",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--rest_api_port",
-            str(port),
-            *args,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "servekit.cli.main",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--rest_api_port",
+                str(port),
+                *args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     return ServerProcess(proc, port, log_path)
 
 

@@ -133,6 +133,7 @@ def inspect(version_dir: Annotated[Path, typer.Argument(help="A model version di
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="Where to build the example models.")] = Path("demo-models"),
     port: Annotated[int, typer.Option("--port", help="REST port.")] = 8501,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     sagemaker_port: Annotated[int, typer.Option("--sagemaker-port", help="SageMaker port.")] = 8080,
     build_only: Annotated[bool, typer.Option("--build-only", help="Build the models and exit.")] = False,
 ) -> None:
@@ -145,7 +146,7 @@ def demo(
     typer.echo(tour(port, sagemaker_port))
     if build_only:
         return
-    serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port)
+    serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port, host=host)
 
 
 def _abs(path: str) -> str:

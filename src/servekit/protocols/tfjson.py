@@ -118,9 +118,16 @@ def encode_predict(resp: InferenceResponse, rows: bool) -> dict[str, Any]:
             "outputs have different batch sizes, so they cannot be returned in row format; "
             'send "inputs" (columnar format) instead'
         )
-    per_name = {n: _jsonable(a, n) for n, a in outs.items()}
-    listed = {n: (v.tolist() if isinstance(v, np.ndarray) else v) for n, v in per_name.items()}
-    return {"predictions": [{n: listed[n][i] for n in outs} for i in range(lengths.pop())]}
+    # Float rows stay numpy so orjson writes float32 as float32 (tolist() would widen 0.8759845 to
+    # 0.8759844899177551); integers go through tolist(), exact either way.
+    per_name = {n: _rows(_jsonable(a, n)) for n, a in outs.items()}
+    return {"predictions": [{n: v[i] for n, v in per_name.items()} for i in range(lengths.pop())]}
+
+
+def _rows(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return list(value) if value.dtype.kind == "f" else value.tolist()
+    return value
 
 
 def decode_examples(body: Any, sig: Signature) -> dict[str, npt.NDArray[Any]]:

@@ -146,7 +146,11 @@ class ModelManager:
             h = entry.versions.get(v)
             if h is None or h.state is ServableState.NEW:
                 return True
-        return any(
+        # A version that left the aspired set is work only once it can go: a replacement is up, or none is wanted.
+        can_unload = not entry.aspired or any(
+            entry.versions[v].state is ServableState.AVAILABLE for v in entry.aspired if v in entry.versions
+        )
+        return can_unload and any(
             h.state is ServableState.AVAILABLE and h.version not in entry.aspired for h in entry.versions.values()
         )
 

@@ -94,7 +94,11 @@ class Supervisor:
         # Workers inherit this before they import prometheus_client, so their metrics go to shared files.
         metrics_dir = tempfile.mkdtemp(prefix="servekit-metrics-")
         os.environ[MULTIPROC_ENV] = metrics_dir
-        self._config = dataclasses.replace(self._config, metrics_multiprocess_dir=metrics_dir)
+        self._config = dataclasses.replace(
+            self._config,
+            metrics_multiprocess_dir=metrics_dir,
+            wait_for_models_seconds=self._config.wait_for_models_seconds or 600.0,
+        )
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGTERM, self._stop)
         self._workers = [self._spawn() for _ in range(self._config.workers)]

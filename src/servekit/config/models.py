@@ -42,6 +42,9 @@ class RuntimeOptions:
 
     intra_op_threads: int = 0  # 0 = runtime default
     inter_op_threads: int = 0
+    # onnxruntime's pool threads busy-wait between runs by default; on a server that shares its cores with
+    # the event loop that spinning steals the CPU the HTTP side needs, so it is off unless asked for.
+    allow_spinning: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,9 @@ class ServerConfig:
     request_timeout_ms: int = 0  # 0 = no deadline; requests may set x-servekit-timeout-ms
     workers: int = 1
     metrics_multiprocess_dir: str | None = None  # set by the worker supervisor
+    # > 0: a worker accepts connections only once its models are loaded (or this long has passed), so a
+    # worker that is starting or replacing a dead one never answers 503 for a model its siblings serve.
+    wait_for_models_seconds: float = 0.0
     enable_model_warmup: bool = True
     num_request_iterations_for_warmup: int = 1
 

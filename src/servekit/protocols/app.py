@@ -55,6 +55,7 @@ class ServingCore:
         self.batching = BatchScheduler(self.executor, self._batching_for, observer=self.metrics)
         self.service = InferenceService(self.manager, self.executor, self.batching, observer=self.metrics)
         self._background: set[asyncio.Task[None]] = set()
+        self._ready: asyncio.Event | None = None
         config_file = config.model_config_file
         self.source = RepositorySource(
             self.storage,
@@ -83,6 +84,8 @@ class ServingCore:
     # LifecycleObserver: metrics, and batch queues closed with their version.
     def on_state(self, model: str, version: int, state: ServableState) -> None:
         self.metrics.on_state(model, version, state)
+        if self._ready is not None and self.manager.all_ready():
+            self._ready.set()
         if state in (ServableState.END, ServableState.ERROR):
             task = asyncio.get_running_loop().create_task(self.batching.drop(model, version))
             self._background.add(task)
@@ -92,7 +95,16 @@ class ServingCore:
         self.metrics.on_load(model, version, seconds, ok)
 
     async def start(self) -> None:
+        """Start polling; with ``wait_for_models_seconds`` also hold startup (so the server does not accept
+        connections yet) until every model has a version available, or that long has passed."""
+        self._ready = asyncio.Event()
         await self.source.start()
+        wait = self.config.wait_for_models_seconds
+        if wait > 0 and not self.manager.all_ready():
+            try:
+                await asyncio.wait_for(self._ready.wait(), wait)
+            except TimeoutError:
+                log.warning("models not all available after %.0fs; serving anyway", wait)
 
     async def stop(self) -> None:
         await self.source.stop()

@@ -117,6 +117,9 @@ class OnnxRuntime:
         if options.inter_op_threads:
             so.inter_op_num_threads = options.inter_op_threads
         so.log_severity_level = 3
+        spin = "1" if options.allow_spinning else "0"
+        so.add_session_config_entry("session.intra_op.allow_spinning", spin)
+        so.add_session_config_entry("session.inter_op.allow_spinning", spin)
         try:
             session = ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for corrupt graphs

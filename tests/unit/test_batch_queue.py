@@ -223,3 +223,39 @@ def test_close_finishes_queued_work_then_refuses() -> None:
             await q.submit(x(1))
 
     run_virtual(main)
+
+
+def test_thread_mode_merges_runs_and_splits_on_the_executor() -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads: set[str] = set()
+
+    def predict(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        threads.add(threading.current_thread().name)
+        return {"y": inputs["x"] * 3}
+
+    def failing(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise RuntimeError("thread model exploded")
+
+    async def main() -> None:
+        with ThreadPoolExecutor(2, thread_name_prefix="model") as ex:
+            q = BatchQueue(None, cfg(max_batch_size=8), predict=predict, executor=ex)
+            results = await asyncio.gather(*(q.submit(x(i)) for i in range(20)))
+            assert [r.outputs["y"].item() for r in results] == [3.0 * i for i in range(20)]
+            assert max(r.batch_rows for r in results) > 1
+            pending = [asyncio.ensure_future(q.submit(x(i))) for i in range(5)]
+            await asyncio.sleep(0)
+            await q.close()
+            assert all(p.done() for p in pending)
+            bad = BatchQueue(None, cfg(), predict=failing, executor=ex)
+            with pytest.raises(RuntimeError, match="thread model exploded"):
+                await bad.submit(x(1))
+        assert threads and all(t.startswith("model") for t in threads)
+
+    asyncio.run(main())
+
+
+def test_needs_exactly_one_way_to_run() -> None:
+    with pytest.raises(ValueError, match="run_batch, or predict together with executor"):
+        BatchQueue(None, cfg())

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,6 +24,18 @@ from servekit.config.models import BatchingConfig
 from servekit.errors import ErrorCode, ServekitError, invalid
 
 BatchFn = Callable[[dict[str, npt.NDArray[Any]]], Awaitable[dict[str, npt.NDArray[Any]]]]
+PredictFn = Callable[[dict[str, npt.NDArray[Any]]], dict[str, npt.NDArray[Any]]]
+
+
+def _work(
+    predict: PredictFn, parts: list[Tensors], counts: list[int], target: int
+) -> tuple[list[dict[str, npt.NDArray[Any]]], float]:
+    """One batch on a worker thread: merge, pad, run, split. Returns the pieces and the model time."""
+    merged = pad_to(concat(parts), sum(counts), target)
+    t0 = time.perf_counter()
+    outputs = predict(merged)
+    seconds = time.perf_counter() - t0
+    return split(outputs, counts, target), seconds
 
 
 class BatchObserver(Protocol):
@@ -59,13 +72,22 @@ class _Task:
 class BatchQueue:
     def __init__(
         self,
-        run_batch: BatchFn,
+        run_batch: BatchFn | None,
         cfg: BatchingConfig,
         *,
         key: tuple[str, str] = ("", ""),
         observer: BatchObserver | None = None,
+        predict: PredictFn | None = None,
+        executor: Executor | None = None,
     ) -> None:
+        """Give either ``run_batch`` (a coroutine function, run on the loop) or ``predict`` and ``executor``
+        (a blocking function, run with merging and splitting on the executor's threads: the server's mode)."""
+        if (run_batch is None) == (predict is None) or (predict is not None and executor is None):
+            raise ValueError("give run_batch, or predict together with executor")
         self._run = run_batch
+        self._predict = predict
+        self._executor = executor
+        self._idle: asyncio.Event | None = None
         self.cfg = cfg
         self._key = key
         self._observer = observer
@@ -200,46 +222,89 @@ class BatchQueue:
 
     def _start(self, batch: list[tuple[_Task, int, int]], reason: ReleaseReason) -> None:
         self._executing += 1
-        job = asyncio.get_running_loop().create_task(self._execute(batch, reason))
-        self._inflight.add(job)
-        job.add_done_callback(self._inflight.discard)
-
-    async def _execute(self, batch: list[tuple[_Task, int, int]], reason: ReleaseReason) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        counts = [stop - start for _, start, stop in batch]
-        rows = sum(counts)
-        target = padded_size(rows, self.cfg.allowed_batch_sizes)
         for task, start, _ in batch:
             if start == 0:
                 task.started = started
+        counts = [stop - start for _, start, stop in batch]
+        parts = [t.inputs if (a == 0 and b == t.rows) else slice_rows(t.inputs, a, b) for t, a, b in batch]
+        target = padded_size(sum(counts), self.cfg.allowed_batch_sizes)
+        if self._predict is not None and self._executor is not None:
+            # Thread mode: merge, run and split on the worker thread; the loop only hands over and delivers.
+            future = self._executor.submit(_work, self._predict, parts, counts, target)
+            future.add_done_callback(
+                lambda f: loop.call_soon_threadsafe(self._complete, batch, counts, target, reason, f)
+            )
+            return
+        job = loop.create_task(self._execute(batch, parts, counts, target, reason))
+        self._inflight.add(job)
+        job.add_done_callback(self._inflight.discard)
+
+    async def _execute(
+        self,
+        batch: list[tuple[_Task, int, int]],
+        parts: list[Tensors],
+        counts: list[int],
+        target: int,
+        reason: ReleaseReason,
+    ) -> None:
+        """Coroutine mode (an async batch function): merge and split on the loop."""
         try:
-            parts = [t.inputs if (a == 0 and b == t.rows) else slice_rows(t.inputs, a, b) for t, a, b in batch]
-            merged = pad_to(concat(parts), rows, target)
+            merged = pad_to(concat(parts), sum(counts), target)
             t0 = time.perf_counter()
-            outputs = await self._run(merged)
-            seconds = time.perf_counter() - t0
-            pieces = split(outputs, counts, target)
+            outputs = await self._run(merged)  # type: ignore[misc]
+            result: tuple[list[dict[str, npt.NDArray[Any]]], float] | BaseException = (
+                split(outputs, counts, target),
+                time.perf_counter() - t0,
+            )
         except BaseException as exc:
-            self._fail(batch, exc)
-            if not isinstance(exc, Exception):
-                raise
-        else:
+            result = exc
+        self._finish(batch, counts, target, reason, result)
+        if isinstance(result, BaseException) and not isinstance(result, Exception):
+            raise result
+
+    def _complete(
+        self,
+        batch: list[tuple[_Task, int, int]],
+        counts: list[int],
+        target: int,
+        reason: ReleaseReason,
+        future: Future[tuple[list[dict[str, npt.NDArray[Any]]], float]],
+    ) -> None:
+        exc = future.exception()
+        self._finish(batch, counts, target, reason, exc if exc is not None else future.result())
+
+    def _finish(
+        self,
+        batch: list[tuple[_Task, int, int]],
+        counts: list[int],
+        target: int,
+        reason: ReleaseReason,
+        result: tuple[list[dict[str, npt.NDArray[Any]]], float] | BaseException,
+    ) -> None:
+        try:
+            if isinstance(result, BaseException):
+                self._fail(batch, result)
+                return
+            pieces, seconds = result
             self._cost.observe(target, seconds)
             if self._observer is not None:
-                self._observer.on_batch(self._key, rows, target, reason, seconds)
-            for (task, start, _), piece in zip(batch, pieces, strict=True):
-                self._deliver(task, start, piece, seconds, target)
+                self._observer.on_batch(self._key, sum(counts), target, reason, seconds)
+            for (task, start, _), piece, n in zip(batch, pieces, counts, strict=True):
+                self._deliver(task, start, piece, n, seconds, target)
         finally:
             self._executing -= 1
+            if self._executing == 0 and self._idle is not None:
+                self._idle.set()
             if not self._closed or self._queue:
                 self._pump()
 
     def _deliver(
-        self, task: _Task, start: int, piece: dict[str, npt.NDArray[Any]], seconds: float, batch_rows: int
+        self, task: _Task, start: int, piece: dict[str, npt.NDArray[Any]], rows: int, seconds: float, batch_rows: int
     ) -> None:
         task.parts[start] = piece
-        task.done_rows += rows_of(piece) if piece else 0
+        task.done_rows += rows
         task.model_s = max(task.model_s, seconds)
         task.batch_rows = max(task.batch_rows, batch_rows)
         if task.future.done() or task.done_rows < task.rows:
@@ -261,12 +326,16 @@ class BatchQueue:
     async def close(self) -> None:
         """Refuse new work, let queued and running batches finish."""
         self._closed = True
-        while self._queue or self._inflight:
-            if self._inflight:
-                await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        while self._queue or self._executing:
+            if self._executing:
+                self._idle = asyncio.Event()
+                if self._inflight:
+                    await asyncio.gather(*list(self._inflight), return_exceptions=True)
+                if self._executing:
+                    await self._idle.wait()
             else:
                 self._pump()
-                if not self._inflight:
+                if not self._executing:
                     break
         if self._timer is not None:
             self._timer.cancel()

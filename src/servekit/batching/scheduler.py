@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -40,13 +39,15 @@ class BatchScheduler:
         cfg = self._batching_for(model)
         if cfg is None or not batchable(sig):
             return None
-        executor, name = self._executor, sig.name
+        name = sig.name
 
-        async def run(inputs: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
-            # One thread-pool hop per batch; the event loop never runs model code.
-            return await asyncio.get_running_loop().run_in_executor(executor, servable.predict, name, inputs)
+        def predict(inputs: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+            return servable.predict(name, inputs)
 
-        queue = BatchQueue(run, cfg, key=(model, str(version)), observer=self._observer)
+        # One thread-pool hop per batch; the event loop never runs model code.
+        queue = BatchQueue(
+            None, cfg, key=(model, str(version)), observer=self._observer, predict=predict, executor=self._executor
+        )
         self._queues[key] = (servable, queue)
         return queue
 

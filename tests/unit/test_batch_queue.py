@@ -227,7 +227,8 @@ def test_close_finishes_queued_work_then_refuses() -> None:
 
 def test_thread_mode_merges_runs_and_splits_on_the_executor() -> None:
     import threading
-    from concurrent.futures import ThreadPoolExecutor
+
+    from servekit._utils.threads import ModelThreads
 
     threads: set[str] = set()
 
@@ -239,8 +240,9 @@ def test_thread_mode_merges_runs_and_splits_on_the_executor() -> None:
         raise RuntimeError("thread model exploded")
 
     async def main() -> None:
-        with ThreadPoolExecutor(2, thread_name_prefix="model") as ex:
-            q = BatchQueue(None, cfg(max_batch_size=8), predict=predict, executor=ex)
+        ex = ModelThreads(2, name="model")
+        try:
+            q = BatchQueue(None, cfg(max_batch_size=8), predict=predict, threads=ex)
             results = await asyncio.gather(*(q.submit(x(i)) for i in range(20)))
             assert [r.outputs["y"].item() for r in results] == [3.0 * i for i in range(20)]
             assert max(r.batch_rows for r in results) > 1
@@ -248,14 +250,16 @@ def test_thread_mode_merges_runs_and_splits_on_the_executor() -> None:
             await asyncio.sleep(0)
             await q.close()
             assert all(p.done() for p in pending)
-            bad = BatchQueue(None, cfg(), predict=failing, executor=ex)
+            bad = BatchQueue(None, cfg(), predict=failing, threads=ex)
             with pytest.raises(RuntimeError, match="thread model exploded"):
                 await bad.submit(x(1))
+        finally:
+            ex.shutdown()
         assert threads and all(t.startswith("model") for t in threads)
 
     asyncio.run(main())
 
 
 def test_needs_exactly_one_way_to_run() -> None:
-    with pytest.raises(ValueError, match="run_batch, or predict together with executor"):
+    with pytest.raises(ValueError, match="run_batch, or predict together with threads"):
         BatchQueue(None, cfg())

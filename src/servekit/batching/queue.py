@@ -12,12 +12,12 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy.typing as npt
 
+from servekit._utils.threads import ModelThreads
 from servekit.batching.policy import CostModel, QueueView, ReleaseReason, decide
 from servekit.batching.tensors import Tensors, concat, pad_to, padded_size, rows_of, slice_rows, split
 from servekit.config.models import BatchingConfig
@@ -78,15 +78,15 @@ class BatchQueue:
         key: tuple[str, str] = ("", ""),
         observer: BatchObserver | None = None,
         predict: PredictFn | None = None,
-        executor: Executor | None = None,
+        threads: ModelThreads | None = None,
     ) -> None:
-        """Give either ``run_batch`` (a coroutine function, run on the loop) or ``predict`` and ``executor``
-        (a blocking function, run with merging and splitting on the executor's threads: the server's mode)."""
-        if (run_batch is None) == (predict is None) or (predict is not None and executor is None):
-            raise ValueError("give run_batch, or predict together with executor")
+        """Give either ``run_batch`` (a coroutine function, run on the loop) or ``predict`` and ``threads``
+        (a blocking function, run with merging and splitting on model threads: the server's mode)."""
+        if (run_batch is None) == (predict is None) or (predict is not None and threads is None):
+            raise ValueError("give run_batch, or predict together with threads")
         self._run = run_batch
         self._predict = predict
-        self._executor = executor
+        self._threads = threads
         self._idle: asyncio.Event | None = None
         self.cfg = cfg
         self._key = key
@@ -230,11 +230,13 @@ class BatchQueue:
         counts = [stop - start for _, start, stop in batch]
         parts = [t.inputs if (a == 0 and b == t.rows) else slice_rows(t.inputs, a, b) for t, a, b in batch]
         target = padded_size(sum(counts), self.cfg.allowed_batch_sizes)
-        if self._predict is not None and self._executor is not None:
-            # Thread mode: merge, run and split on the worker thread; the loop only hands over and delivers.
-            future = self._executor.submit(_work, self._predict, parts, counts, target)
-            future.add_done_callback(
-                lambda f: loop.call_soon_threadsafe(self._complete, batch, counts, target, reason, f)
+        if self._predict is not None and self._threads is not None:
+            # Thread mode: merge, run and split on a model thread; the loop only hands over and delivers.
+            self._threads.call(
+                loop,
+                _work,
+                (self._predict, parts, counts, target),
+                lambda result, exc: self._finish(batch, counts, target, reason, exc if exc is not None else result),
             )
             return
         job = loop.create_task(self._execute(batch, parts, counts, target, reason))
@@ -263,17 +265,6 @@ class BatchQueue:
         self._finish(batch, counts, target, reason, result)
         if isinstance(result, BaseException) and not isinstance(result, Exception):
             raise result
-
-    def _complete(
-        self,
-        batch: list[tuple[_Task, int, int]],
-        counts: list[int],
-        target: int,
-        reason: ReleaseReason,
-        future: Future[tuple[list[dict[str, npt.NDArray[Any]]], float]],
-    ) -> None:
-        exc = future.exception()
-        self._finish(batch, counts, target, reason, exc if exc is not None else future.result())
 
     def _finish(
         self,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor
 from typing import Any
 
 import numpy.typing as npt
 
+from servekit._utils.threads import ModelThreads
 from servekit.batching.queue import BatchObserver, BatchQueue
 from servekit.config.models import BatchingConfig
 from servekit.runtime.base import Servable
@@ -22,11 +22,11 @@ def batchable(sig: Signature) -> bool:
 class BatchScheduler:
     def __init__(
         self,
-        executor: Executor,
+        threads: ModelThreads,
         batching_for: Callable[[str], BatchingConfig | None],
         observer: BatchObserver | None = None,
     ) -> None:
-        self._executor = executor
+        self._threads = threads
         self._batching_for = batching_for
         self._observer = observer
         self._queues: dict[tuple[str, int, str], tuple[Servable, BatchQueue]] = {}
@@ -46,7 +46,7 @@ class BatchScheduler:
 
         # One thread-pool hop per batch; the event loop never runs model code.
         queue = BatchQueue(
-            None, cfg, key=(model, str(version)), observer=self._observer, predict=predict, executor=self._executor
+            None, cfg, key=(model, str(version)), observer=self._observer, predict=predict, threads=self._threads
         )
         self._queues[key] = (servable, queue)
         return queue

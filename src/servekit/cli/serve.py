@@ -49,7 +49,18 @@ def _sockets(config: ServerConfig) -> list[socket.socket]:
 
 def _uvicorn(config: ServerConfig, log_level: str) -> uvicorn.Server:
     app = build_app(config)
-    uv = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, timeout_graceful_shutdown=30)
+    # No proxy-header rewriting, no Server/Date headers: each costs time on every request and servekit
+    # does not use them.
+    uv = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+    )
     return uvicorn.Server(uv)
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from servekit._utils.threads import ModelThreads
 from servekit.batching.scheduler import BatchScheduler
 from servekit.errors import ErrorCode, ServekitError, invalid, not_found
 from servekit.inference.ports import InferenceObserver
@@ -49,12 +48,12 @@ class InferenceService:
     def __init__(
         self,
         manager: ModelManager,
-        executor: Executor,
+        threads: ModelThreads,
         batching: BatchScheduler | None = None,
         observer: InferenceObserver | None = None,
     ) -> None:
         self.manager = manager
-        self._executor = executor
+        self._threads = threads
         self._batching = batching
         self._observer = observer
 
@@ -76,8 +75,7 @@ class InferenceService:
                     result = await queue.submit(inputs, req.timeout)
                     outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
                 else:
-                    loop = asyncio.get_running_loop()
-                    outputs = await loop.run_in_executor(self._executor, lease.servable.predict, sig.name, inputs)
+                    outputs = await self._threads.run(lease.servable.predict, sig.name, inputs)
                     model_s = time.perf_counter() - t0
             except ServekitError:
                 raise
@@ -109,8 +107,7 @@ class InferenceService:
             servable = lease.servable
             if not isinstance(servable, RawInvocable):
                 return None
-            loop = asyncio.get_running_loop()
-            out, ctype = await loop.run_in_executor(self._executor, servable.invoke, body, content_type, accept)
+            out, ctype = await self._threads.run(servable.invoke, body, content_type, accept)
             return out, ctype, lease.version
 
     def metadata(self, model: str, version: int | None = None, label: str | None = None) -> ModelMetadata:

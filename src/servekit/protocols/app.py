@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from servekit._utils.threads import ModelThreads
 from servekit.batching.scheduler import BatchScheduler
 from servekit.config.loading import load_model_config_file
 from servekit.config.models import BatchingConfig, ModelConfig, ServerConfig
@@ -51,9 +51,9 @@ class ServingCore:
             retry_interval=config.load_retry_interval_seconds,
             observer=self,
         )
-        self.executor = ThreadPoolExecutor(config.num_inference_threads, thread_name_prefix="servekit-infer")
-        self.batching = BatchScheduler(self.executor, self._batching_for, observer=self.metrics)
-        self.service = InferenceService(self.manager, self.executor, self.batching, observer=self.metrics)
+        self.threads = ModelThreads(config.num_inference_threads, name="servekit-infer")
+        self.batching = BatchScheduler(self.threads, self._batching_for, observer=self.metrics)
+        self.service = InferenceService(self.manager, self.threads, self.batching, observer=self.metrics)
         self._background: set[asyncio.Task[None]] = set()
         self._ready: asyncio.Event | None = None
         config_file = config.model_config_file
@@ -110,7 +110,7 @@ class ServingCore:
         await self.source.stop()
         await self.manager.close()
         await self.batching.close()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.threads.shutdown()
 
 
 class FastPath:

@@ -11,7 +11,7 @@ import typer
 
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.config.loading import load_batching_file, load_model_config_file
-from servekit.config.models import BatchingConfig, ModelConfig, RuntimeOptions, ServerConfig
+from servekit.config.models import BatchingConfig, CaptureConfig, ModelConfig, RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -68,6 +68,16 @@ def serve(
         int, _opt("--num_request_iterations_for_warmup", help="Times each warmup record is replayed.")
     ] = 1,
     workers: Annotated[int, _opt("--workers", help="Worker processes sharing the listening sockets.")] = 1,
+    capture_destination: Annotated[
+        str | None, _opt("--capture_destination", help="Capture requests (SageMaker format) under this URI.")
+    ] = None,
+    capture_sampling_percentage: Annotated[
+        float, _opt("--capture_sampling_percentage", help="Share of requests captured, 0-100.")
+    ] = 100.0,
+    capture_mode: Annotated[str, _opt("--capture_mode", help="input, output or both.")] = "both",
+    capture_buffer_records: Annotated[
+        int, _opt("--capture_buffer_records", help="Buffered records before capture drops (and counts).")
+    ] = 10_000,
     log_level: Annotated[str, _opt("--log_level", help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
@@ -104,6 +114,9 @@ def serve(
             enable_model_warmup=enable_model_warmup,
             num_request_iterations_for_warmup=warmup_iterations,
             workers=workers,
+            capture=_capture_config(
+                capture_destination, capture_sampling_percentage, capture_mode, capture_buffer_records
+            ),
         )
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
@@ -147,6 +160,99 @@ def demo(
     if build_only:
         return
     serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port, host=host)
+
+
+@app.command()
+def bench(
+    model: Annotated[str, _opt("--model", help="Model to send requests to.")],
+    url: Annotated[str, _opt("--url", help="Server address.")] = "http://127.0.0.1:8501",
+    protocol: Annotated[str, _opt("--protocol", help="tfserving, kserve or sagemaker.")] = "tfserving",
+    version: Annotated[int | None, _opt("--version", help="Model version (default: the server's choice).")] = None,
+    rows: Annotated[int, _opt("--rows", help="Rows (examples) per generated request.")] = 1,
+    concurrency: Annotated[
+        int | None, _opt("--concurrency", help="Closed loop: clients sending back-to-back (default 1).")
+    ] = None,
+    rate: Annotated[float | None, _opt("--rate", help="Open loop: requests/s at fixed intervals.")] = None,
+    loop: Annotated[str | None, _opt("--loop", help="closed or open (default: open with --rate, else closed).")] = None,
+    duration: Annotated[str | None, _opt("--duration", help="Length of the run, e.g. 10s (default 10s).")] = None,
+    requests: Annotated[int | None, _opt("--requests", help="Stop after this many requests (per phase).")] = None,
+    phases: Annotated[
+        str | None, _opt("--phases", help="Stepped load: rates (open loop) or concurrencies (closed), e.g. 1,8,32.")
+    ] = None,
+    phase_duration: Annotated[str | None, _opt("--phase_duration", help="Length of each phase.")] = None,
+    max_outstanding: Annotated[
+        int, _opt("--max_outstanding", help="Open loop: most requests in flight; later ones are dropped.")
+    ] = 1024,
+    body_file: Annotated[
+        str | None, _opt("--body_file", help="Request bodies, one per line, cycled (else from the signature).")
+    ] = None,
+    seed: Annotated[int, _opt("--seed", help="Seed of the generated request data.")] = 0,
+    binary: Annotated[bool, _opt("--binary", help="KServe: send tensors with the binary extension.")] = False,
+    csv: Annotated[bool, _opt("--csv", help="SageMaker: send text/csv rows instead of JSON.")] = False,
+    header: Annotated[list[str] | None, _opt("--header", help="Extra request header 'Name: value' (repeat).")] = None,
+    timeout: Annotated[str, _opt("--timeout", help="Longest wait for one response.")] = "30s",
+    engine: Annotated[str, _opt("--engine", help="asyncio, or wrk (closed loop, duration only).")] = "asyncio",
+    json_path: Annotated[Path | None, _opt("--json", help="Also write the report here (stable keys).")] = None,
+    quiet: Annotated[bool, _opt("--quiet", help="No live progress (it is off anyway when not a terminal).")] = False,
+) -> None:
+    """Load-test a model server: closed or open loop, latency percentiles and the server's phase split."""
+    import orjson
+    from rich.console import Console
+
+    from servekit.bench.runner import run_bench
+    from servekit.bench.spec import spec_from_options
+    from servekit.bench.stats import render
+    from servekit.bench.workload import BenchError
+
+    try:
+        spec = spec_from_options(
+            url=url,
+            protocol=protocol,
+            model=model,
+            version=version,
+            rows=rows,
+            concurrency=concurrency,
+            rate=rate,
+            loop=loop,
+            duration=duration,
+            requests=requests,
+            phases=phases,
+            phase_duration=phase_duration,
+            max_outstanding=max_outstanding,
+            body_file=body_file,
+            seed=seed,
+            binary=binary,
+            csv=csv,
+            headers=header or [],
+            timeout=timeout,
+            engine=engine,
+        )
+        err = Console(stderr=True)
+        report = run_bench(spec, None if quiet or not err.is_terminal else err)
+    except ConfigError as exc:
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except BenchError as exc:
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if json_path is not None:
+        json_path.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    out = Console()
+    render(report, out if out.is_terminal else Console(width=160))
+
+
+def _capture_config(destination: str | None, percentage: float, mode: str, buffer: int) -> CaptureConfig | None:
+    if destination is None:
+        return None
+    if mode not in ("input", "output", "both"):
+        raise ConfigError(f"--capture_mode must be input, output or both, got {mode!r}")
+    return CaptureConfig(
+        destination=_abs(destination),
+        sampling_percentage=percentage,
+        capture_input=mode in ("input", "both"),
+        capture_output=mode in ("output", "both"),
+        buffer_records=buffer,
+    )
 
 
 def _abs(path: str) -> str:

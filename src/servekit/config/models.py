@@ -100,6 +100,32 @@ class BatchingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CaptureConfig:
+    """Data capture in SageMaker's format: which requests, what of them, where, and how much to buffer."""
+
+    destination: str
+    enabled: bool = True
+    sampling_percentage: float = 100.0
+    capture_input: bool = True
+    capture_output: bool = True
+    buffer_records: int = 10_000  # beyond this, records are dropped and counted, never blocking a request
+    flush_seconds: float = 5.0  # how long a partition file stays open before it is closed and made visible
+    seed: int | None = None  # sampling RNG seed, for tests
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.sampling_percentage <= 100.0:
+            raise ConfigError(f"sampling_percentage must be within 0..100, got {self.sampling_percentage}")
+        if not (self.capture_input or self.capture_output):
+            raise ConfigError("capture needs at least one of input and output")
+        if self.buffer_records < 1:
+            raise ConfigError("buffer_records must be >= 1")
+        if self.flush_seconds <= 0:
+            raise ConfigError("flush_seconds must be > 0")
+        if not self.destination:
+            raise ConfigError("capture needs a destination")
+
+
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
     name: str
     base_path: str
@@ -152,6 +178,7 @@ class ServerConfig:
     wait_for_models_seconds: float = 0.0
     enable_model_warmup: bool = True
     num_request_iterations_for_warmup: int = 1
+    capture: CaptureConfig | None = None
 
     def batching_for(self, model: str) -> BatchingConfig | None:
         for m in self.models:

@@ -13,3 +13,17 @@ class InferenceObserver(Protocol):
     """Told the phase split of every successful inference (queue wait, model time, total in the service)."""
 
     def on_inference(self, model: str, version: int, queue_s: float, model_s: float, total_s: float) -> None: ...
+
+
+class CaptureSink(Protocol):
+    """Takes one served exchange for data capture; must never block (sample, then hand over or drop)."""
+
+    def offer(
+        self,
+        model: str,
+        version: int,
+        input_type: str | None,
+        input_body: bytes | None,
+        output_type: str | None,
+        output_body: bytes | None,
+    ) -> bool: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import Metric
@@ -92,6 +92,27 @@ class _Fixed(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._metrics
+
+
+class CaptureStats(Protocol):
+    captured: int
+    dropped: int
+    sampled_out: int
+
+
+class _CaptureCollector(Collector):
+    def __init__(self, stats: CaptureStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        for name, doc, value in (
+            ("servekit_capture_records", "Records written by data capture.", self._stats.captured),
+            ("servekit_capture_dropped", "Records dropped because the capture buffer was full.", self._stats.dropped),
+            ("servekit_capture_sampled_out", "Requests not captured because of sampling.", self._stats.sampled_out),
+        ):
+            m = Metric(name, doc, "counter")
+            m.add_sample(name + "_total", {}, float(value))
+            yield m
 
 
 class Metrics:
@@ -243,6 +264,9 @@ class Metrics:
 
     def on_load(self, model: str, version: int, seconds: float, ok: bool) -> None:
         self._load_time.labels(model, "ok" if ok else "error").observe(seconds)
+
+    def watch_capture(self, stats: CaptureStats) -> None:
+        self.registry.register(_CaptureCollector(stats))
 
     def render(self) -> bytes:
         if self._multiprocess_dir is None:

@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from servekit._utils.threads import ModelThreads
 from servekit.batching.scheduler import BatchScheduler
+from servekit.capture.sink import CaptureWriter
 from servekit.config.loading import load_model_config_file
 from servekit.config.models import BatchingConfig, ModelConfig, ServerConfig
 from servekit.inference.service import InferenceService
@@ -56,6 +57,9 @@ class ServingCore:
         self.service = InferenceService(self.manager, self.threads, self.batching, observer=self.metrics)
         self._background: set[asyncio.Task[None]] = set()
         self._ready: asyncio.Event | None = None
+        self.capture = CaptureWriter(config.capture) if config.capture and config.capture.enabled else None
+        if self.capture is not None:
+            self.metrics.watch_capture(self.capture)
         config_file = config.model_config_file
         self.source = RepositorySource(
             self.storage,
@@ -98,6 +102,8 @@ class ServingCore:
         """Start polling; with ``wait_for_models_seconds`` also hold startup (so the server does not accept
         connections yet) until every model has a version available, or that long has passed."""
         self._ready = asyncio.Event()
+        if self.capture is not None:
+            self.capture.start()
         await self.source.start()
         wait = self.config.wait_for_models_seconds
         if wait > 0 and not self.manager.all_ready():
@@ -110,6 +116,8 @@ class ServingCore:
         await self.source.stop()
         await self.manager.close()
         await self.batching.close()
+        if self.capture is not None:
+            await asyncio.to_thread(self.capture.close)
         self.threads.shutdown()
 
 
@@ -158,6 +166,7 @@ def build_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath
         core.metrics,
         config.sagemaker_default_accept,
         request_timeout_s=config.request_timeout_ms / 1e3 if config.request_timeout_ms else None,
+        capture=core.capture,
     )
 
     async def metrics(request: Request) -> Response:

@@ -13,12 +13,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from servekit.errors import ErrorCode, ServekitError, invalid
-from servekit.inference.ports import RequestObserver
+from servekit.inference.ports import CaptureSink, RequestObserver
 from servekit.inference.schema import InferenceResponse
 
 log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
+INFERENCE_APIS = frozenset({"predict", "classify", "regress", "infer", "invocations"})
+BODY_KEY = "servekit.body"  # where read_body leaves the raw body in the ASGI scope, for capture
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -35,7 +37,9 @@ async def read_body(request: Request, limit: int) -> bytes:
                 ErrorCode.PAYLOAD_TOO_LARGE,
                 f"request body of {size} bytes exceeds the limit of {limit} bytes (--max_request_bytes)",
             )
-        return await request.body()  # the declared size is within the limit; the server enforces it
+        body = await request.body()  # the declared size is within the limit; the server enforces it
+        request.scope[BODY_KEY] = body
+        return body
     chunks: list[bytes] = []
     total = 0
     async for chunk in request.stream():
@@ -45,7 +49,9 @@ async def read_body(request: Request, limit: int) -> bytes:
                 ErrorCode.PAYLOAD_TOO_LARGE, f"request body exceeds the limit of {limit} bytes (--max_request_bytes)"
             )
         chunks.append(chunk)
-    return b"".join(chunks)
+    body = b"".join(chunks)
+    request.scope[BODY_KEY] = body
+    return body
 
 
 def loads(body: bytes | str, what: str = "request body") -> Any:
@@ -90,6 +96,7 @@ class InferenceHTTPResponse(Response):
         self.body = body
         self.background = None
         self.model_version = str(resp.version)
+        self.media_type = media_type
         self.raw_headers = [
             (b"content-length", b"%d" % len(body)),
             (b"content-type", media_type.encode("latin-1")),
@@ -110,13 +117,17 @@ class Observed:
         table: Mapping[ErrorCode, int],
         observer: RequestObserver | None,
         known_model: Callable[[str], bool] = lambda _: True,
+        capture: CaptureSink | None = None,
     ) -> None:
         self.protocol = protocol
         self.table = table
         self.observer = observer
         self.known_model = known_model
+        self.capture = capture
 
-    async def run(self, model: str, api: str, fn: Callable[[], Awaitable[Response]]) -> Response:
+    async def run(
+        self, model: str, api: str, fn: Callable[[], Awaitable[Response]], request: Request | None = None
+    ) -> Response:
         started = time.perf_counter()
         try:
             response = await fn()
@@ -128,14 +139,31 @@ class Observed:
                 ServekitError(ErrorCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}"), self.table
             )
         # Only configured models get metric labels, so arbitrary names in URLs cannot grow the label set.
-        if self.observer is not None and model and self.known_model(model):
+        if not model or not self.known_model(model):
+            return response
+        version = getattr(response, "model_version", None) or response.headers.get("x-servekit-model-version", "")
+        if self.observer is not None:
             self.observer.on_request(
                 model=model,
-                version=getattr(response, "model_version", None)
-                or response.headers.get("x-servekit-model-version", ""),
+                version=version,
                 api=api,
                 protocol=self.protocol,
                 status=response.status_code,
                 seconds=time.perf_counter() - started,
+            )
+        if (
+            self.capture is not None
+            and request is not None
+            and response.status_code == 200
+            and version
+            and api in INFERENCE_APIS
+        ):
+            self.capture.offer(
+                model,
+                int(version),
+                request.headers.get("content-type", JSON_TYPE),
+                request.scope.get(BODY_KEY),
+                response.media_type or JSON_TYPE,
+                bytes(response.body),
             )
         return response

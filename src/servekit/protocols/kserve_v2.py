@@ -153,7 +153,7 @@ def _wants_binary(body: dict[str, Any], name: str) -> bool:
 class KServeV2:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("kserve_v2", KSERVE_STATUS, ctx.observer, ctx.service.manager.has_model)
+        self._observed = Observed("kserve_v2", KSERVE_STATUS, ctx.observer, ctx.service.manager.has_model, ctx.capture)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -226,7 +226,7 @@ class KServeV2:
         return await self._observed.run(request.path_params["model"], "config", run)
 
     async def infer(self, request: Request) -> Response:
-        return await self._observed.run(request.path_params["model"], "infer", lambda: self._infer(request))
+        return await self._observed.run(request.path_params["model"], "infer", lambda: self._infer(request), request)
 
     async def _infer(self, request: Request) -> Response:
         model, version = _model_version(request)

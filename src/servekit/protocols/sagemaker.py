@@ -113,7 +113,9 @@ def _rows(resp: InferenceResponse) -> list[Any]:
 class SageMaker:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("sagemaker", SAGEMAKER_STATUS, ctx.observer, ctx.service.manager.has_model)
+        self._observed = Observed(
+            "sagemaker", SAGEMAKER_STATUS, ctx.observer, ctx.service.manager.has_model, ctx.capture
+        )
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -151,7 +153,7 @@ class SageMaker:
             model = self._route(request)[0]
         except ServekitError:
             model = ""
-        return await self._observed.run(model, "invocations", lambda: self._invoke(request))
+        return await self._observed.run(model, "invocations", lambda: self._invoke(request), request)
 
     def _accept(self, request: Request) -> str:
         raw = request.headers.get("accept", "")

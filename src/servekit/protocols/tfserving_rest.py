@@ -57,7 +57,9 @@ class _Target:
 class TfServingRest:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("tfserving", TFSERVING_STATUS, ctx.observer, ctx.service.manager.has_model)
+        self._observed = Observed(
+            "tfserving", TFSERVING_STATUS, ctx.observer, ctx.service.manager.has_model, ctx.capture
+        )
 
     def routes(self) -> list[BaseRoute]:
         return [Route("/v1/{rest:path}", self.dispatch, methods=["GET", "POST"])]
@@ -73,7 +75,7 @@ class TfServingRest:
             api = verb if verb in _METHODS else "predict"
         else:
             api = "metadata" if path.endswith("/metadata") else "status"
-        return await self._observed.run(model, api, lambda: self._handle(request, path, m))
+        return await self._observed.run(model, api, lambda: self._handle(request, path, m), request)
 
     async def _handle(self, request: Request, path: str, m: re.Match[str] | None) -> Response:
         t = _Target(path, m)

@@ -1,0 +1,174 @@
+"""The capture writer: a bounded buffer drained by one background thread into hourly partition files.
+
+Requests only pay for a random draw and a non-blocking ``put``; when the buffer is full the record is
+dropped and counted. Files are written under a hidden temporary name and renamed (or uploaded, for
+remote destinations) when closed, so readers only ever see whole files. ``close()`` flushes everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import fsspec
+import orjson
+
+from servekit.capture.record import capture_record, partition
+from servekit.config.models import CaptureConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Item:
+    when: datetime
+    model: str
+    version: int
+    input_type: str | None
+    input_body: bytes | None
+    output_type: str | None
+    output_body: bytes | None
+
+
+@dataclass(slots=True)
+class _OpenFile:
+    handle: IO[bytes]
+    tmp: Path
+    final: str
+    opened: float
+    records: int = 0
+
+
+class CaptureWriter:
+    def __init__(
+        self,
+        cfg: CaptureConfig,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self._now = now
+        self._monotonic = monotonic
+        self._rng = random.Random(cfg.seed)
+        self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=cfg.buffer_records)
+        self._open: dict[str, _OpenFile] = {}
+        self._remote = "://" in cfg.destination and not cfg.destination.startswith("file://")
+        root = cfg.destination.removeprefix("file://")
+        self._staging = Path(root) if not self._remote else Path(os.path.expanduser("~/.cache/servekit-capture"))
+        self._pid = os.getpid()
+        self.captured = 0
+        self.dropped = 0
+        self.sampled_out = 0
+        self._thread = threading.Thread(target=self._run, name="servekit-capture", daemon=True)
+        self._started = False
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def offer(
+        self,
+        model: str,
+        version: int,
+        input_type: str | None,
+        input_body: bytes | None,
+        output_type: str | None,
+        output_body: bytes | None,
+    ) -> bool:
+        """Called on the request path: sample, then hand over without blocking. True if queued."""
+        if self.cfg.sampling_percentage < 100.0 and self._rng.random() * 100.0 >= self.cfg.sampling_percentage:
+            self.sampled_out += 1
+            return False
+        item = _Item(
+            self._now(),
+            model,
+            version,
+            input_type if self.cfg.capture_input else None,
+            input_body if self.cfg.capture_input else None,
+            output_type if self.cfg.capture_output else None,
+            output_body if self.cfg.capture_output else None,
+        )
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+            return False
+        return True
+
+    # ---- the writer thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=min(0.5, self.cfg.flush_seconds))
+            except queue.Empty:
+                item = ...  # type: ignore[assignment]
+            if item is None:
+                break
+            if isinstance(item, _Item):
+                try:
+                    self._write(item)
+                except OSError as exc:  # a full disk must not kill capture for good; count and go on
+                    self.dropped += 1
+                    log.warning("capture write failed: %s", exc)
+            self._rotate(force=False)
+        while True:  # drain what is left after close()
+            try:
+                rest = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(rest, _Item):
+                self._write(rest)
+        self._rotate(force=True)
+
+    def _write(self, item: _Item) -> None:
+        part = partition(item.model, item.version, item.when)
+        f = self._open.get(part)
+        if f is None:
+            f = self._open_file(part, item.when)
+            self._open[part] = f
+        record = capture_record(item.when, item.input_type, item.input_body, item.output_type, item.output_body)
+        f.handle.write(orjson.dumps(record) + b"\n")
+        f.records += 1
+        self.captured += 1
+
+    def _open_file(self, part: str, when: datetime) -> _OpenFile:
+        name = f"{when.astimezone(UTC):%M-%S}-{self._pid}-{uuid.uuid4().hex[:12]}.jsonl"
+        tmp_dir = self._staging / part
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        tmp = tmp_dir / f".{name}.tmp"
+        final = f"{self.cfg.destination.rstrip('/')}/{part}/{name}"
+        return _OpenFile(tmp.open("wb"), tmp, final, self._monotonic())
+
+    def _rotate(self, force: bool) -> None:
+        now = self._monotonic()
+        for part, f in list(self._open.items()):
+            if force or now - f.opened >= self.cfg.flush_seconds:
+                del self._open[part]
+                self._publish(f)
+
+    def _publish(self, f: _OpenFile) -> None:
+        f.handle.close()
+        if self._remote:
+            fs, path = fsspec.core.url_to_fs(f.final)
+            fs.put(str(f.tmp), path)
+            f.tmp.unlink()
+        else:
+            os.replace(f.tmp, f.tmp.with_name(f.tmp.name[1:].removesuffix(".tmp")))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop accepting, write everything buffered, close and publish every file."""
+        if not self._started:
+            return
+        self._queue.put(None)  # blocks only if the buffer is full; the thread is draining it
+        self._thread.join(timeout)

@@ -168,7 +168,11 @@ class BatchQueue:
 
     def _pump(self) -> None:
         loop = asyncio.get_running_loop()
+        slots = self.cfg.num_batch_threads
         while True:
+            # Nothing can leave while every slot is busy; the batch that frees one pumps again.
+            if self._executing >= slots or not self._queue:
+                return
             self._drop_abandoned()
             oldest = self._queue[0].enqueued if self._queue else 0.0
             view = QueueView(

@@ -37,7 +37,14 @@ async def read_body(request: Request, limit: int) -> bytes:
                 ErrorCode.PAYLOAD_TOO_LARGE,
                 f"request body of {size} bytes exceeds the limit of {limit} bytes (--max_request_bytes)",
             )
-        body = await request.body()  # the declared size is within the limit; the server enforces it
+        # The declared size is within the limit and the HTTP server holds the body to it; read the ASGI
+        # messages directly (Starlette's body() goes through an async generator per request).
+        receive = request.receive
+        message = await receive()
+        body = message.get("body", b"")
+        while message.get("more_body", False):
+            message = await receive()
+            body += message.get("body", b"")
         request.scope[BODY_KEY] = body
         return body
     chunks: list[bytes] = []

@@ -41,7 +41,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         # messages directly (Starlette's body() goes through an async generator per request).
         receive = request.receive
         message = await receive()
-        body = message.get("body", b"")
+        body: bytes = message.get("body", b"")
         while message.get("more_body", False):
             message = await receive()
             body += message.get("body", b"")

@@ -6,7 +6,9 @@ Measures, in one session on this machine, side by side:
 - the HTTP ceiling: a bare Starlette endpoint that parses the JSON body and returns a constant;
 - the naive way: FastAPI + one onnxruntime call per request (needs the ``bench`` extra);
 - servekit serve: tiny without and with batching at concurrency 1 and 64, heavy with batching at 64, and
-  tiny with ``--workers 2`` versus 1 with the load generator pinned to one core.
+  tiny with ``--workers 2`` versus 1 with the load generator pinned to one core;
+- optional peer servers, off by default: ``--peers mlserver,torchserve`` serves the same tiny model.onnx with
+  Seldon MLServer and TorchServe, each from its own venv under benchmarks/.venvs/ (see benchmarks/peers/).
 Load comes from wrk (one row per request, closed loop). Writes ``benchmarks/RESULTS.md`` and
 ``benchmarks/results.json``. Never part of ``make test``: timings belong here, not in pass/fail tests.
 """
@@ -193,9 +195,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results["inprocess"][name] = inprocess(models[name], name, args.inprocess_seconds)
         print(f"in-process {name}: " + ", ".join(f"{b}:{r:,.0f}" for b, r in results["inprocess"][name].items()))
 
-    def load(label: str, url: str, name: str, conns: tuple[int, ...], pin: str | None = None) -> None:
+    def load(
+        label: str, url: str, name: str, conns: tuple[int, ...], pin: str | None = None, payload: str | None = None
+    ) -> None:
         for c in conns:
-            r = wrk(url, body(name), c, args.duration, pin)
+            r = wrk(url, payload or body(name), c, args.duration, pin)
             runs[f"{label} c={c}"] = r
             print(
                 f"{label:40s} c={c:<3d} {r['rps']:>10,.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms"
@@ -289,6 +293,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with server(cmd, port, "/v2/health/ready", log=logs / f"{label.replace(' ', '_')}.log"):
             load(label, f"http://127.0.0.1:{port}/v1/models/{name}:predict", name, conns, pin)
     results["heavy_batch_timeout_us"] = args.heavy_timeout_us
+    if args.peers:
+        from peers import run_peer
+
+        def measure(label: str, url: str, payload: str) -> list[str]:
+            load(label, url, "tiny", (1, 64), payload=payload)
+            return [f"{label} c={c}" for c in (1, 64)]
+
+        row = json.loads(body("tiny"))["instances"][0]
+        onnx_file = models["tiny"] / "1" / "model.onnx"
+        results["peers"] = {p: run_peer(p, onnx_file, row, work / "peers", logs, measure) for p in args.peers}
     shutil.rmtree(work / "models", ignore_errors=True)
     return results
 
@@ -333,6 +347,15 @@ def ratios(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             "tiny c=64 vs naive FastAPI (1 worker)",
             rps("servekit tiny batching c=64"),
             rps("naive fastapi+ort (1 worker) c=64"),
+            1.0,
+        )
+    if res.get("peers"):
+        peer_runs = [k for info in res["peers"].values() for k in info["runs"] if k.endswith(" c=64")]
+        best = max(peer_runs, key=lambda k: runs[k]["rps"], default=None)
+        row(
+            f"servekit tiny c=64 vs best peer ({best.removesuffix(' c=64') if best else 'no peer ran'})",
+            rps("servekit tiny batching c=64"),
+            rps(best) if best else None,
             1.0,
         )
     heavy = runs.get("servekit heavy batching c=64")
@@ -384,6 +407,19 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
         ],
         "",
     ]
+    if res.get("peers"):
+        lines += [
+            "## Peer servers (`--peers`, same tiny model.onnx, same wrk settings)",
+            "",
+            "| peer | versions | setup | status |",
+            "|---|---|---|---|",
+            *[
+                f"| {name} | {', '.join(f'{k} {v}' for k, v in info['versions'].items()) or 'n/a'} | {info['setup']}"
+                f" | {' '.join(info['status'].split()).replace('|', '/')[:800]} |"
+                for name, info in res["peers"].items()
+            ],
+            "",
+        ]
     path.write_text("\n".join(lines))
 
 
@@ -393,6 +429,13 @@ def main() -> None:
     parser.add_argument("--inprocess-seconds", type=float, default=1.0, help="seconds per in-process batch size")
     parser.add_argument("--heavy-timeout-us", type=int, default=2000, help="batch timeout for the heavy model")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument(
+        "--peers",
+        type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
+        default=[],
+        help="comma-separated peer servers to measure too (mlserver, torchserve); off by default, installs each"
+        " into benchmarks/.venvs/<peer> on first use",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")

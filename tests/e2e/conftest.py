@@ -41,7 +41,7 @@ class ServerProcess:
             try:
                 if requests.get(self.url + path, timeout=1).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # with --workers the socket listens early
                 pass
             time.sleep(0.1)
         raise AssertionError(f"servekit not ready after {timeout}s:\n{self.log()}")

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -132,6 +133,7 @@ class Supervisor:
                     proc.kill()
             for s in self._sockets:
                 s.close()
+            shutil.rmtree(metrics_dir, ignore_errors=True)  # every worker has exited: nobody reads it any more
 
 
 def _mark_dead(pid: int | None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,22 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
+def _integer(value: Any) -> int:
+    v = _unwrap(value)
+    if isinstance(v, list):
+        raise ValueError(f"expected one value, got {len(v)}")
+    if isinstance(v, bool) or not isinstance(v, int | str):  # no silent 12.5 -> 12 or true -> 1
+        raise ValueError(f"expected an integer, got {v!r}")
+    return int(v)
+
+
+def _flag(value: Any) -> bool:
+    v = _unwrap(value)
+    if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
+        return bool(v)
+    raise ValueError(f"expected true or false, got {v!r}")  # bool("false") would be True
+
+
 def batching_from_mapping(raw: Any, source: str) -> BatchingConfig:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: batching parameters must be a mapping of field to value")
@@ -181,21 +197,28 @@ def batching_from_mapping(raw: Any, source: str) -> BatchingConfig:
     unknown = set(raw) - set(known)
     if unknown:
         raise ConfigError(f"{source}: unknown batching parameter(s) {sorted(unknown)}; known: {sorted(known)}")
+
+    def sizes(value: Any) -> tuple[int, ...]:
+        return tuple(_integer(v) for v in (value if isinstance(value, list) else [value]))
+
+    def real(value: Any) -> float:
+        v = _unwrap(value)
+        if isinstance(v, bool | list):
+            raise ValueError(f"expected a number, got {v!r}")
+        return float(v)
+
+    converters: dict[str, Callable[[Any], Any]] = dict.fromkeys(_BATCHING_INT, _integer)
+    converters.update(allowed_batch_sizes=sizes, enable_large_batch_splitting=_flag, target_p99_ms=real)
     kwargs: dict[str, Any] = {}
+    for key, convert in converters.items():
+        if key in raw:
+            try:
+                kwargs[key] = convert(raw[key])
+            except (TypeError, ValueError) as exc:  # the error names the field
+                raise ConfigError(f"{source}: batching parameter {key!r}: {exc}") from None
     try:
-        for key in _BATCHING_INT:
-            if key in raw:
-                kwargs[key] = int(_unwrap(raw[key]))
-        if "allowed_batch_sizes" in raw:
-            sizes = raw["allowed_batch_sizes"]
-            sizes = sizes if isinstance(sizes, list) else [sizes]
-            kwargs["allowed_batch_sizes"] = tuple(int(_unwrap(v)) for v in sizes)
-        if "enable_large_batch_splitting" in raw:
-            kwargs["enable_large_batch_splitting"] = bool(_unwrap(raw["enable_large_batch_splitting"]))
-        if "target_p99_ms" in raw:
-            kwargs["target_p99_ms"] = float(_unwrap(raw["target_p99_ms"]))
         return BatchingConfig(**kwargs)
-    except (TypeError, ValueError) as exc:
+    except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
 

@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-demo demo test lint typecheck pytest
+.PHONY: install install-demo demo test lint typecheck pytest bench
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -23,3 +23,8 @@ pytest:
 	$(PYTHON) -m pytest -q -p no:cacheprovider
 
 test: install lint typecheck pytest
+
+# Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
+bench:
+	$(PIP) install -q -e '.[test,bench]'
+	$(PYTHON) benchmarks/run.py $(BENCH_ARGS)

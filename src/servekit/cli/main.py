@@ -10,11 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from servekit.cli.inspect_cmd import render_signatures
+from servekit.cli.monitor_cmd import monitor_app
+from servekit.cli.transform_cmd import transform_app
 from servekit.config.loading import load_batching_file, load_model_config_file
 from servekit.config.models import BatchingConfig, CaptureConfig, ModelConfig, RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app.add_typer(transform_app, name="transform")
+app.add_typer(monitor_app, name="monitor")
 
 
 def _opt(*names: str, help: str) -> Any:
@@ -195,7 +199,12 @@ def bench(
     json_path: Annotated[Path | None, _opt("--json", help="Also write the report here (stable keys).")] = None,
     quiet: Annotated[bool, _opt("--quiet", help="No live progress (it is off anyway when not a terminal).")] = False,
 ) -> None:
-    """Load-test a model server: closed or open loop, latency percentiles and the server's phase split."""
+    """Load-test a model server (any protocol): throughput, latency percentiles, errors, the server's own split.
+
+    Closed loop: --concurrency N clients send back-to-back. Open loop: --rate R requests/s, whatever the answers.
+
+    --phases steps through rates (open) or concurrencies (closed). --json writes the report (servekit.bench.stats).
+    """
     import orjson
     from rich.console import Console
 

@@ -1,0 +1,122 @@
+"""Runs a ``BenchSpec``: look up the model's inputs, build the workload, drive each phase, build the report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from servekit.bench import wrk
+from servekit.bench.loop import closed_loop, open_loop
+from servekit.bench.progress import LiveProgress
+from servekit.bench.spec import BenchSpec
+from servekit.bench.stats import PhaseStats, Samples, build_report
+from servekit.bench.workload import Workload, build_workload, fetch_inputs
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (the ``fast`` extra): a cheaper loop means more requests/s."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def run_bench(spec: BenchSpec, progress: Console | None = None) -> dict[str, Any]:
+    """Run ``spec`` to the end (or a Ctrl-C, which ends it early with what was measured); returns the report."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(run_bench_async(spec, progress))
+
+
+async def run_bench_async(spec: BenchSpec, progress: Console | None = None) -> dict[str, Any]:
+    target = spec.target
+    inputs = None if spec.body_file else await fetch_inputs(target, spec.model, spec.version, spec.timeout_s)
+    workload = build_workload(spec, inputs)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = False
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
+        loop.add_signal_handler(signal.SIGINT, _stop_once, loop, stop)
+        handled = True
+    phases: list[PhaseStats] = []
+    try:
+        with LiveProgress(progress) as live:
+            for level in spec.levels:
+                if stop.is_set():
+                    break
+                phases.append(await _phase(spec, workload, level, stop, live))
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
+    return build_report(_target_info(spec, workload), phases, interrupted=stop.is_set())
+
+
+def _stop_once(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """First Ctrl-C: finish the phase early and report; a second one interrupts as usual."""
+    stop.set()
+    loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _phase(
+    spec: BenchSpec, workload: Workload, level: float, stop: asyncio.Event, live: LiveProgress
+) -> PhaseStats:
+    target = spec.target
+    duration = spec.duration_s
+    if spec.loop == "closed":
+        concurrency = int(level)
+        label = f"c={concurrency}"
+        if spec.engine == "wrk":
+            assert duration is not None  # BenchSpec refuses wrk without a duration
+            async with live.phase(label + " (wrk)", None, duration, None):
+                return await wrk.run_phase(target, workload, concurrency, duration, spec.timeout_s)
+        samples = Samples()
+        async with live.phase(label, samples, duration, spec.requests):
+            elapsed = await closed_loop(
+                target,
+                workload,
+                concurrency,
+                samples,
+                duration_s=duration,
+                requests=spec.requests,
+                timeout_s=spec.timeout_s,
+                stop=stop,
+            )
+        return PhaseStats.from_samples(samples, loop="closed", duration_s=elapsed, concurrency=concurrency)
+    samples = Samples()
+    async with live.phase(f"{level:g}/s", samples, duration, spec.requests):
+        elapsed = await open_loop(
+            target,
+            workload,
+            level,
+            samples,
+            duration_s=duration,
+            requests=spec.requests,
+            max_outstanding=spec.max_outstanding,
+            timeout_s=spec.timeout_s,
+            stop=stop,
+        )
+    return PhaseStats.from_samples(
+        samples, loop="open", duration_s=elapsed, target_rate=level, max_outstanding=spec.max_outstanding
+    )
+
+
+def _target_info(spec: BenchSpec, workload: Workload) -> dict[str, Any]:
+    rows = set(workload.rows)
+    return {
+        "url": spec.target.url,
+        "protocol": spec.protocol,
+        "model": spec.model,
+        "version": spec.version,
+        "method": workload.method,
+        "path": workload.path,
+        "engine": spec.engine,
+        "loop": spec.loop,
+        "rows_per_request": rows.pop() if len(rows) == 1 else sum(workload.rows) / len(workload.rows),
+        "distinct_bodies": len(workload.bodies),
+    }

@@ -298,11 +298,16 @@ class BatchQueue:
     def _deliver(
         self, task: _Task, start: int, piece: dict[str, npt.NDArray[Any]], rows: int, seconds: float, batch_rows: int
     ) -> None:
+        if task.future.done():
+            return
+        if rows == task.rows:  # the whole request rode in one batch: the usual case, no reassembly
+            task.future.set_result(BatchResult(piece, task.started - task.enqueued, seconds, batch_rows))
+            return
         task.parts[start] = piece
         task.done_rows += rows
         task.model_s = max(task.model_s, seconds)
         task.batch_rows = max(task.batch_rows, batch_rows)
-        if task.future.done() or task.done_rows < task.rows:
+        if task.done_rows < task.rows:
             return
         ordered = [task.parts[k] for k in sorted(task.parts)]
         task.future.set_result(

@@ -23,9 +23,13 @@ RANK = {
     "batching": 5,
     "inference": 6,
     "observability": 7,
+    "capture": 7,
     "protocols": 8,
     "testing": 8,
     "demo": 9,
+    "monitor": 9,
+    "bench": 9,
+    "transform": 9,
     "cli": 10,
     "__init__": 10,
 }

@@ -1,0 +1,269 @@
+"""``servekit monitor``: baselines from training data, drift runs over captured traffic, a scheduled watch."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from servekit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from servekit.monitor.config import MonitorConfig
+
+monitor_app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Data drift: baselines, windows, thresholds, alarms, reports."
+)
+
+Threshold = Annotated[
+    list[str] | None,
+    typer.Option("--threshold", help="Fixed threshold FEATURE.METRIC=VALUE, replacing the learned one (repeat)."),
+]
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"servekit: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _logging(level: str) -> None:
+    missing = [m for m in ("pyarrow", "scipy") if importlib.util.find_spec(m) is None]
+    if missing:
+        _fail(f"the monitor needs {' and '.join(missing)}: pip install 'servekit[monitor]'", 2)
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _overrides(items: list[str] | None) -> tuple[tuple[str, str, float], ...]:
+    from servekit.monitor.thresholds import parse_override
+
+    return tuple(parse_override(t) for t in items or [])
+
+
+@monitor_app.command()
+def baseline(
+    data: Annotated[str, typer.Option("--data", help="Training data: .csv, .parquet or .jsonl (file or folder).")],
+    out: Annotated[Path, typer.Option("--out", help="Baseline folder; each call adds a version and makes it current.")],
+    exclude: Annotated[
+        list[str] | None, typer.Option("--exclude", help="Column that is not a feature (repeat).")
+    ] = None,
+    categorical: Annotated[
+        list[str] | None, typer.Option("--categorical", help="Numeric-looking column to treat as categories (repeat).")
+    ] = None,
+    timestamp_column: Annotated[
+        str | None, typer.Option("--timestamp-column", help="Time column (not a feature).")
+    ] = None,
+    chunks: Annotated[int, typer.Option("--chunks", help="Random baseline parts for the learned thresholds.")] = 10,
+    k: Annotated[float, typer.Option("--k", help="Threshold = mean + k·std of the metric over the chunks.")] = 3.0,
+    fine_bins: Annotated[int, typer.Option("--fine-bins", help="Quantile bins per numerical feature.")] = 1000,
+    max_categories: Annotated[int, typer.Option("--max-categories", help="Categories kept per feature.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampling and the chunks.")] = 0,
+    threshold: Threshold = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")] = "warning",
+) -> None:
+    """Profile training data: statistics.json + constraints.json (SageMaker) and servekit's summaries."""
+    _logging(log_level)
+    from servekit.monitor import store
+    from servekit.monitor.baseline import build
+    from servekit.monitor.config import BaselineConfig
+    from servekit.monitor.sources import SourceError
+
+    try:
+        cfg = BaselineConfig(
+            fine_bins=fine_bins,
+            chunks=chunks,
+            k=k,
+            max_categories=max_categories,
+            seed=seed,
+            categorical=frozenset(categorical or ()),
+            exclude=frozenset(exclude or ()),
+            timestamp_column=timestamp_column,
+            overrides=_overrides(threshold),
+        )
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc), 2)
+    try:
+        result = build(data, cfg)
+    except SourceError as exc:
+        _fail(str(exc), 1)
+    folder = store.save(result, out)
+    typer.echo(f"baseline {folder.name} written to {folder} ({result.rows} rows, {len(result.profiles)} features)")
+    for name, p in result.profiles.items():
+        typer.echo(f"  {name}: {p.feature.inferred_type.value} ({p.feature.kind.value})")
+
+
+def _monitor_config(
+    window: str,
+    step: str | None,
+    since: str | None,
+    until: str | None,
+    timestamp_column: str | None,
+    min_window_rows: int,
+    consecutive: int,
+    webhook: list[str] | None,
+    webhook_attempts: int,
+    threshold: list[str] | None,
+    metrics: str | None,
+    report: bool,
+) -> MonitorConfig:
+    from servekit.monitor.config import MonitorConfig, WebhookConfig
+    from servekit.monitor.thresholds import JUDGED_METRICS
+    from servekit.monitor.windows import parse_duration, parse_time
+
+    return MonitorConfig(
+        window=parse_duration(window),
+        step=parse_duration(step) if step else None,
+        since=parse_time(since) if since else None,
+        until=parse_time(until) if until else None,
+        timestamp_column=timestamp_column,
+        min_window_rows=min_window_rows,
+        consecutive=consecutive,
+        judged_metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else JUDGED_METRICS,
+        overrides=_overrides(threshold),
+        webhooks=WebhookConfig(urls=tuple(webhook or ()), attempts=webhook_attempts),
+        report=report,
+    )
+
+
+WindowOpt = Annotated[str, typer.Option("--window", help="Window length: 90s, 15m, 6h, 1d.")]
+StepOpt = Annotated[str | None, typer.Option("--step", help="Distance between window ends (default: the window).")]
+SinceOpt = Annotated[str | None, typer.Option("--since", help="Ignore rows before this time (ISO 8601).")]
+UntilOpt = Annotated[str | None, typer.Option("--until", help="Ignore rows from this time on (ISO 8601).")]
+TsOpt = Annotated[
+    str | None, typer.Option("--timestamp-column", help="Time column of CSV/Parquet/JSONL data (capture has its own).")
+]
+MinRowsOpt = Annotated[int, typer.Option("--min-window-rows", help="Fewer rows: reported as insufficient.")]
+ConsecutiveOpt = Annotated[int, typer.Option("--consecutive", help="Drifted windows in a row that raise an alarm.")]
+WebhookOpt = Annotated[list[str] | None, typer.Option("--webhook", help="POST alarms as JSON here (repeat).")]
+AttemptsOpt = Annotated[int, typer.Option("--webhook-attempts", help="Tries per alarm and webhook.")]
+MetricsOpt = Annotated[
+    str | None,
+    typer.Option("--metrics", help="Comma-separated metrics that judge drift (default: all with thresholds)."),
+]
+ReportOpt = Annotated[bool, typer.Option("--report/--no-report", help="Write report.html.")]
+LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
+
+
+@monitor_app.command("run")
+def run_cmd(
+    baseline: Annotated[Path, typer.Option("--baseline", help="Baseline folder (or one of its versions).")],
+    data: Annotated[str, typer.Option("--data", help="Capture folder, or CSV/Parquet/JSONL with a time column.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")],
+    window: WindowOpt = "1h",
+    step: StepOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    timestamp_column: TsOpt = None,
+    min_window_rows: MinRowsOpt = 100,
+    consecutive: ConsecutiveOpt = 3,
+    webhook: WebhookOpt = None,
+    webhook_attempts: AttemptsOpt = 5,
+    threshold: Threshold = None,
+    metrics: MetricsOpt = None,
+    report: ReportOpt = True,
+    fail_on_alarm: Annotated[bool, typer.Option("--fail-on-alarm", help="Exit with status 3 if any alarm.")] = False,
+    log_level: LogOpt = "warning",
+) -> None:
+    """Judge each window of the data against the baseline; write metrics.json, violations and report.html."""
+    _logging(log_level)
+    from servekit.monitor.job import JobSpec, run_job
+    from servekit.monitor.sources import SourceError
+    from servekit.monitor.store import BaselineError
+    from servekit.monitor.webhooks import AlertLog, Notifier
+
+    try:
+        cfg = _monitor_config(
+            window,
+            step,
+            since,
+            until,
+            timestamp_column,
+            min_window_rows,
+            consecutive,
+            webhook,
+            webhook_attempts,
+            threshold,
+            metrics,
+            report,
+        )
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc), 2)
+    notifier = Notifier(cfg.webhooks, AlertLog(out / "alerts.jsonl"))
+    try:
+        result = run_job(JobSpec(baseline, data, out, cfg), notifier)
+    except (BaselineError, SourceError) as exc:
+        _fail(str(exc), 1)
+    finally:
+        delivery = notifier.close(timeout=cfg.webhooks.timeout_seconds * cfg.webhooks.attempts + 5)
+    ok = sum(1 for r in result.windows if r.status == "ok")
+    drifted = sorted({n for r in result.windows for n, f in r.features.items() if f.drifted})
+    typer.echo(f"{len(result.windows)} windows ({ok} judged), {len(result.alarms)} alarms; outputs in {out}")
+    if drifted:
+        typer.echo(f"drifted features: {', '.join(drifted)}")
+    for a in result.alarms:
+        typer.echo(f"ALARM {a.feature}: {a.metric} {a.value:.4g} > {a.threshold:.4g} at window {a.window_index}")
+    if cfg.webhooks.urls:
+        typer.echo(f"webhooks: {delivery.delivered} delivered, {delivery.failed} failed, {delivery.dropped} dropped")
+    if fail_on_alarm and result.alarms:
+        raise typer.Exit(3)
+
+
+@monitor_app.command()
+def watch(
+    baseline: Annotated[Path, typer.Option("--baseline", help="Baseline folder (re-read every run).")],
+    data: Annotated[str, typer.Option("--data", help="Capture folder, or CSV/Parquet/JSONL with a time column.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run plus the state.")],
+    every: Annotated[str, typer.Option("--every", help="Run on multiples of this (e.g. 1h).")] = "1h",
+    delay: Annotated[str, typer.Option("--delay", help="Wait this long after a window ends (late capture).")] = "0s",
+    max_runs: Annotated[int | None, typer.Option("--max-runs", help="Stop after this many runs.")] = None,
+    window: WindowOpt = "1h",
+    step: StepOpt = None,
+    timestamp_column: TsOpt = None,
+    min_window_rows: MinRowsOpt = 100,
+    consecutive: ConsecutiveOpt = 3,
+    webhook: WebhookOpt = None,
+    webhook_attempts: AttemptsOpt = 5,
+    threshold: Threshold = None,
+    metrics: MetricsOpt = None,
+    report: ReportOpt = True,
+    log_level: LogOpt = "info",
+) -> None:
+    """Run the monitor on a schedule as a long-lived process, alarms carried across runs."""
+    _logging(log_level)
+    from servekit.monitor.job import JobSpec
+    from servekit.monitor.watch import SystemClock
+    from servekit.monitor.watch import watch as watch_loop
+    from servekit.monitor.webhooks import AlertLog, Notifier
+    from servekit.monitor.windows import parse_duration
+
+    try:
+        cfg = _monitor_config(
+            window,
+            step,
+            None,
+            None,
+            timestamp_column,
+            min_window_rows,
+            consecutive,
+            webhook,
+            webhook_attempts,
+            threshold,
+            metrics,
+            report,
+        )
+        every_s = parse_duration(every)
+        delay_s = 0 if delay.strip() in ("0", "0s") else parse_duration(delay)
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc), 2)
+    notifier = Notifier(cfg.webhooks, AlertLog(out / "alerts.jsonl"))
+    try:
+        watch_loop(JobSpec(baseline, data, out, cfg), notifier, every_s, SystemClock(), delay_s, max_runs)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        notifier.close(timeout=cfg.webhooks.timeout_seconds * cfg.webhooks.attempts + 5)

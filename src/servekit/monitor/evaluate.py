@@ -1,0 +1,220 @@
+"""Panes in, judged windows out: summarising batches per pane and judging a window against the baseline.
+
+One feature's failure (a value the converters did not foresee, a metric raising) is caught where that
+feature is handled and recorded as that feature's error; the other features of the window go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from servekit.monitor import sagemaker, violations
+from servekit.monitor.alarms import Judgement, Key
+from servekit.monitor.config import MonitorConfig
+from servekit.monitor.profiles import Baseline, CategoricalProfile, Metrics, NumericProfile
+from servekit.monitor.schema import InferredType, Kind
+from servekit.monitor.sketch import CategoricalSummary, NumericSummary, summarise_categorical, summarise_numeric
+from servekit.monitor.windows import Window
+
+log = logging.getLogger(__name__)
+
+Summary = NumericSummary | CategoricalSummary
+IntArray = npt.NDArray[np.int64]
+REPORT_CATEGORIES = 12
+
+
+@dataclass(slots=True)
+class Pane:
+    rows: int = 0
+    columns: set[str] = field(default_factory=set)
+    summaries: dict[str, Summary] = field(default_factory=dict)
+
+    def add(self, other: Pane) -> None:
+        self.rows += other.rows
+        self.columns |= other.columns
+        for name, s in other.summaries.items():
+            mine = self.summaries.get(name)
+            if mine is None:
+                self.summaries[name] = s.copy()
+            else:
+                mine += s  # type: ignore[operator]  # same feature, same summary type
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    labels: tuple[str, ...]
+    baseline: tuple[float, ...]  # shares
+    window: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureResult:
+    kind: Kind
+    metrics: Metrics
+    thresholds: dict[str, float]
+    exceeded: tuple[tuple[str, float, float], ...]  # (metric, value, threshold)
+    histogram: Histogram | None
+
+    @property
+    def drifted(self) -> bool:
+        return bool(self.exceeded)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowResult:
+    window: Window
+    rows: int
+    status: str  # "ok" | "insufficient"
+    features: dict[str, FeatureResult]
+    errors: dict[str, str]
+    violations: list[dict[str, str]]
+
+    def judgements(self) -> dict[Key, Judgement]:
+        if self.status != "ok":
+            return {}
+        out = {}
+        for name, f in self.features.items():
+            for metric, limit in f.thresholds.items():
+                value = f.metrics.get(metric)
+                if value is not None:
+                    out[(name, metric)] = Judgement(value, limit)
+        return out
+
+
+def accumulate(
+    panes: dict[int, Pane], baseline: Baseline, table: pa.Table, pane_ids: IntArray, errors: dict[str, str]
+) -> None:
+    """Add a batch's rows (``pane_ids[i]`` is row i's pane) to the pane summaries of every baseline feature."""
+    keys, local = np.unique(pane_ids, return_inverse=True)
+    local = local.astype(np.int64)
+    groups = len(keys)
+    row_counts = np.bincount(local, minlength=groups)
+    targets = [panes.setdefault(int(k), Pane()) for k in keys]
+    for pane, n in zip(targets, row_counts.tolist(), strict=True):
+        pane.rows += n
+        pane.columns.update(table.column_names)
+    for name, profile in baseline.profiles.items():
+        col = table.column(name) if name in table.column_names else pa.nulls(table.num_rows)
+        try:
+            parts: list[Summary]
+            if isinstance(profile, NumericProfile):
+                integral = profile.feature.inferred_type is InferredType.INTEGRAL
+                parts = list(summarise_numeric(col, profile.binning, local, groups, integral, profile.summary.shift))
+            else:
+                parts = list(summarise_categorical(col, profile.domain_array, profile.complete, local, groups))
+        except Exception as exc:  # one feature's failure never stops the others
+            errors.setdefault(name, f"{type(exc).__name__}: {exc}")
+            log.warning("feature %s: cannot summarise a batch: %s", name, exc)
+            continue
+        for pane, part in zip(targets, parts, strict=True):
+            mine = pane.summaries.get(name)
+            if mine is None:
+                pane.summaries[name] = part
+            else:
+                mine += part  # type: ignore[operator]
+
+
+def merge(panes: Mapping[int, Pane], keys: range) -> Pane:
+    out = Pane()
+    for k in keys:
+        p = panes.get(k)
+        if p is not None:
+            out.add(p)
+    return out
+
+
+def evaluate(
+    baseline: Baseline, window: Window, pane: Pane, cfg: MonitorConfig, feature_errors: Mapping[str, str] | None = None
+) -> WindowResult:
+    feature_errors = feature_errors or {}
+    status = "ok" if pane.rows >= cfg.min_window_rows else "insufficient"
+    overrides = {(f, m): v for f, m, v in cfg.overrides}
+    features: dict[str, FeatureResult] = {}
+    errors: dict[str, str] = {}
+    for name in baseline.profiles:
+        if name in feature_errors:
+            errors[name] = feature_errors[name]
+            continue
+        try:
+            features[name] = _judge(baseline, name, pane, cfg, overrides, judged=status == "ok")
+        except Exception as exc:  # one feature's failure never stops the others
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            log.warning("feature %s, window %d: %s", name, window.index, exc)
+    found = violations.check(
+        baseline.constraints or sagemaker.constraints(baseline),
+        {n: pane.summaries[n] for n in features if n in pane.summaries},
+        pane.columns if pane.rows else set(baseline.profiles),
+        {n: list(f.exceeded) for n, f in features.items()},
+        {n: p.domain for n, p in baseline.profiles.items() if isinstance(p, CategoricalProfile)},
+    )
+    return WindowResult(window, pane.rows, status, features, errors, found if pane.rows else [])
+
+
+def _judge(
+    baseline: Baseline,
+    name: str,
+    pane: Pane,
+    cfg: MonitorConfig,
+    overrides: Mapping[tuple[str, str], float],
+    judged: bool,
+) -> FeatureResult:
+    profile = baseline.profiles[name]
+    summary = pane.summaries.get(name)
+    if summary is None:
+        summary = profile.empty()
+    if isinstance(profile, NumericProfile):
+        assert isinstance(summary, NumericSummary)
+        metrics = profile.compare(summary)
+        histogram = _numeric_histogram(profile, summary)
+    else:
+        assert isinstance(summary, CategoricalSummary)
+        metrics = profile.compare(summary)
+        histogram = _categorical_histogram(profile, summary)
+    limits: dict[str, float] = {}
+    for metric in cfg.judged_metrics:
+        if metric not in metrics:
+            continue
+        fixed = overrides.get((name, metric))
+        learned = baseline.thresholds.get(name, {}).get(metric)
+        limit = fixed if fixed is not None else learned.for_window(pane.rows, baseline.rows) if learned else None
+        if limit is not None:
+            limits[metric] = limit
+    exceeded = tuple(
+        (metric, value, limit)
+        for metric, limit in limits.items()
+        if judged and (value := metrics.get(metric)) is not None and value > limit
+    )
+    return FeatureResult(profile.feature.kind, metrics, limits, exceeded, histogram)
+
+
+def _shares(counts: IntArray) -> tuple[float, ...]:
+    total = counts.sum()
+    return tuple((counts / total).tolist()) if total else tuple(0.0 for _ in counts)
+
+
+def _numeric_histogram(profile: NumericProfile, s: NumericSummary) -> Histogram:
+    groups = int(profile.psi_groups.max()) + 1
+    ref = np.bincount(profile.psi_groups, weights=profile.summary.counts, minlength=groups)
+    cur = np.bincount(profile.psi_groups, weights=s.counts, minlength=groups)
+    edges = profile.binning.edges
+    labels = []
+    for g in range(groups):
+        bins = np.flatnonzero(profile.psi_groups == g)
+        lo = "-inf" if bins[0] == 0 else f"{edges[bins[0] - 1]:.4g}"
+        hi = "+inf" if bins[-1] >= len(edges) else f"{edges[bins[-1]]:.4g}"
+        labels.append(f"({lo}, {hi}]")
+    return Histogram(tuple(labels), _shares(ref), _shares(cur))
+
+
+def _categorical_histogram(profile: CategoricalProfile, s: CategoricalSummary) -> Histogram:
+    top = min(REPORT_CATEGORIES, len(profile.domain))
+    ref = np.concatenate([profile.summary.counts[:top], [profile.summary.counts[top:].sum(), 0]])
+    cur = np.concatenate([s.counts[:top], [s.counts[top:].sum(), s.unseen_total]])
+    labels = (*profile.domain[:top], "(other)", "(unseen)")
+    return Histogram(labels, _shares(ref), _shares(cur))

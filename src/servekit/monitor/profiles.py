@@ -1,0 +1,115 @@
+"""What the baseline remembers of each feature, and how a summary is compared with it.
+
+A profile is everything needed to judge new data without the training data: the fixed binning and the
+baseline's own summary for a numerical feature; the category domain and its counts for a categorical one.
+``compare`` turns a (window or chunk) summary into the drift metrics of ``metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from servekit.monitor import metrics as m
+from servekit.monitor.schema import Feature, Kind
+from servekit.monitor.sketch import Binning, CategoricalSummary, NumericSummary
+from servekit.monitor.thresholds import Threshold
+
+IntArray = npt.NDArray[np.int64]
+Metrics = dict[str, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class NumericProfile:
+    feature: Feature
+    binning: Binning
+    summary: NumericSummary  # the whole baseline
+    psi_groups: IntArray  # PSI bin of each fine bin
+    minimum: float
+    maximum: float
+    buckets: tuple[tuple[float, float, int], ...]  # 10 equal-width buckets (statistics.json)
+
+    def empty(self) -> NumericSummary:
+        return NumericSummary.empty(self.binning.size, self.summary.shift)
+
+    def compare(self, cur: NumericSummary, ref: NumericSummary | None = None) -> Metrics:
+        """Metrics of ``cur`` against ``ref`` (default: the whole baseline)."""
+        ref = self.summary if ref is None else ref
+        ks = m.ks_from_counts(ref.counts, cur.counts)
+        groups = int(self.psi_groups.max()) + 1
+        return {
+            "ks_statistic": ks[0] if ks else None,
+            "ks_pvalue": ks[1] if ks else None,
+            "wasserstein_norm": m.wasserstein_from_bins(ref.counts, ref.sums, cur.counts, cur.sums, self.summary.std()),
+            "psi": m.psi(
+                np.bincount(self.psi_groups, weights=ref.counts, minlength=groups).astype(np.int64),
+                np.bincount(self.psi_groups, weights=cur.counts, minlength=groups).astype(np.int64),
+            ),
+            "missing_share": m.share(cur.missing, cur.rows),
+        }
+
+    @property
+    def ks_resolution(self) -> float:
+        """Largest baseline share in one bin: the binned KS statistic is within this of the raw-data one."""
+        n = self.summary.present
+        return float(self.summary.counts.max() / n) if n else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CategoricalProfile:
+    feature: Feature
+    domain: tuple[str, ...]  # most frequent first
+    complete: bool  # False: the baseline had more categories than were kept
+    summary: CategoricalSummary
+    distinct: int  # distinct values in the baseline (may exceed len(domain))
+    domain_array: pa.Array = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "domain_array", pa.array(list(self.domain), pa.string()))
+
+    def empty(self) -> CategoricalSummary:
+        return CategoricalSummary.empty(len(self.domain))
+
+    def compare(self, cur: CategoricalSummary) -> Metrics:
+        tracked = np.array(list(cur.unseen.values()), dtype=np.int64)
+        rest = cur.unseen_total - int(tracked.sum())
+        extra = len(tracked) + 1
+        ref_counts = np.concatenate([self.summary.counts, np.zeros(extra, np.int64)])
+        cur_counts = np.concatenate([cur.counts, tracked, [rest]])
+        return categorical_metrics(
+            ref_counts, cur_counts, cur.missing, cur.rows, cur.unseen_total if self.complete else None
+        )
+
+
+def categorical_metrics(
+    ref_counts: IntArray, cur_counts: IntArray, cur_missing: int, cur_rows: int, unseen: int | None
+) -> Metrics:
+    present = int(cur_counts.sum())
+    return {
+        "js_distance": m.js_distance(ref_counts, cur_counts),
+        "chi2_pvalue": m.chi2_pvalue(ref_counts, cur_counts),
+        "missing_share": m.share(cur_missing, cur_rows),
+        "unseen_share": None if unseen is None else m.share(unseen, present),
+    }
+
+
+Profile = NumericProfile | CategoricalProfile
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    columns: tuple[str, ...]  # feature order, used to name positional (list or CSV) rows
+    rows: int
+    profiles: Mapping[str, Profile]
+    thresholds: Mapping[str, Mapping[str, Threshold]]
+    constraints: Mapping[str, Any]  # constraints.json as found (users may edit it)
+    statistics: Mapping[str, Any]
+    version: str = ""
+
+    def kind(self, feature: str) -> Kind:
+        return self.profiles[feature].feature.kind

@@ -1,0 +1,176 @@
+"""Input objects of a job: list them (file, directory/prefix or manifest), open them, name their outputs.
+
+Paths are plain paths or fsspec URIs. Listing is sorted by key so every run sees the same order; under a
+directory, hidden files and folders (a name starting with ".") are left out.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import posixpath
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+
+import fsspec
+import orjson
+
+from servekit.errors import ConfigError
+from servekit.transform.spec import Compression, DataType
+
+OUT_SUFFIX = ".out"
+ERRORS_SUFFIX = ".out.errors.jsonl"
+
+_EXTENSIONS = {
+    ".jsonl": "application/jsonlines",
+    ".jsonlines": "application/jsonlines",
+    ".ndjson": "application/jsonlines",
+    ".json": "application/json",
+    ".csv": "text/csv",
+    ".npy": "application/x-npy",
+    ".rec": "application/x-recordio",
+    ".recordio": "application/x-recordio",
+    ".tfrecord": "application/x-tfrecord",
+    ".tfrecords": "application/x-tfrecord",
+}
+
+
+class InputError(Exception):
+    """The job's input cannot be listed (missing path, empty prefix, bad manifest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputObject:
+    uri: str  # where to read it
+    key: str  # its path relative to the input prefix; outputs keep this structure
+    size: int
+
+
+def url_to_fs(uri: str) -> tuple[Any, str]:
+    try:
+        fs, path = fsspec.core.url_to_fs(uri)
+        return fs, str(path)
+    except (ImportError, ValueError) as exc:
+        scheme = uri.split("://", 1)[0]
+        raise ConfigError(
+            f"cannot open {uri!r}: no filesystem for scheme {scheme!r} ({exc}); "
+            "install the matching fsspec package (e.g. servekit[s3] for s3://)"
+        ) from exc
+
+
+def _uri(fs: Any, path: str, like: str) -> str:
+    """``path`` (as fsspec lists it) in the spelling of ``like`` (keep plain paths plain)."""
+    return fs.unstrip_protocol(path) if "://" in like else path
+
+
+def list_inputs(uri: str, data_type: DataType) -> list[InputObject]:
+    fs, path = url_to_fs(uri)
+    if data_type is DataType.MANIFEST:
+        return _from_manifest(fs, path, uri)
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        raise InputError(f"the input {uri} does not exist") from None
+    if info.get("type") != "directory":
+        return [InputObject(uri, posixpath.basename(path.rstrip("/")), int(info.get("size") or 0))]
+    found = fs.find(path, detail=True)
+    objects = []
+    root = path.rstrip("/") + "/"
+    for name in sorted(found):
+        entry = found[name]
+        key = name[len(root) :] if name.startswith(root) else posixpath.basename(name)
+        if entry.get("type") == "directory" or any(part.startswith(".") for part in key.split("/")):
+            continue  # hidden files (.gitkeep, editors' swap files) are not input
+        objects.append(InputObject(_uri(fs, name, uri), key, int(entry.get("size") or 0)))
+    if not objects:
+        raise InputError(f"the input directory {uri} holds no files")
+    return objects
+
+
+def _from_manifest(fs: Any, path: str, uri: str) -> list[InputObject]:
+    """SageMaker's manifest: ``[{"prefix": "s3://bucket/dir/"}, "relative/key1", "relative/key2", ...]``."""
+    try:
+        with fs.open(path, "rb") as f:
+            doc = orjson.loads(f.read())
+    except FileNotFoundError:
+        raise InputError(f"the manifest file {uri} does not exist") from None
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"the manifest file {uri} is not JSON: {exc}") from None
+    if (
+        not isinstance(doc, list)
+        or not doc
+        or not isinstance(doc[0], dict)
+        or not isinstance(doc[0].get("prefix"), str)
+        or not all(isinstance(k, str) and k for k in doc[1:])
+    ):
+        raise InputError(f'the manifest {uri} must be a JSON list: [{{"prefix": "..."}}, "key1", "key2", ...]')
+    prefix: str = doc[0]["prefix"]
+    if not prefix.endswith("/"):
+        prefix += "/"
+    if "://" not in prefix and not prefix.startswith("/"):  # relative to the manifest's directory
+        base = posixpath.dirname(path)
+        prefix = posixpath.join(base, prefix) if base else prefix
+        prefix = _uri(fs, prefix, uri) + ("/" if not prefix.endswith("/") else "")
+    objects = []
+    for key in doc[1:]:
+        obj_uri = prefix + key
+        ofs, opath = url_to_fs(obj_uri)
+        try:
+            size = int(ofs.info(opath).get("size") or 0)
+        except FileNotFoundError:
+            raise InputError(f"the manifest {uri} lists {obj_uri}, which does not exist") from None
+        objects.append(InputObject(obj_uri, key, size))
+    if not objects:
+        raise InputError(f"the manifest {uri} lists no objects")
+    return objects
+
+
+def content_type_of(key: str) -> str:
+    """The content type a file extension implies ('' when unknown); ``.gz`` is looked through."""
+    name = key.lower().removesuffix(".gz")
+    return _EXTENSIONS.get(posixpath.splitext(name)[1], "")
+
+
+class CountingReader(io.RawIOBase):
+    """Counts the bytes read from the (possibly compressed) object, for progress and ETA."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        data = self._raw.read(len(b))
+        n = len(data)
+        b[:n] = data
+        self.position += n
+        return n
+
+
+@contextmanager
+def open_input(obj: InputObject, compression: Compression) -> Iterator[tuple[IO[bytes], CountingReader]]:
+    """The decompressed byte stream of ``obj`` and the counter of raw bytes read from it."""
+    fs, path = url_to_fs(obj.uri)
+    with fs.open(path, "rb") as raw:
+        counter = CountingReader(raw)
+        buffered = io.BufferedReader(counter, buffer_size=1 << 20)
+        if compression is Compression.GZIP:
+            with gzip.GzipFile(fileobj=buffered, mode="rb") as gz:
+                yield gz, counter  # type: ignore[misc]
+        else:
+            yield buffered, counter
+
+
+def output_uri(output_path: str, key: str, suffix: str = OUT_SUFFIX) -> str:
+    return output_path.rstrip("/") + "/" + key + suffix
+
+
+def overlaps(input_uri: str, output_path: str) -> bool:
+    """Whether the output would land inside the input prefix (a re-run would read its own outputs)."""
+    a = input_uri.removeprefix("file://").rstrip("/") + "/"
+    b = output_path.removeprefix("file://").rstrip("/") + "/"
+    return b.startswith(a)

@@ -1,0 +1,88 @@
+"""Write one object's output under a temporary name and rename it into place only when it is whole.
+
+Alongside ``<name>.out`` goes ``<name>.out.errors.jsonl`` when records failed: one JSON line per record
+with its index, its input (UTF-8 text, else base64; cut at 4 KiB) and the error.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+from dataclasses import dataclass
+from typing import IO, Any
+
+import orjson
+
+from servekit.transform.objects import url_to_fs
+
+INPUT_CUT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    index: int
+    record: bytes
+    error: str
+
+    def to_json(self) -> bytes:
+        cut = self.record[:INPUT_CUT]
+        doc: dict[str, Any] = {"index": self.index}
+        try:
+            doc["input"] = cut.decode("utf-8")
+        except UnicodeDecodeError:
+            doc["input_b64"] = base64.b64encode(cut).decode()
+        if len(self.record) > INPUT_CUT:
+            doc["input_bytes"] = len(self.record)
+            doc["input_truncated"] = True
+        doc["error"] = self.error
+        return orjson.dumps(doc) + b"\n"
+
+
+class ObjectWriter:
+    """Output and errors file of one object.
+
+    The temporary names hold ``token`` (the job name): a resumed job overwrites what its interrupted run left,
+    and one job never runs twice at once (the store refuses a second live run)."""
+
+    def __init__(self, output_uri: str, errors_uri: str, token: str) -> None:
+        self._fs, self._final = url_to_fs(output_uri)
+        _, self._errors_final = url_to_fs(errors_uri)
+        folder, base = posixpath.split(self._final)
+        self._fs.makedirs(folder, exist_ok=True)
+        self._tmp = posixpath.join(folder, f".{base}.{token}.tmp")
+        self._errors_tmp = posixpath.join(folder, f".{base}.errors.{token}.tmp")
+        self._out: IO[bytes] = self._fs.open(self._tmp, "wb")
+        self._err: IO[bytes] | None = None
+        self.errors = 0
+
+    def write(self, data: bytes) -> None:
+        if data:
+            self._out.write(data)
+
+    def write_errors(self, errors: list[RecordError]) -> None:
+        if not errors:
+            return
+        if self._err is None:
+            self._err = self._fs.open(self._errors_tmp, "wb")
+        self._err.write(b"".join(e.to_json() for e in errors))
+        self.errors += len(errors)
+
+    def commit(self, keep_output: bool = True) -> None:
+        """Rename into place: the output (unless ``keep_output`` is false: strict mode), then the errors."""
+        self._out.close()
+        if keep_output:
+            self._fs.mv(self._tmp, self._final)
+        else:
+            self._fs.rm(self._tmp)
+        if self._err is not None:
+            self._err.close()
+            self._fs.mv(self._errors_tmp, self._errors_final)
+        elif self._fs.exists(self._errors_final):  # from an earlier run: it no longer describes this output
+            self._fs.rm(self._errors_final)
+
+    def abort(self) -> None:
+        for f, path in ((self._out, self._tmp), (self._err, self._errors_tmp)):
+            if f is not None:
+                f.close()
+                if self._fs.exists(path):
+                    self._fs.rm(path)

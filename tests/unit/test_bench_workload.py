@@ -27,7 +27,7 @@ from servekit.bench.workload import (
 )
 from servekit.errors import ConfigError
 from servekit.protocols.kserve_v2 import decode_v2_inputs
-from servekit.protocols.sagemaker import decode_csv
+from servekit.protocols.sagemaker_codec import decode_csv
 from servekit.protocols.tfjson import decode_predict
 from servekit.types import numpy_dtype
 

@@ -8,7 +8,8 @@ from servekit.errors import ServekitError
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
 from servekit.protocols.http import loads
 from servekit.protocols.kserve_v2 import _decode_bytes_tensor, _encode_bytes_tensor
-from servekit.protocols.sagemaker import decode_csv, parse_custom_attributes
+from servekit.protocols.sagemaker import parse_custom_attributes
+from servekit.protocols.sagemaker_codec import decode_csv
 from servekit.protocols.tfjson import decode_instances, decode_predict, encode_predict, to_array
 
 

@@ -16,11 +16,12 @@ from starlette.testclient import TestClient
 
 from servekit.errors import ErrorCode, ServekitError
 from servekit.inference.schema import InferenceResponse
-from servekit.protocols.sagemaker import _rows
-from servekit.protocols.sagemaker import decode_jsonlines as adapter_decode
+from servekit.protocols.sagemaker_codec import decode_jsonlines as adapter_decode
+from servekit.protocols.sagemaker_codec import decode_jsonlines_fast as decode_jsonlines
+from servekit.protocols.sagemaker_codec import encode_jsonlines_fast as encode_jsonlines
+from servekit.protocols.sagemaker_codec import rows as _rows
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.testing.transform import FlakyInvoker
-from servekit.transform.fastpath import decode_jsonlines, encode_jsonlines
 from servekit.transform.invoke import HttpInvoker, RuntimeInvoker, invoke_with_retries
 from servekit.types import Signature, TensorSpec
 

@@ -8,39 +8,32 @@ invoker decodes and encodes bodies with the SageMaker adapter's codecs, and a ha
 
 from __future__ import annotations
 
-import csv
 import http.client
-import io
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-import numpy as np
 import numpy.typing as npt
 import orjson
 
-from servekit.errors import ErrorCode, ServekitError, invalid
-from servekit.inference.schema import ONLY_INPUT, InferenceResponse
+from servekit.errors import ErrorCode, ServekitError
+from servekit.inference.schema import InferenceResponse
 from servekit.inference.service import pick_signature
 from servekit.inference.validate import validate_inputs
-from servekit.protocols.http import dumps, loads
-from servekit.protocols.sagemaker import (
-    _JSONLINES_ALIASES,
-    ACCEPTS,
+from servekit.protocols.sagemaker_codec import (
     CSV,
     JSON,
     JSONLINES,
-    NPY,
-    _rows,
-    decode_csv,
-    decode_npy,
+    decode_body,
+    decode_jsonlines_fast,
+    encode_body,
+    media_type,
+    negotiate_accept,
 )
-from servekit.protocols.tfjson import decode_instances, decode_predict, encode_predict
+from servekit.protocols.tfjson import decode_instances
 from servekit.runtime.base import RawInvocable, Servable
-from servekit.transform.fastpath import decode_jsonlines as fast_decode_jsonlines
-from servekit.transform.fastpath import encode_jsonlines as fast_encode_jsonlines
 from servekit.types import PREDICT_METHOD
 
 # Worth another try: the server was unreachable, slow, overloaded or failed inside.
@@ -55,11 +48,6 @@ class Invoker(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def media_type(value: str) -> str:
-    media = value.split(";", 1)[0].strip().lower()
-    return JSONLINES if media in _JSONLINES_ALIASES else media
 
 
 def call_with_retries(
@@ -125,7 +113,7 @@ class RuntimeInvoker:
     def invoke(self, body: bytes, content_type: str, accept: str) -> bytes:
         if self._raw is not None:
             return self._raw.invoke(body, content_type, accept or JSON)[0]
-        media, accept = media_type(content_type), normalise_accept(accept)
+        media, accept = media_type(content_type), negotiate_accept(accept, JSON)
         if media in _LINE_MEDIA and accept in _LINE_MEDIA and self._rows_per_call:
             lines = body.split(b"\n")
             if lines[-1] == b"":
@@ -136,7 +124,7 @@ class RuntimeInvoker:
         return self._call(decode_body(body, media), accept)[0]
 
     def invoke_lines(self, lines: list[bytes], content_type: str, accept: str) -> bytes:
-        media, norm = media_type(content_type), normalise_accept(accept)
+        media, norm = media_type(content_type), negotiate_accept(accept, JSON)
         if self._raw is None and media in _LINE_MEDIA and norm in _LINE_MEDIA and self._rows_per_call:
             out = self._in_parts(lines, media, norm)
             if out is not None:
@@ -182,73 +170,11 @@ def _decode_lines(lines: list[bytes], media: str) -> tuple[dict[str, npt.NDArray
         try:
             values = list(map(orjson.loads, lines))
         except orjson.JSONDecodeError:  # blank lines, NaN, malformed: the adapter's decoder decides
-            values = fast_decode_jsonlines(b"\n".join(lines))
+            values = decode_jsonlines_fast(b"\n".join(lines))
         if not values:
             return decode_body(b"", media)
         return decode_instances(values, ()), True, None
     return decode_body(b"\n".join(lines), media)
-
-
-def decode_body(body: bytes, media: str) -> tuple[dict[str, npt.NDArray[Any]], bool, str | None]:
-    """Named inputs, whether they came as rows, and the signature asked for (SageMaker ``/invocations``)."""
-    if media == JSON:
-        doc = loads(body)
-        if isinstance(doc, dict) and ("instances" in doc or "inputs" in doc):
-            sig_name = doc.get("signature_name")
-            inputs, rows = decode_predict(doc, ())
-            return inputs, rows, sig_name if isinstance(sig_name, str) else None
-        if isinstance(doc, dict):
-            raise invalid('a JSON object body must hold "instances" or "inputs"; send a bare list for rows')
-        return decode_instances(doc if isinstance(doc, list) else [doc], ()), True, None
-    if media == JSONLINES:
-        return decode_instances(fast_decode_jsonlines(body), ()), True, None
-    if media == CSV:
-        return {ONLY_INPUT: decode_csv(body)}, True, None
-    if media == NPY:
-        return {ONLY_INPUT: decode_npy(body)}, False, None
-    raise ServekitError(
-        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-        f"Content-Type {media!r} is not supported; use application/json, application/jsonlines, text/csv or "
-        "application/x-npy, or a model with an inference.py handler",
-    )
-
-
-def normalise_accept(accept: str) -> str:
-    for part in accept.split(","):
-        media = media_type(part)
-        if media in ("", "*/*"):
-            return JSON
-        if media in ACCEPTS:
-            return media
-    raise ServekitError(
-        ErrorCode.NOT_ACCEPTABLE, f"Accept {accept!r} is not supported; supported: {', '.join(ACCEPTS)}"
-    )
-
-
-def encode_body(resp: InferenceResponse, accept: str, rows: bool) -> bytes:
-    """The response body ``/invocations`` would send for ``accept`` (one of :data:`ACCEPTS`)."""
-    if accept == JSON:
-        return dumps(encode_predict(resp, rows))
-    if accept == JSONLINES:
-        fast = fast_encode_jsonlines(resp.outputs)
-        if fast is not None:
-            return fast
-        return b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in _rows(resp))
-    if len(resp.outputs) != 1:
-        raise ServekitError(
-            ErrorCode.NOT_ACCEPTABLE,
-            f"{accept} can carry one output, the model returned {len(resp.outputs)}; ask for application/json",
-        )
-    arr = next(iter(resp.outputs.values()))
-    if accept == NPY:
-        bio = io.BytesIO()
-        np.save(bio, arr if arr.dtype != object else arr.astype(str), allow_pickle=False)
-        return bio.getvalue()
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    for row in np.atleast_1d(arr).tolist():
-        writer.writerow(row if isinstance(row, list) else [row])
-    return buf.getvalue().encode()
 
 
 class HttpInvoker:

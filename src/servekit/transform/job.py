@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servekit.errors import ConfigError
-from servekit.protocols.sagemaker import CSV as CSV_MEDIA
-from servekit.protocols.sagemaker import JSON as JSON_MEDIA
+from servekit.protocols.sagemaker_codec import CSV as CSV_MEDIA
+from servekit.protocols.sagemaker_codec import JSON as JSON_MEDIA
+from servekit.protocols.sagemaker_codec import media_type
 from servekit.transform.engine import Engine, RunOptions, shard
-from servekit.transform.invoke import media_type
 from servekit.transform.objects import (
     ERRORS_SUFFIX,
     InputError,

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from servekit.errors import ServekitError
+from servekit.protocols.sagemaker_codec import media_type
 from servekit.transform.filters import FilterError, parse_path
-from servekit.transform.invoke import TRANSPORT, Invoker, LineInvoker, call_with_retries, media_type
+from servekit.transform.invoke import TRANSPORT, Invoker, LineInvoker, call_with_retries
 from servekit.transform.objects import InputObject, open_input
 from servekit.transform.pack import MiniBatch, Rejected, pack
 from servekit.transform.records import ShapeError, Shaper, input_filter

@@ -17,9 +17,8 @@ import orjson
 
 from servekit.errors import ServekitError
 from servekit.protocols.http import loads
-from servekit.protocols.sagemaker import CSV, JSON, JSONLINES
+from servekit.protocols.sagemaker_codec import CSV, JSON, JSONLINES, media_type
 from servekit.transform.filters import JsonPath, apply, join_csv, join_json, parse_path
-from servekit.transform.invoke import media_type
 from servekit.transform.spec import AssembleWith, JoinSource, TransformSpec
 
 JSON_KINDS = (JSON, JSONLINES)

@@ -79,13 +79,13 @@ def test_threshold_is_mean_plus_k_std_of_the_chunks() -> None:
     values = [0.1, 0.2, 0.3, None, float("nan")]
     t = learn("ks_statistic", values, chunk_rows=1000, rest_rows=9000, k=3)
     assert t.mean == pytest.approx(0.2)
-    assert t.learned == pytest.approx(0.2 + 3 * np.std([0.1, 0.2, 0.3]))
+    assert t.learned == pytest.approx(0.2 + 3 * np.std([0.1, 0.2, 0.3], ddof=1))
     assert math.isnan(learn("psi", [None], 1, 1, 3).mean)
     assert learn("psi", [None], 1, 1, 3).for_window(100, 100) is None
 
 
 def test_threshold_widens_for_small_windows_and_never_narrows() -> None:
-    t = Threshold("ks_statistic", mean=0.02, std=0.01, k=3, chunk_rows=1000, rest_rows=9000)
+    t = Threshold("wasserstein_norm", mean=0.02, std=0.01, k=3, chunk_rows=1000, rest_rows=9000)
     n_eff_chunk = 1000 * 9000 / 10000
     small = t.for_window(100, 10_000)
     assert small == pytest.approx(0.05 * math.sqrt(n_eff_chunk / (100 * 10_000 / 10_100)))
@@ -95,6 +95,16 @@ def test_threshold_widens_for_small_windows_and_never_narrows() -> None:
     share = Threshold("missing_share", 0.0, 0.0, 3, 1000, 9000)
     assert share.for_window(100, 10_000) == pytest.approx(SHARE_MARGIN)
     assert t.with_fixed(0.3).for_window(5, 10_000) == 0.3
+
+
+def test_ks_threshold_never_below_its_critical_value() -> None:
+    t = Threshold("ks_statistic", mean=0.02, std=0.001, k=3, chunk_rows=1000, rest_rows=9000)
+    n_eff = 300 * 10_000 / 10_300
+    floor = math.sqrt(-math.log(0.0005) / 2) / math.sqrt(n_eff)
+    assert t.for_window(300, 10_000) == pytest.approx(floor)  # learned (0.023) is tighter than chance allows
+    assert floor == pytest.approx(1.949 / math.sqrt(n_eff), rel=1e-3)
+    wide = Threshold("ks_statistic", mean=0.2, std=0.05, k=3, chunk_rows=1000, rest_rows=9000)
+    assert wide.for_window(1_000_000, 10_000) == pytest.approx(0.35)  # above the floor: the learned value
 
 
 def test_threshold_json_round_trip() -> None:

@@ -1,13 +1,14 @@
 """Per-feature thresholds learned from the baseline itself, and how a window's size adjusts them.
 
 The baseline is split into ``chunks`` random parts; every drift metric of each part is computed against the
-rest of the baseline, and the threshold is ``mean + k·std`` (population std) of those values, NannyML's rule.
+rest of the baseline, and the threshold is ``mean + k·std`` (sample std) of those values, NannyML's rule.
 Those chunk values are what "no drift" looks like for a sample of about ``chunk_rows`` rows. A window with
 fewer rows is noisier, so its threshold is widened by the ratio of effective sample sizes
 ``r = n_eff(chunk, rest) / n_eff(window, baseline)`` (``n_eff(a, b) = a·b / (a + b)``), and never narrowed:
 distances whose null spread shrinks like ``1/sqrt(n)`` (KS, Wasserstein, Jensen-Shannon) are multiplied by
 ``sqrt(r)``, PSI (chi-square-like, ``1/n``) by ``r``, and for the two shares only the ``k·std`` margin is
-widened by ``sqrt(r)`` and it is at least ``SHARE_MARGIN``. A fixed threshold replaces all of this.
+widened by ``sqrt(r)`` and it is at least ``SHARE_MARGIN``. KS never goes below its critical value at
+alpha = 0.001 for the window's size. A fixed threshold replaces all of this.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ _SCALING = {
     "unseen_share": "margin",
 }
 SHARE_MARGIN = 0.01  # a share must exceed its baseline mean by at least one percentage point
+# The KS threshold never drops below the two-sample Kolmogorov critical value at alpha = 0.001,
+# c(alpha) / sqrt(n_eff) with c = sqrt(-ln(alpha / 2) / 2): ten baseline chunks estimate a std too noisily to
+# be trusted alone in the tail, and an undrifted window must not cross a threshold that tight by chance.
+KS_FLOOR_ALPHA = 0.001
+KS_FLOOR_C = math.sqrt(-math.log(KS_FLOOR_ALPHA / 2) / 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,9 @@ class Threshold:
             return None
         ratio = max(1.0, _n_eff(self.chunk_rows, self.rest_rows) / _n_eff(window_rows, baseline_rows))
         rule = _SCALING[self.metric]
+        if self.metric == "ks_statistic":
+            floor = KS_FLOOR_C / math.sqrt(_n_eff(window_rows, baseline_rows))
+            return max(self.learned * math.sqrt(ratio), floor)
         if rule == "sqrt":
             return self.learned * math.sqrt(ratio)
         if rule == "linear":
@@ -94,11 +103,13 @@ class Threshold:
 def learn(
     metric: str, chunk_values: Iterable[float | None], chunk_rows: float, rest_rows: float, k: float
 ) -> Threshold:
-    """``mean + k·std`` over the chunk values that could be computed (NaN when none could)."""
+    """``mean + k·std`` over the chunk values that could be computed (NaN when none could); the sample std
+    (ddof=1), since a handful of chunks understates the spread."""
     values = np.array([v for v in chunk_values if v is not None and math.isfinite(v)], dtype=float)
     if len(values) == 0:
         return Threshold(metric, float("nan"), float("nan"), k, chunk_rows, rest_rows)
-    return Threshold(metric, float(values.mean()), float(values.std()), k, chunk_rows, rest_rows)
+    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    return Threshold(metric, float(values.mean()), std, k, chunk_rows, rest_rows)
 
 
 def parse_override(text: str) -> tuple[str, str, float]:

@@ -15,10 +15,11 @@ from starlette.routing import BaseRoute, Route
 from servekit._version import __version__
 from servekit.errors import ServekitError, invalid
 from servekit.inference.schema import InferenceRequest, InferenceResponse
+from servekit.inference.service import ModelMetadata
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import KSERVE_STATUS
 from servekit.protocols.http import InferenceHTTPResponse, Observed, dumps, json_response, loads, read_body
-from servekit.types import V2_DATATYPES, numpy_dtype, v2_datatype
+from servekit.types import V2_DATATYPES, Signature, TensorSpec, numpy_dtype, v2_datatype
 
 HEADER_LENGTH = "inference-header-content-length"
 EXTENSIONS = ["binary_tensor_data"]
@@ -187,11 +188,14 @@ class KServeV2:
             return json_response({"error": exc.message}, status=KSERVE_STATUS[exc.code])
         return Response(status_code=200 if self._ctx.service.manager.is_ready(model, version) else 400)
 
+    def _default_signature(self, request: Request) -> tuple[str, ModelMetadata, Signature]:
+        model, version = _model_version(request)
+        md = self._ctx.service.metadata(model, version)
+        return model, md, md.signatures.get("serving_default") or next(iter(md.signatures.values()))
+
     async def model_metadata(self, request: Request) -> Response:
         async def run() -> Response:
-            model, version = _model_version(request)
-            md = self._ctx.service.metadata(model, version)
-            sig = md.signatures.get("serving_default") or next(iter(md.signatures.values()))
+            model, md, sig = self._default_signature(request)
             return json_response(
                 {
                     "name": model,
@@ -205,21 +209,21 @@ class KServeV2:
         return await self._observed.run(request.path_params["model"], "metadata", run)
 
     async def model_config(self, request: Request) -> Response:
+        """Triton's model configuration, for clients that ask for it (tritonclient's get_model_config)."""
+
         async def run() -> Response:
-            model, version = _model_version(request)
-            md = self._ctx.service.metadata(model, version)
-            sig = md.signatures.get("serving_default") or next(iter(md.signatures.values()))
+            model, md, sig = self._default_signature(request)
+
+            def tensors(specs: tuple[TensorSpec, ...]) -> list[dict[str, Any]]:
+                return [{"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape)} for t in specs]
+
             return json_response(
                 {
                     "name": model,
                     "platform": _PLATFORMS.get(md.platform, md.platform),
                     "max_batch_size": 0,
-                    "input": [
-                        {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape)} for t in sig.inputs
-                    ],
-                    "output": [
-                        {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape)} for t in sig.outputs
-                    ],
+                    "input": tensors(sig.inputs),
+                    "output": tensors(sig.outputs),
                 }
             )
 

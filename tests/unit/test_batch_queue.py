@@ -263,3 +263,14 @@ def test_thread_mode_merges_runs_and_splits_on_the_executor() -> None:
 def test_needs_exactly_one_way_to_run() -> None:
     with pytest.raises(ValueError, match="run_batch, or predict together with threads"):
         BatchQueue(None, cfg())
+
+
+def test_request_larger_than_the_whole_queue_is_a_400_not_a_503() -> None:
+    async def main() -> None:
+        q = BatchQueue(Model(), cfg(max_batch_size=2, max_enqueued_batches=2))
+        with pytest.raises(ServekitError) as info:
+            await q.submit(x(*range(5)))
+        assert info.value.code is ErrorCode.INVALID_ARGUMENT
+        assert "exceeds the batch queue's capacity of 4 rows" in info.value.message
+
+    run_virtual(main)

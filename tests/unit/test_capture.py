@@ -137,3 +137,37 @@ def test_files_rotate_after_flush_seconds(tmp_path: Path) -> None:
 def test_config_validation(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         CaptureConfig(**{"destination": "/tmp/x", **kwargs})  # type: ignore[arg-type]
+
+
+def test_a_failed_publish_neither_kills_capture_nor_hangs_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os as os_module
+
+    real_replace = os_module.replace
+    failures = [1]
+
+    def flaky_replace(src: object, dst: object) -> None:
+        if failures:
+            failures.pop()
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("servekit.capture.sink.os.replace", flaky_replace)
+    clock = [0.0]
+    w = CaptureWriter(
+        CaptureConfig(destination=str(tmp_path), buffer_records=5, flush_seconds=1.0),
+        now=lambda: WHEN,
+        monotonic=lambda: clock[0],
+    )
+    from servekit.capture.sink import _Item
+
+    w._write(_Item(WHEN, "m", 1, "application/json", JSON_IN, None, None))
+    w._rotate(force=True)  # this publish fails
+    assert w.dropped == 1 and w.captured == 0
+    w.start()
+    for _ in range(3):
+        assert w.offer("m", 1, "application/json", JSON_IN, None, None)
+    w.close(timeout=10)
+    assert not w._thread.is_alive()
+    assert len(records(tmp_path)) == 3  # the thread lived on and published the rest

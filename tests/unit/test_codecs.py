@@ -84,3 +84,16 @@ def test_csv() -> None:
 def test_custom_attributes() -> None:
     attrs = parse_custom_attributes("tfs-model-name=iris,tfs-model-version=2, tfs-method=classify,other=x")
     assert attrs == {"tfs-model-name": "iris", "tfs-model-version": "2", "tfs-method": "classify"}
+
+
+def test_npy_header_declaring_more_than_the_body_is_refused() -> None:
+    import io as io_module
+
+    from servekit.protocols.sagemaker_codec import decode_npy
+
+    buf = io_module.BytesIO()
+    np.save(buf, np.zeros(3))
+    body = buf.getvalue().replace(b"(3,)", b"(1000000000000,)")
+    with pytest.raises(ServekitError, match="declares shape"):
+        decode_npy(body)
+    assert decode_npy(buf.getvalue()).tolist() == [0.0, 0.0, 0.0]

@@ -247,3 +247,49 @@ def test_close_unloads_everything(tmp_path: Path) -> None:
         assert loader.servables[("m", 1)].unloaded
 
     run(main)
+
+
+def test_removing_a_model_with_nothing_loaded_drops_it(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, _, _ = setup(tmp_path)  # base path exists but holds no version
+        source.poll_once()
+        await manager.wait_idle()
+        assert manager.model_names == ["m"] and not manager.all_ready()
+        manager.set_models([])
+        await manager.wait_idle()
+        assert manager.model_names == []
+
+    run(main)
+
+
+def test_a_scan_finishing_after_removal_does_not_bring_the_model_back(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path)
+        write_fake_version(base, 1)
+        scanned = source.scan()  # taken before the config change...
+        manager.set_models([])
+        source.announce(scanned)  # ...announced after it
+        await manager.wait_idle()
+        assert manager.model_names == []
+        assert loader.loaded == []
+
+    run(main)
+
+
+def test_close_does_not_wait_out_the_retry_backoff(tmp_path: Path) -> None:
+    async def main() -> None:
+        base = tmp_path / "m"
+        write_fake_version(base, 1, "corrupt")
+        manager = ModelManager(FakeLoader(), max_load_retries=5, retry_interval=3600.0)
+        model = ModelConfig("m", str(base))
+        manager.set_models([model])
+        RepositorySource(Storage(), manager, [model], poll_wait=0).poll_once()
+        for _ in range(200):  # the first attempt fails, then the manager sits in an hour-long backoff
+            if manager.settled():
+                break
+            await asyncio.sleep(0.01)
+        assert manager.settled() and not manager.all_ready()
+        await asyncio.wait_for(manager.close(), timeout=10)
+        assert manager.status("m")[0].state is S.ERROR
+
+    run(main)

@@ -118,6 +118,11 @@ class BatchQueue:
         except ValueError as exc:
             raise invalid(str(exc)) from None
         cfg = self.cfg
+        if rows > cfg.queue_capacity_rows:  # would never fit, so a 503 ("retry") would be a lie
+            raise invalid(
+                f"request of {rows} rows exceeds the batch queue's capacity of {cfg.queue_capacity_rows} rows "
+                f"(max_enqueued_batches x max_batch_size); send it in smaller requests"
+            )
         if not cfg.enable_large_batch_splitting and rows > cfg.max_batch_size:
             raise invalid(f"Task size {rows} is larger than maximum input batch size {cfg.max_batch_size}")
         if self._queued_rows + rows > cfg.queue_capacity_rows:

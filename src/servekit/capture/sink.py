@@ -128,7 +128,11 @@ class CaptureWriter:
             except queue.Empty:
                 break
             if isinstance(rest, _Item):
-                self._write(rest)
+                try:
+                    self._write(rest)
+                except OSError as exc:
+                    self.dropped += 1
+                    log.warning("capture write failed: %s", exc)
         self._rotate(force=True)
 
     def _write(self, item: _Item) -> None:
@@ -155,7 +159,12 @@ class CaptureWriter:
         for part, f in list(self._open.items()):
             if force or now - f.opened >= self.cfg.flush_seconds:
                 del self._open[part]
-                self._publish(f)
+                try:
+                    self._publish(f)
+                except Exception as exc:  # a full disk or a lost bucket must not end capture: count and go on
+                    self.dropped += f.records
+                    self.captured -= f.records
+                    log.warning("capture could not publish %s (%d records dropped): %s", f.final, f.records, exc)
 
     def _publish(self, f: _OpenFile) -> None:
         f.handle.close()
@@ -170,5 +179,13 @@ class CaptureWriter:
         """Stop accepting, write everything buffered, close and publish every file."""
         if not self._started:
             return
-        self._queue.put(None)  # blocks only if the buffer is full; the thread is draining it
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        while self._thread.is_alive():  # the buffer may be full: wait for room, but only while it drains
+            try:
+                self._queue.put(None, timeout=0.1)
+                break
+            except queue.Full:
+                if time.monotonic() > deadline:
+                    log.warning("capture did not drain within %.0fs; %d records lost", timeout, self._queue.qsize())
+                    return
+        self._thread.join(max(0.0, deadline - time.monotonic()))

@@ -88,8 +88,7 @@ class ServingCore:
     # LifecycleObserver: metrics, and batch queues closed with their version.
     def on_state(self, model: str, version: int, state: ServableState) -> None:
         self.metrics.on_state(model, version, state)
-        if self._ready is not None and self.manager.all_ready():
-            self._ready.set()
+        self._check_settled()
         if state in (ServableState.END, ServableState.ERROR):
             task = asyncio.get_running_loop().create_task(self.batching.drop(model, version))
             self._background.add(task)
@@ -97,16 +96,22 @@ class ServingCore:
 
     def on_load(self, model: str, version: int, seconds: float, ok: bool) -> None:
         self.metrics.on_load(model, version, seconds, ok)
+        self._check_settled()
+
+    def _check_settled(self) -> None:
+        if self._ready is not None and not self._ready.is_set() and self.manager.settled():
+            self._ready.set()
 
     async def start(self) -> None:
         """Start polling; with ``wait_for_models_seconds`` also hold startup (so the server does not accept
-        connections yet) until every model has a version available, or that long has passed."""
+        connections yet) until every model has a version available or has finished its first load attempt
+        (a model that cannot load must not keep the others from serving), or that long has passed."""
         self._ready = asyncio.Event()
         if self.capture is not None:
             self.capture.start()
         await self.source.start()
         wait = self.config.wait_for_models_seconds
-        if wait > 0 and not self.manager.all_ready():
+        if wait > 0 and not self.manager.settled():
             try:
                 await asyncio.wait_for(self._ready.wait(), wait)
             except TimeoutError:

@@ -262,7 +262,12 @@ class KServeV2:
                 raise invalid('"outputs" must be a list of objects with a "name"')
             out_names = tuple(o["name"] for o in requested)
         params = body.get("parameters") or {}
-        signature = params.get("signature_name") if isinstance(params, dict) else None
+        if not isinstance(params, dict):
+            raise invalid('"parameters" must be an object')
+        for out in requested or []:
+            if not isinstance(out.get("parameters") or {}, dict):
+                raise invalid(f"the parameters of output '{out['name']}' must be an object")
+        signature = params.get("signature_name")
         req_id = body.get("id", "")
         resp = await self._ctx.service.infer(
             InferenceRequest(

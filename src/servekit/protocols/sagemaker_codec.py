@@ -96,9 +96,28 @@ def decode_jsonlines(body: bytes) -> list[Any]:
 
 
 def decode_npy(body: bytes) -> npt.NDArray[Any]:
+    """One .npy array. The header is checked against the body's size first: ``np.load`` would allocate
+    whatever shape a tiny body declares before finding the data missing."""
+    stream = io.BytesIO(body)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise invalid(f"the body is not a valid .npy array: {exc}") from None
+    needed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if dtype.itemsize else 0
+    if dtype.hasobject:
+        raise invalid("the .npy array holds Python objects; send a numeric or fixed-width string array")
+    if needed > len(body) - stream.tell():
+        raise invalid(
+            f"the .npy header declares shape {list(shape)} of {dtype} ({needed} bytes) but the body "
+            f"carries {len(body) - stream.tell()} bytes of data"
+        )
     try:
         arr = np.load(io.BytesIO(body), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, MemoryError) as exc:
         raise invalid(f"the body is not a valid .npy array: {exc}") from None
     if not isinstance(arr, np.ndarray):
         raise invalid("the body must be a single .npy array, not an .npz archive")

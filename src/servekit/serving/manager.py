@@ -112,6 +112,7 @@ class ModelManager:
         self._observer = observer
         self._models: dict[str, _Model] = {}
         self._closing = False
+        self._closed_event: asyncio.Event | None = None
         # Loads are serial by default (TF Serving's num_load_threads=0): unpickling in two threads at once can
         # deadlock on the import lock, and one load at a time keeps CPU for serving.
         self._load_pool = ThreadPoolExecutor(max(1, num_load_threads), thread_name_prefix="servekit-load")
@@ -122,8 +123,10 @@ class ModelManager:
         for name in list(self._models):
             if name not in wanted:
                 log.info("model %s left the config; unloading its versions", name)
-                self._models[name].removed = True
-                self.set_aspired_versions(name, {})
+                entry = self._models[name]
+                entry.removed = True
+                entry.aspired = {}
+                self._kick(entry)  # always: a model with nothing loaded must still be dropped
         for name, cfg in wanted.items():
             if name in self._models:
                 self._models[name].config = cfg
@@ -133,7 +136,7 @@ class ModelManager:
 
     def set_aspired_versions(self, model: str, versions: Mapping[int, str]) -> None:
         entry = self._models.get(model)
-        if entry is None:
+        if entry is None or entry.removed:  # a scan that started before the model left the config
             return
         entry.scanned = True
         if dict(versions) == entry.aspired and not self._needs_work(entry):
@@ -221,7 +224,7 @@ class ModelManager:
                 if h.attempts > self._max_retries or h.version not in entry.aspired or self._closing:
                     self._set_state(h, ServableState.ERROR)
                     return
-                await asyncio.sleep(self._retry_interval)
+                await self._backoff()
                 if h.version not in entry.aspired or self._closing:
                     self._set_state(h, ServableState.ERROR)
                     return
@@ -264,9 +267,36 @@ class ModelManager:
                 return
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def _backoff(self) -> None:
+        """Wait out the retry interval, or less if the manager is closing (shutdown must not wait 60 s)."""
+        if self._closed_event is None:
+            self._closed_event = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._closed_event.wait(), self._retry_interval)
+        except TimeoutError:
+            pass
+
+    def settled(self) -> bool:
+        """Every model was scanned and each aspired version is available or has finished a load attempt."""
+        for entry in self._models.values():
+            if not entry.scanned:
+                return False
+            if entry.available:
+                continue
+            for v in entry.aspired:
+                h = entry.versions.get(v)
+                if h is None or h.state is ServableState.NEW:
+                    return False
+                if h.state is ServableState.LOADING and not h.error:
+                    return False
+        return True
+
     async def close(self) -> None:
         """Stop reconciling and unload everything (leases still held are waited for)."""
         self._closing = True
+        if self._closed_event is None:
+            self._closed_event = asyncio.Event()
+        self._closed_event.set()
         await self.wait_idle()
         for entry in self._models.values():
             for h in entry.versions.values():

@@ -259,5 +259,5 @@ def test_two_workers_survive_a_killed_worker_and_share_metrics(
     assert srv.proc.returncode == 0, srv.log()
     assert not metrics_dir.exists()
     log = srv.log()
-    assert f"worker {victim} exited with -9; starting a replacement" in log, log
+    assert f"worker {victim} exited with -9; replacing it in" in log, log
     assert "Traceback" not in log, log

@@ -114,15 +114,29 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGTERM, self._stop)
         self._workers = [self._spawn() for _ in range(self._config.workers)]
+        started = [time.monotonic()] * len(self._workers)
+        # A worker that dies soon after starting (bad config, unwritable capture dir) is restarted with a
+        # growing delay, so a crash loop does not spin the machine.
+        delay = [0.0] * len(self._workers)
+        due = [0.0] * len(self._workers)
         try:
             while not self._stopping:
                 time.sleep(0.2)
+                now = time.monotonic()
                 for i, proc in enumerate(self._workers):
                     if proc.is_alive() or self._stopping:
                         continue
-                    log.warning("worker %s exited with %s; starting a replacement", proc.pid, proc.exitcode)
-                    _mark_dead(proc.pid)
-                    self._workers[i] = self._spawn()
+                    if due[i] == 0.0:
+                        quick = now - started[i] < 10.0
+                        delay[i] = min(max(delay[i] * 2, 1.0), 30.0) if quick else 0.0
+                        due[i] = now + delay[i]
+                        log.warning(
+                            "worker %s exited with %s; replacing it in %.0fs", proc.pid, proc.exitcode, delay[i]
+                        )
+                        _mark_dead(proc.pid)
+                    if now >= due[i]:
+                        self._workers[i] = self._spawn()
+                        started[i], due[i] = time.monotonic(), 0.0
         finally:
             for proc in self._workers:
                 if proc.is_alive() and proc.pid is not None:

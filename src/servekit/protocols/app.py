@@ -51,6 +51,7 @@ class ServingCore:
             max_load_retries=config.max_num_load_retries,
             retry_interval=config.load_retry_interval_seconds,
             observer=self,
+            before_unload=self._drain_batches,
         )
         self.threads = ModelThreads(config.num_inference_threads, name="servekit-infer")
         self.batching = BatchScheduler(self.threads, self._batching_for, observer=self.metrics)
@@ -69,6 +70,9 @@ class ServingCore:
             config_loader=(lambda: load_model_config_file(config_file)) if config_file else None,
             config_poll_wait=config.model_config_file_poll_wait_seconds,
         )
+
+    async def _drain_batches(self, model: str, version: int) -> None:
+        await self.batching.drop(model, version)
 
     def _batching_for(self, model: str) -> BatchingConfig | None:
         return self.manager.config(model).batching or self.config.batching

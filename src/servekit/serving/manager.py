@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -105,11 +105,15 @@ class ModelManager:
         retry_interval: float = 60.0,
         observer: LifecycleObserver | None = None,
         num_load_threads: int = 1,
+        before_unload: Callable[[str, int], Awaitable[None]] | None = None,
     ) -> None:
         self._loader = loader
         self._max_retries = max_load_retries
         self._retry_interval = retry_interval
         self._observer = observer
+        # Awaited after a version's leases drain and before its servable unloads: work that outlives a
+        # lease (a cancelled request's batch still on a model thread) finishes first.
+        self._before_unload = before_unload
         self._models: dict[str, _Model] = {}
         self._closing = False
         self._closed_event: asyncio.Event | None = None
@@ -241,6 +245,8 @@ class ModelManager:
         if h.leases:
             h.drained.clear()
             await h.drained.wait()
+        if self._before_unload is not None:
+            await self._before_unload(h.model, h.version)
         servable, h.servable = h.servable, None
         if servable is not None:
             await asyncio.get_running_loop().run_in_executor(self._load_pool, servable.unload)

@@ -53,6 +53,8 @@ def split(outputs: Tensors, counts: Sequence[int], batch_rows: int) -> list[dict
         if a.ndim == 0 or a.shape[0] != batch_rows:
             shape = list(a.shape)
             raise ValueError(f"output '{name}' has shape {shape}; a batched model must return {batch_rows} rows")
+    if len(counts) == 1 and counts[0] == batch_rows:
+        return [dict(outputs)]
     pieces = []
     start = 0
     for n in counts:

@@ -193,3 +193,17 @@ def test_handler_does_not_touch_sys_path(tmp_path: Path) -> None:
     before = list(sys.path)
     RuntimeRegistry().load(_handler(tmp_path, "def model_fn(d):\n    return 1\ndef predict_fn(x, m):\n    return x\n"))
     assert sys.path == before
+
+
+def test_lightgbm_through_the_sklearn_api(tmp_path: Path) -> None:
+    import lightgbm
+
+    est = lightgbm.LGBMClassifier(n_estimators=20, verbose=-1, random_state=0).fit(X, load_iris(return_X_y=True)[1])
+    joblib.dump(est, tmp_path / "model.joblib")
+    s = RuntimeRegistry().load(tmp_path)
+    assert s.platform == "sklearn"
+    assert s.signatures["classify"].class_labels == ("0", "1", "2")
+    assert s.signatures["serving_default"].inputs[0].shape == (-1, 4)
+    x = X[::30]
+    np.testing.assert_array_equal(s.predict("serving_default", {"inputs": x})["predictions"], est.predict(x))
+    np.testing.assert_allclose(s.predict("classify", {"inputs": x})["probabilities"], est.predict_proba(x))

@@ -293,3 +293,24 @@ def test_close_does_not_wait_out_the_retry_backoff(tmp_path: Path) -> None:
         assert manager.status("m")[0].state is S.ERROR
 
     run(main)
+
+
+def test_lease_hold_outlives_a_cancelled_request(tmp_path: Path) -> None:
+    async def main() -> None:
+        manager, source, loader, base = setup(tmp_path)
+        write_fake_version(base, 1)
+        source.poll_once()
+        await manager.wait_idle()
+        work: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with manager.lease("m") as lease:
+            lease.hold(work)  # a model call still running on a thread when the request goes away
+        write_fake_version(base, 2)
+        source.poll_once()
+        await asyncio.sleep(0.1)
+        assert states(manager)[1] is S.UNLOADING
+        assert not loader.servables[("m", 1)].unloaded  # the held work keeps version 1 loaded
+        work.set_result(None)
+        await manager.wait_idle()
+        assert loader.servables[("m", 1)].unloaded
+
+    run(main)

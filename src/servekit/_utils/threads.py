@@ -61,11 +61,15 @@ class ModelThreads:
             raise RuntimeError("model threads are shut down")
         self._queue.put((loop, fn, args, done))
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` on a model thread; the future resolves on the calling loop."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         self.call(loop, fn, args, lambda result, exc: _resolve(fut, result, exc))
-        return await fut
+        return fut
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.submit(fn, *args)
 
     def shutdown(self) -> None:
         if self._closed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -75,7 +76,9 @@ class InferenceService:
                     result = await queue.submit(inputs, req.timeout)
                     outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
                 else:
-                    outputs = await self._threads.run(lease.servable.predict, sig.name, inputs)
+                    work = self._threads.submit(lease.servable.predict, sig.name, inputs)
+                    lease.hold(work)
+                    outputs = await asyncio.shield(work)
                     model_s = time.perf_counter() - t0
             except ServekitError:
                 raise
@@ -107,7 +110,9 @@ class InferenceService:
             servable = lease.servable
             if not isinstance(servable, RawInvocable):
                 return None
-            out, ctype = await self._threads.run(servable.invoke, body, content_type, accept)
+            work = self._threads.submit(servable.invoke, body, content_type, accept)
+            lease.hold(work)
+            out, ctype = await asyncio.shield(work)
             return out, ctype, lease.version
 
     def metadata(self, model: str, version: int | None = None, label: str | None = None) -> ModelMetadata:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from servekit.config.models import ModelConfig
 from servekit.errors import ErrorCode, ServekitError, not_found, unavailable
@@ -82,6 +82,12 @@ class Lease:
         h.leases -= 1
         if h.leases == 0 and h.state is ServableState.UNLOADING:
             h.drained.set()
+
+    def hold(self, work: asyncio.Future[Any]) -> None:
+        """Keep the version loaded until ``work`` (a model call on another thread) is done, even if the request
+        that started it is cancelled and leaves its ``with`` block first."""
+        self._harness.leases += 1
+        work.add_done_callback(lambda _: self.__exit__())
 
 
 @dataclass(eq=False)

@@ -31,11 +31,6 @@ def _work(
     predict: PredictFn, parts: list[Tensors], counts: list[int], target: int
 ) -> tuple[list[dict[str, npt.NDArray[Any]]], float]:
     """One batch on a worker thread: merge, pad, run, split. Returns the pieces and the model time."""
-    if len(parts) == 1 and counts[0] == target:  # a lone request (the idle case): no merge, no split
-        t0 = time.perf_counter()
-        outputs = predict(dict(parts[0]))
-        seconds = time.perf_counter() - t0
-        return split(outputs, counts, target), seconds
     merged = pad_to(concat(parts), sum(counts), target)
     t0 = time.perf_counter()
     outputs = predict(merged)

@@ -29,7 +29,7 @@ class BatchScheduler:
         self._threads = threads
         self._batching_for = batching_for
         self._observer = observer
-        self._queues: dict[tuple[str, int, str], tuple[Servable, BatchQueue]] = {}
+        self._queues: dict[tuple[str, int, str], tuple[Servable, BatchQueue | None]] = {}
 
     def queue_for(self, model: str, version: int, servable: Servable, sig: Signature) -> BatchQueue | None:
         key = (model, version, sig.name)
@@ -38,6 +38,7 @@ class BatchScheduler:
             return entry[1]
         cfg = self._batching_for(model)
         if cfg is None or not batchable(sig):
+            self._queues[key] = (servable, None)  # remembered: unbatched requests skip this lookup next time
             return None
         name = sig.name
 
@@ -54,9 +55,11 @@ class BatchScheduler:
     async def drop(self, model: str, version: int) -> None:
         for key in [k for k in self._queues if k[0] == model and k[1] == version]:
             _, queue = self._queues.pop(key)
-            await queue.close()
+            if queue is not None:
+                await queue.close()
 
     async def close(self) -> None:
         for _, queue in list(self._queues.values()):
-            await queue.close()
+            if queue is not None:
+                await queue.close()
         self._queues.clear()

@@ -25,7 +25,6 @@ from servekit.protocols.tfjson import decode_instances, decode_predict, encode_p
 JSON, JSONLINES, CSV, NPY = "application/json", "application/jsonlines", "text/csv", "application/x-npy"
 _JSONLINES_ALIASES = {"application/jsonlines", "application/jsonl", "application/x-jsonlines", "application/jsons"}
 ACCEPTS = (JSON, JSONLINES, CSV, NPY)
-JSONLINES_ALIASES = _JSONLINES_ALIASES
 
 
 def _media(value: str) -> str:

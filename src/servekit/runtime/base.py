@@ -51,9 +51,5 @@ def find_one(path: Path, suffixes: tuple[str, ...]) -> Path | None:
     return matches[0] if matches else None
 
 
-def as_2d(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    return x.reshape(-1, 1) if x.ndim == 1 else x
-
-
 def zeros_row(n_features: int, dtype: Any = np.float64) -> npt.NDArray[Any]:
     return np.zeros((1, n_features), dtype=dtype)

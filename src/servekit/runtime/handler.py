@@ -111,7 +111,6 @@ class HandlerServable:
     platform = "python_handler"
 
     def __init__(self, module: ModuleType, model_dir: Path, manifest: Manifest) -> None:
-        self._m = module
         self._ctx = HandlerContext(model_dir=str(model_dir))
         self._transform_fn = getattr(module, "transform_fn", None)
         pipeline = [n for n in ("input_fn", "predict_fn", "output_fn") if hasattr(module, n)]

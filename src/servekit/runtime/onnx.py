@@ -56,7 +56,6 @@ class OnnxServable:
         outputs = tuple(s for s in (_spec(a) for a in session.get_outputs()) if s is not None)
         if len(inputs) != len(session.get_inputs()):
             raise ConfigError("ONNX model has non-tensor inputs, which servekit cannot feed")
-        self._output_names = [o.name for o in outputs]
         sigs: dict[str, Signature] = {s.name: s for s in manifest.signatures}
         sigs.setdefault(
             DEFAULT_SIGNATURE, Signature(DEFAULT_SIGNATURE, inputs, outputs, feature_names=manifest.feature_names)

@@ -55,12 +55,6 @@ class Storage:
         fs, path = self._resolve(uri)
         return bool(fs.exists(path))
 
-    def read_bytes(self, uri: str) -> bytes:
-        fs, path = self._resolve(uri)
-        with fs.open(path, "rb") as f:
-            data: bytes = f.read()
-        return data
-
     def local_path(self, uri: str) -> Path:
         """A local directory or file holding ``uri``'s content (the path itself when already local)."""
         if self.is_local(uri):

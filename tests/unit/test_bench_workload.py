@@ -25,10 +25,10 @@ from servekit.bench.workload import (
     generate_tensors,
     parse_metadata,
 )
+from servekit.codecs.sagemaker import decode_csv
+from servekit.codecs.tfjson import decode_predict
+from servekit.codecs.v2 import decode_v2_inputs
 from servekit.errors import ConfigError
-from servekit.protocols.kserve_v2 import decode_v2_inputs
-from servekit.protocols.sagemaker_codec import decode_csv
-from servekit.protocols.tfjson import decode_predict
 from servekit.types import numpy_dtype
 
 ALL_TYPES = [

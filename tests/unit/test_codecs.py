@@ -4,13 +4,14 @@ import struct
 import numpy as np
 import pytest
 
+from servekit.codecs.json import loads
+from servekit.codecs.sagemaker import decode_csv
+from servekit.codecs.tfjson import decode_instances, decode_predict, encode_predict, to_array
+from servekit.codecs.v2 import decode_bytes_tensor as _decode_bytes_tensor
+from servekit.codecs.v2 import encode_bytes_tensor as _encode_bytes_tensor
 from servekit.errors import ServekitError
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
-from servekit.protocols.http import loads
-from servekit.protocols.kserve_v2 import _decode_bytes_tensor, _encode_bytes_tensor
 from servekit.protocols.sagemaker import parse_custom_attributes
-from servekit.protocols.sagemaker_codec import decode_csv
-from servekit.protocols.tfjson import decode_instances, decode_predict, encode_predict, to_array
 
 
 def test_row_format_single_input() -> None:
@@ -89,7 +90,7 @@ def test_custom_attributes() -> None:
 def test_npy_header_declaring_more_than_the_body_is_refused() -> None:
     import io as io_module
 
-    from servekit.protocols.sagemaker_codec import decode_npy
+    from servekit.codecs.sagemaker import decode_npy
 
     buf = io_module.BytesIO()
     np.save(buf, np.zeros(3))

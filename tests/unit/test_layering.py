@@ -22,6 +22,7 @@ RANK = {
     "serving": 4,
     "batching": 5,
     "inference": 6,
+    "codecs": 7,
     "observability": 7,
     "capture": 7,
     "protocols": 8,

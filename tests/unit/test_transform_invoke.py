@@ -14,12 +14,12 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
+from servekit.codecs.sagemaker import decode_jsonlines as adapter_decode
+from servekit.codecs.sagemaker import decode_jsonlines_fast as decode_jsonlines
+from servekit.codecs.sagemaker import encode_jsonlines_fast as encode_jsonlines
+from servekit.codecs.sagemaker import rows as _rows
 from servekit.errors import ErrorCode, ServekitError
 from servekit.inference.schema import InferenceResponse
-from servekit.protocols.sagemaker_codec import decode_jsonlines as adapter_decode
-from servekit.protocols.sagemaker_codec import decode_jsonlines_fast as decode_jsonlines
-from servekit.protocols.sagemaker_codec import encode_jsonlines_fast as encode_jsonlines
-from servekit.protocols.sagemaker_codec import rows as _rows
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.testing.transform import FlakyInvoker
 from servekit.transform.invoke import HttpInvoker, RuntimeInvoker, invoke_with_retries

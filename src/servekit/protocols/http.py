@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -12,6 +11,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from servekit.codecs.json import dumps
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.ports import CaptureSink, RequestObserver
 from servekit.inference.schema import InferenceResponse
@@ -59,28 +59,6 @@ async def read_body(request: Request, limit: int) -> bytes:
     body = b"".join(chunks)
     request.scope[BODY_KEY] = body
     return body
-
-
-def loads(body: bytes | str, what: str = "request body") -> Any:
-    """Parse JSON fast; on failure say where. NaN/Infinity are accepted as TF Serving does."""
-    if not body or (isinstance(body, bytes) and not body.strip()):
-        raise invalid(f"the {what} is empty; expected JSON")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise invalid(
-            f"malformed JSON in the {what} at line {exc.lineno} column {exc.colno} (char {exc.pos}): {exc.msg}"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise invalid(f"the {what} is not UTF-8 text (byte {exc.start})") from None
-
-
-def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, option=_DUMP_OPTS)
 
 
 def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:

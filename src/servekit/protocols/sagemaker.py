@@ -17,24 +17,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from servekit.errors import ErrorCode, ServekitError, invalid
-from servekit.inference.schema import InferenceRequest, InferenceResponse
-from servekit.inference.service import pick_signature
-from servekit.protocols.context import AdapterContext
-from servekit.protocols.errors import SAGEMAKER_STATUS
-from servekit.protocols.http import InferenceHTTPResponse, Observed, dumps, loads, read_body
-from servekit.protocols.sagemaker_codec import (
+from servekit.codecs.json import dumps, loads
+from servekit.codecs.sagemaker import (
     JSON,
     decode_body,
     encode_body,
     media_type,
     negotiate_accept,
 )
-from servekit.protocols.tfjson import (
+from servekit.codecs.tfjson import (
     decode_examples,
     encode_classify,
     encode_regress,
 )
+from servekit.errors import ErrorCode, ServekitError, invalid
+from servekit.inference.schema import InferenceRequest, InferenceResponse
+from servekit.inference.service import pick_signature
+from servekit.protocols.context import AdapterContext
+from servekit.protocols.errors import SAGEMAKER_STATUS
+from servekit.protocols.http import InferenceHTTPResponse, Observed, read_body
 from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD
 
 _ATTR = re.compile(r"(tfs-[a-z\-]+)=([^,]+)")

@@ -9,19 +9,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from servekit.errors import invalid, not_found
-from servekit.inference.schema import InferenceRequest
-from servekit.inference.service import pick_signature
-from servekit.protocols.context import AdapterContext
-from servekit.protocols.errors import TFSERVING_STATUS
-from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, Observed, dumps, json_response, loads, read_body
-from servekit.protocols.tfjson import (
+from servekit.codecs.json import dumps, loads
+from servekit.codecs.tfjson import (
     decode_examples,
     decode_predict,
     encode_classify,
     encode_predict,
     encode_regress,
 )
+from servekit.errors import invalid, not_found
+from servekit.inference.schema import InferenceRequest
+from servekit.inference.service import pick_signature
+from servekit.protocols.context import AdapterContext
+from servekit.protocols.errors import TFSERVING_STATUS
+from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, Observed, json_response, read_body
 from servekit.serving.state import ServableState
 from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD, tf_dtype
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy.typing as npt
 
+from servekit.codecs.json import loads
+from servekit.codecs.tfjson import decode_instances, decode_predict
+from servekit.codecs.v2 import decode_v2_inputs
 from servekit.errors import ConfigError, ServekitError
 from servekit.inference.service import pick_signature
 from servekit.inference.validate import validate_inputs
-from servekit.protocols.http import loads
-from servekit.protocols.kserve_v2 import decode_v2_inputs
-from servekit.protocols.tfjson import decode_instances, decode_predict
 from servekit.runtime.base import Servable
 from servekit.types import PREDICT_METHOD
 

@@ -18,11 +18,7 @@ from urllib.parse import urlsplit
 import numpy.typing as npt
 import orjson
 
-from servekit.errors import ErrorCode, ServekitError
-from servekit.inference.schema import InferenceResponse
-from servekit.inference.service import pick_signature
-from servekit.inference.validate import validate_inputs
-from servekit.protocols.sagemaker_codec import (
+from servekit.codecs.sagemaker import (
     CSV,
     JSON,
     JSONLINES,
@@ -32,7 +28,11 @@ from servekit.protocols.sagemaker_codec import (
     media_type,
     negotiate_accept,
 )
-from servekit.protocols.tfjson import decode_instances
+from servekit.codecs.tfjson import decode_instances
+from servekit.errors import ErrorCode, ServekitError
+from servekit.inference.schema import InferenceResponse
+from servekit.inference.service import pick_signature
+from servekit.inference.validate import validate_inputs
 from servekit.runtime.base import RawInvocable, Servable
 from servekit.types import PREDICT_METHOD
 

@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from servekit.codecs.sagemaker import CSV as CSV_MEDIA
+from servekit.codecs.sagemaker import JSON as JSON_MEDIA
+from servekit.codecs.sagemaker import media_type
 from servekit.errors import ConfigError
-from servekit.protocols.sagemaker_codec import CSV as CSV_MEDIA
-from servekit.protocols.sagemaker_codec import JSON as JSON_MEDIA
-from servekit.protocols.sagemaker_codec import media_type
 from servekit.transform.engine import Engine, RunOptions, shard
 from servekit.transform.objects import (
     ERRORS_SUFFIX,

@@ -19,8 +19,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
+from servekit.codecs.sagemaker import media_type
 from servekit.errors import ServekitError
-from servekit.protocols.sagemaker_codec import media_type
 from servekit.transform.filters import FilterError, parse_path
 from servekit.transform.invoke import TRANSPORT, Invoker, LineInvoker, call_with_retries
 from servekit.transform.objects import InputObject, open_input

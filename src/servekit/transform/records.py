@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from servekit.codecs.json import loads
+from servekit.codecs.sagemaker import CSV, JSON, JSONLINES, media_type
 from servekit.errors import ServekitError
-from servekit.protocols.http import loads
-from servekit.protocols.sagemaker_codec import CSV, JSON, JSONLINES, media_type
 from servekit.transform.filters import JsonPath, apply, join_csv, join_json, parse_path
 from servekit.transform.spec import AssembleWith, JoinSource, TransformSpec
 

@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from servekit.codecs.json import dumps, loads
+from servekit.codecs.tfjson import decode_instances, decode_predict, encode_predict
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
-from servekit.protocols.http import dumps, loads
-from servekit.protocols.tfjson import decode_instances, decode_predict, encode_predict
 
 JSON, JSONLINES, CSV, NPY = "application/json", "application/jsonlines", "text/csv", "application/x-npy"
 _JSONLINES_ALIASES = {"application/jsonlines", "application/jsonl", "application/x-jsonlines", "application/jsons"}

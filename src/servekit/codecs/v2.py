@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servekit.codecs.json import dumps, loads
+from servekit.codecs.params import parse_count
 from servekit.errors import invalid
 from servekit.inference.schema import InferenceResponse
 from servekit.types import V2_DATATYPES, numpy_dtype, v2_datatype
@@ -150,12 +151,9 @@ class ParsedInfer:
 def parse_infer_request(raw: bytes, header_length: str | None) -> ParsedInfer:
     """A V2 request (JSON, or a JSON header followed by binary tensors when ``header_length`` is given)."""
     if header_length is not None:
-        if not header_length.isdigit() or int(header_length) > len(raw):
-            raise invalid(
-                f"Inference-Header-Content-Length {header_length!r} must be an integer no larger "
-                f"than the body ({len(raw)} bytes)"
-            )
-        n = int(header_length)
+        n = parse_count(header_length, "Inference-Header-Content-Length")
+        if n > len(raw):
+            raise invalid(f"Inference-Header-Content-Length {n} must be no larger than the body ({len(raw)} bytes)")
         header, binary = raw[:n], memoryview(raw)[n:]
     else:
         header, binary = raw, memoryview(b"")

@@ -9,8 +9,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from servekit._version import __version__
+from servekit.codecs.params import parse_count
 from servekit.codecs.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
-from servekit.errors import ServekitError, invalid
+from servekit.errors import ServekitError
 from servekit.inference.schema import InferenceRequest
 from servekit.inference.service import ModelMetadata
 from servekit.protocols.context import AdapterContext
@@ -27,9 +28,7 @@ def _model_version(request: Request) -> tuple[str, int | None]:
     raw = request.path_params.get("version")
     if raw is None:
         return model, None
-    if not raw.isdigit():
-        raise invalid(f"version {raw!r} is not a non-negative integer")
-    return model, int(raw)
+    return model, parse_count(raw, "version")
 
 
 class KServeV2:

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from servekit.codecs.json import dumps, loads
+from servekit.codecs.params import parse_count
 from servekit.codecs.sagemaker import (
     JSON,
     decode_body,
@@ -76,9 +77,7 @@ class SageMaker:
         version: int | None = None
         raw_version = attrs.get("tfs-model-version")
         if raw_version is not None:
-            if not raw_version.isdigit():
-                raise invalid(f"tfs-model-version {raw_version!r} is not a non-negative integer")
-            version = int(raw_version)
+            version = parse_count(raw_version, "tfs-model-version")
         method = attrs.get("tfs-method", "predict")
         if method not in _METHODS:
             raise invalid(f"tfs-method {method!r} is not one of predict, classify, regress")

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from servekit.codecs.json import dumps, loads
+from servekit.codecs.params import parse_count
 from servekit.codecs.tfjson import (
     decode_examples,
     decode_predict,
@@ -48,9 +49,7 @@ class _Target:
         self.verb = (m["verb"] or "").lower()
         self.version: int | None = None
         if m["version"] is not None:
-            if not m["version"].isdigit():
-                raise invalid(f"version {m['version']!r} is not a non-negative integer")
-            self.version = int(m["version"])
+            self.version = parse_count(m["version"], "version")
         if self.verb and self.verb not in _METHODS:
             raise not_found(f"unknown method ':{self.verb}'; expected :predict, :classify or :regress")
 

@@ -1,18 +1,50 @@
-"""The batch queue on virtual time: model calls take simulated time, timers fire exactly, no sleeps."""
+"""The batch queue, as the server runs it: batches merge, run and split through model threads.
+
+Most tests run on virtual time with ``VirtualThreads`` standing in for the model threads: each model call takes
+``cost`` virtual seconds, timers fire exactly, nothing sleeps. The last tests use real ``ModelThreads``, held
+open with gates, for what only real threads can show.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
+from servekit._utils.threads import ModelThreads
 from servekit.batching.policy import ReleaseReason
 from servekit.batching.queue import BatchQueue, BatchResult
 from servekit.config.models import BatchingConfig
 from servekit.errors import ErrorCode, ServekitError
 from servekit.testing.clock import run_virtual
+
+
+class VirtualThreads:
+    """``ModelThreads.call`` on virtual time: the work (the queue's merge, model call and split) runs on the loop
+    ``cost`` virtual seconds after it is handed over, then ``done`` gets its result or exception."""
+
+    def __init__(self, cost: float) -> None:
+        self.cost = cost
+
+    def call(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        done: Callable[[Any, BaseException | None], None],
+    ) -> None:
+        def finish() -> None:
+            try:
+                result, exc = fn(*args), None
+            except Exception as e:
+                result, exc = None, e
+            done(result, exc)
+
+        loop.call_later(self.cost, finish)
 
 
 class Model:
@@ -23,12 +55,15 @@ class Model:
         self.calls: list[int] = []
         self.fail_on = fail_on
 
-    async def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.calls.append(len(inputs["x"]))
-        await asyncio.sleep(self.cost)
         if self.fail_on is not None and len(self.calls) == self.fail_on:
             raise RuntimeError("model exploded")
         return {"y": inputs["x"] * 2}
+
+
+def queue(model: Model, config: BatchingConfig, **kw: Any) -> BatchQueue:
+    return BatchQueue(model, config, threads=VirtualThreads(model.cost), **kw)  # type: ignore[arg-type]
 
 
 class Reasons:
@@ -52,7 +87,7 @@ def test_lone_request_runs_at_once() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         model, reasons = Model(), Reasons()
-        q = BatchQueue(model, cfg(batch_timeout_micros=1_000_000), observer=reasons)
+        q = queue(model, cfg(batch_timeout_micros=1_000_000), observer=reasons)
         t0 = loop.time()
         r = await q.submit(x(1))
         assert loop.time() - t0 == pytest.approx(0.010)  # model time only; no batch window paid
@@ -66,7 +101,7 @@ def test_lone_request_runs_at_once() -> None:
 def test_batches_form_while_the_model_is_busy() -> None:
     async def main() -> None:
         model, reasons = Model(), Reasons()
-        q = BatchQueue(model, cfg(max_batch_size=4), observer=reasons)
+        q = queue(model, cfg(max_batch_size=4), observer=reasons)
         results = await asyncio.gather(*(q.submit(x(i)) for i in range(9)))
         assert [r.outputs["y"].item() for r in results] == [2.0 * i for i in range(9)]  # order kept
         # first request alone (idle), the rest in full batches of 4 as the model frees up
@@ -80,7 +115,7 @@ def test_release_on_timeout_with_two_slots() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         model, reasons = Model(cost=1.0), Reasons()
-        q = BatchQueue(model, cfg(max_batch_size=8, batch_timeout_micros=5000, num_batch_threads=2), observer=reasons)
+        q = queue(model, cfg(max_batch_size=8, batch_timeout_micros=5000, num_batch_threads=2), observer=reasons)
         first = asyncio.ensure_future(q.submit(x(0)))  # takes slot 1 for 1 s
         await asyncio.sleep(0)
         t0 = loop.time()
@@ -98,7 +133,7 @@ def test_release_on_timeout_with_two_slots() -> None:
 def test_padding_to_allowed_sizes_is_stripped() -> None:
     async def main() -> None:
         model, reasons = Model(cost=0.0), Reasons()
-        q = BatchQueue(model, cfg(max_batch_size=8, allowed_batch_sizes=(2, 4, 8)), observer=reasons)
+        q = queue(model, cfg(max_batch_size=8, allowed_batch_sizes=(2, 4, 8)), observer=reasons)
         r = await q.submit(x(1, 2, 3))
         assert model.calls == [4]  # padded up
         assert r.outputs["y"].ravel().tolist() == [2, 4, 6]  # padding removed
@@ -110,7 +145,7 @@ def test_padding_to_allowed_sizes_is_stripped() -> None:
 def test_large_request_is_split_and_reassembled() -> None:
     async def main() -> None:
         model = Model(cost=0.001)
-        q = BatchQueue(model, cfg(max_batch_size=4, max_enqueued_batches=4))
+        q = queue(model, cfg(max_batch_size=4, max_enqueued_batches=4))
         r = await q.submit(x(*range(10)))
         assert model.calls == [4, 4, 2]
         assert r.outputs["y"].ravel().tolist() == [2.0 * i for i in range(10)]
@@ -120,7 +155,7 @@ def test_large_request_is_split_and_reassembled() -> None:
 
 def test_without_splitting_large_request_is_refused() -> None:
     async def main() -> None:
-        q = BatchQueue(Model(), cfg(max_batch_size=4, enable_large_batch_splitting=False))
+        q = queue(Model(), cfg(max_batch_size=4, enable_large_batch_splitting=False))
         with pytest.raises(ServekitError) as info:
             await q.submit(x(*range(5)))
         assert info.value.code is ErrorCode.INVALID_ARGUMENT
@@ -132,7 +167,7 @@ def test_without_splitting_large_request_is_refused() -> None:
 def test_queue_full_is_refused_at_once() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        q = BatchQueue(Model(cost=1.0), cfg(max_batch_size=2, max_enqueued_batches=2))
+        q = queue(Model(cost=1.0), cfg(max_batch_size=2, max_enqueued_batches=2))
         running = asyncio.ensure_future(q.submit(x(0)))  # executing, not queued
         await asyncio.sleep(0)
         queued = [asyncio.ensure_future(q.submit(x(i))) for i in range(4)]  # fills 2 x 2 rows
@@ -153,7 +188,7 @@ def test_deadline_expires_in_queue() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         model = Model(cost=1.0)
-        q = BatchQueue(model, cfg())
+        q = queue(model, cfg())
         busy = asyncio.ensure_future(q.submit(x(0)))
         await asyncio.sleep(0)
         t0 = loop.time()
@@ -171,7 +206,7 @@ def test_deadline_expires_in_queue() -> None:
 def test_model_exception_fails_exactly_that_batch() -> None:
     async def main() -> None:
         model = Model(cost=0.01, fail_on=2)
-        q = BatchQueue(model, cfg(max_batch_size=2))
+        q = queue(model, cfg(max_batch_size=2))
         results = await asyncio.gather(*(q.submit(x(i)) for i in range(5)), return_exceptions=True)
         # batches: [0] ok, [1, 2] fails, [3, 4] ok
         assert model.calls == [1, 2, 2]
@@ -185,7 +220,7 @@ def test_model_exception_fails_exactly_that_batch() -> None:
 def test_cancelled_request_never_reaches_the_model() -> None:
     async def main() -> None:
         model = Model(cost=1.0)
-        q = BatchQueue(model, cfg())
+        q = queue(model, cfg())
         busy = asyncio.ensure_future(q.submit(x(0)))
         await asyncio.sleep(0)
         gone = asyncio.ensure_future(q.submit(x(1)))
@@ -200,11 +235,11 @@ def test_cancelled_request_never_reaches_the_model() -> None:
 
 
 def test_model_returning_wrong_rows_is_an_error() -> None:
-    async def bad(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def bad(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"y": np.zeros(1)}
 
     async def main() -> None:
-        q = BatchQueue(bad, cfg())
+        q = BatchQueue(bad, cfg(), threads=VirtualThreads(0.0))  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="must return 3 rows"):
             await q.submit(x(1, 2, 3))
 
@@ -214,7 +249,7 @@ def test_model_returning_wrong_rows_is_an_error() -> None:
 def test_close_finishes_queued_work_then_refuses() -> None:
     async def main() -> None:
         model = Model(cost=0.1)
-        q = BatchQueue(model, cfg(max_batch_size=2))
+        q = queue(model, cfg(max_batch_size=2))
         pending = [asyncio.ensure_future(q.submit(x(i))) for i in range(5)]
         await asyncio.sleep(0)
         await q.close()
@@ -225,52 +260,138 @@ def test_close_finishes_queued_work_then_refuses() -> None:
     run_virtual(main)
 
 
-def test_thread_mode_merges_runs_and_splits_on_the_executor() -> None:
-    import threading
-
-    from servekit._utils.threads import ModelThreads
-
-    threads: set[str] = set()
-
-    def predict(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        threads.add(threading.current_thread().name)
-        return {"y": inputs["x"] * 3}
-
-    def failing(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        raise RuntimeError("thread model exploded")
-
-    async def main() -> None:
-        ex = ModelThreads(2, name="model")
-        try:
-            q = BatchQueue(None, cfg(max_batch_size=8), predict=predict, threads=ex)
-            results = await asyncio.gather(*(q.submit(x(i)) for i in range(20)))
-            assert [r.outputs["y"].item() for r in results] == [3.0 * i for i in range(20)]
-            assert max(r.batch_rows for r in results) > 1
-            pending = [asyncio.ensure_future(q.submit(x(i))) for i in range(5)]
-            await asyncio.sleep(0)
-            await q.close()
-            assert all(p.done() for p in pending)
-            bad = BatchQueue(None, cfg(), predict=failing, threads=ex)
-            with pytest.raises(RuntimeError, match="thread model exploded"):
-                await bad.submit(x(1))
-        finally:
-            ex.shutdown()
-        assert threads and all(t.startswith("model") for t in threads)
-
-    asyncio.run(main())
-
-
-def test_needs_exactly_one_way_to_run() -> None:
-    with pytest.raises(ValueError, match="run_batch, or predict together with threads"):
-        BatchQueue(None, cfg())
-
-
 def test_request_larger_than_the_whole_queue_is_a_400_not_a_503() -> None:
     async def main() -> None:
-        q = BatchQueue(Model(), cfg(max_batch_size=2, max_enqueued_batches=2))
+        q = queue(Model(), cfg(max_batch_size=2, max_enqueued_batches=2))
         with pytest.raises(ServekitError) as info:
             await q.submit(x(*range(5)))
         assert info.value.code is ErrorCode.INVALID_ARGUMENT
         assert "exceeds the batch queue's capacity of 4 rows" in info.value.message
 
     run_virtual(main)
+
+
+# ---- real model threads ---------------------------------------------------------------------------------
+class GatedModel:
+    """Triples its input on a model thread; while ``gate`` is clear, calls wait on it. Records each call's values
+    and thread."""
+
+    def __init__(self, fail_if: float | None = None) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail_if = fail_if
+        self.calls: list[list[float]] = []
+        self.threads: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        assert self.gate.wait(timeout=30), "the test never opened the gate"
+        with self._lock:
+            self.calls.append(inputs["x"].ravel().tolist())
+            self.threads.add(threading.current_thread().name)
+        if self.fail_if is not None and self.fail_if in inputs["x"]:
+            raise RuntimeError("thread model exploded")
+        return {"y": inputs["x"] * 3}
+
+
+@pytest.fixture
+def threads() -> Iterator[ModelThreads]:
+    pool = ModelThreads(2, name="model")
+    yield pool
+    pool.shutdown()
+
+
+def test_threads_merge_run_and_split_on_model_threads_in_order(threads: ModelThreads) -> None:
+    model = GatedModel()
+
+    async def main() -> None:
+        q = BatchQueue(model, cfg(max_batch_size=8), threads=threads)
+        results = await asyncio.gather(*(q.submit(x(i)) for i in range(20)))
+        assert [r.outputs["y"].item() for r in results] == [3.0 * i for i in range(20)]
+        assert max(r.batch_rows for r in results) > 1  # requests queued behind the first were merged
+
+    asyncio.run(main())
+    assert sorted(v for call in model.calls for v in call) == list(range(20))
+    assert model.threads and all(t.startswith("model-") for t in model.threads)
+    assert threading.current_thread().name not in model.threads
+
+
+def test_threads_large_request_is_split_and_reassembled(threads: ModelThreads) -> None:
+    model = GatedModel()
+
+    async def main() -> None:
+        q = BatchQueue(model, cfg(max_batch_size=4, max_enqueued_batches=4, num_batch_threads=2), threads=threads)
+        r = await q.submit(x(*range(10)))
+        assert r.outputs["y"].ravel().tolist() == [3.0 * i for i in range(10)]
+        assert r.batch_rows == 4
+
+    asyncio.run(main())
+    assert sorted(len(c) for c in model.calls) == [2, 4, 4]
+
+
+def test_threads_model_exception_fails_exactly_that_batch(threads: ModelThreads) -> None:
+    model = GatedModel(fail_if=-1.0)
+
+    async def main() -> None:
+        q = BatchQueue(model, cfg(max_batch_size=2), threads=threads)
+        model.gate.clear()
+        first = asyncio.ensure_future(q.submit(x(0)))  # holds the only batch slot until the gate opens
+        await asyncio.sleep(0)
+        assert q.executing == 1
+        rest = [asyncio.ensure_future(q.submit(x(v))) for v in (-1, 1, 2, 3)]  # batches [-1, 1] and [2, 3]
+        await asyncio.sleep(0)
+        assert q.queued_rows == 4
+        model.gate.set()
+        results = await asyncio.gather(first, *rest, return_exceptions=True)
+        assert [isinstance(r, RuntimeError) for r in results] == [False, True, True, False, False]
+        assert [r.outputs["y"].item() for r in results if isinstance(r, BatchResult)] == [0.0, 6.0, 9.0]
+
+    asyncio.run(main())
+    assert model.calls == [[0.0], [-1.0, 1.0], [2.0, 3.0]]
+
+
+def test_threads_deadline_and_cancellation_while_the_model_is_held(threads: ModelThreads) -> None:
+    model = GatedModel()
+
+    async def main() -> None:
+        q = BatchQueue(model, cfg(), threads=threads)
+        model.gate.clear()
+        busy = asyncio.ensure_future(q.submit(x(0)))
+        await asyncio.sleep(0)
+        gone = asyncio.ensure_future(q.submit(x(1)))
+        await asyncio.sleep(0)
+        gone.cancel()
+        with pytest.raises(ServekitError) as info:
+            await q.submit(x(2), timeout=0.05)  # answered at its deadline, while the model is still held
+        assert info.value.code is ErrorCode.DEADLINE_EXCEEDED
+        assert not busy.done() and model.calls == []
+        kept = asyncio.ensure_future(q.submit(x(3)))
+        model.gate.set()
+        assert (await busy).outputs["y"].item() == 0.0
+        assert (await kept).outputs["y"].item() == 9.0
+        assert q.queued_rows == 0
+
+    asyncio.run(main())
+    assert model.calls == [[0.0], [3.0]]  # the cancelled and the expired request never reached the model
+
+
+def test_threads_close_finishes_queued_work_then_refuses(threads: ModelThreads) -> None:
+    model = GatedModel()
+
+    async def main() -> None:
+        q = BatchQueue(model, cfg(max_batch_size=2), threads=threads)
+        model.gate.clear()
+        pending = [asyncio.ensure_future(q.submit(x(i))) for i in range(5)]
+        await asyncio.sleep(0)
+        closing = asyncio.ensure_future(q.close())
+        await asyncio.sleep(0)
+        assert not closing.done()  # waits for the held batch and the queued ones
+        model.gate.set()
+        await closing
+        assert [p.result().outputs["y"].item() for p in pending] == [3.0 * i for i in range(5)]
+        assert q.executing == 0 and q.queued_rows == 0
+        with pytest.raises(ServekitError, match="unloading"):
+            await q.submit(x(1))
+
+    asyncio.run(main())
+    assert model.calls == [[0.0], [1.0, 2.0], [3.0, 4.0]]

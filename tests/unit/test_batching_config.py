@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from servekit.config.loading import batching_from_mapping, load_batching_file, parse_model_config
-from servekit.config.models import BatchingConfig, ModelConfig, ServerConfig
+from servekit.config.models import BatchingConfig, ModelConfig
 from servekit.errors import ConfigError
 
 # TF Serving's BatchingParameters, as its docs write them: wrapped scalars, a repeated list field.
@@ -256,16 +256,3 @@ def test_model_config_with_batching_survives_pickling() -> None:
 
     m = ModelConfig(name="fast", base_path="/m", version_labels={"stable": 1}, batching=FAST)
     assert pickle.loads(pickle.dumps(m)) == m
-
-
-def test_server_batching_for_prefers_the_model_block() -> None:
-    server = BatchingConfig(max_batch_size=64)
-    models = (ModelConfig("fast", "/fast", batching=FAST), ModelConfig("plain", "/plain"))
-    on = ServerConfig(models=models, batching=server)
-    assert on.batching_for("fast") == FAST
-    assert on.batching_for("plain") == server
-    assert on.batching_for("unknown") == server
-    off = ServerConfig(models=models)  # no --enable_batching: only models with their own block batch
-    assert off.batching_for("fast") == FAST
-    assert off.batching_for("plain") is None
-    assert off.batching_for("unknown") is None

@@ -1,9 +1,10 @@
-"""An event-driven, bounded batch queue, generic over the batch function.
+"""An event-driven, bounded batch queue whose batches run on model threads.
 
 Requests are queued with their rows; a batch leaves when :func:`policy.decide` says so (full, idle model,
 timeout, latency target). There is no polling loop: decisions run when a request arrives, when a batch
 finishes, and at the one timer the policy asks for. The queue is bounded in rows; a request that does not
 fit is refused at once. Each request may carry a deadline; one still queued at its deadline is failed.
+Merging, padding, the model call and splitting run on a model thread; the loop only hands over and delivers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,7 +24,6 @@ from servekit.batching.tensors import Tensors, concat, pad_to, padded_size, rows
 from servekit.config.models import BatchingConfig
 from servekit.errors import ErrorCode, ServekitError, invalid
 
-BatchFn = Callable[[dict[str, npt.NDArray[Any]]], Awaitable[dict[str, npt.NDArray[Any]]]]
 PredictFn = Callable[[dict[str, npt.NDArray[Any]]], dict[str, npt.NDArray[Any]]]
 
 
@@ -72,19 +72,14 @@ class _Task:
 class BatchQueue:
     def __init__(
         self,
-        run_batch: BatchFn | None,
+        predict: PredictFn,
         cfg: BatchingConfig,
         *,
+        threads: ModelThreads,
         key: tuple[str, str] = ("", ""),
         observer: BatchObserver | None = None,
-        predict: PredictFn | None = None,
-        threads: ModelThreads | None = None,
     ) -> None:
-        """Give either ``run_batch`` (a coroutine function, run on the loop) or ``predict`` and ``threads``
-        (a blocking function, run with merging and splitting on model threads: the server's mode)."""
-        if (run_batch is None) == (predict is None) or (predict is not None and threads is None):
-            raise ValueError("give run_batch, or predict together with threads")
-        self._run = run_batch
+        """``predict`` is the blocking model call; each batch runs it on one of ``threads``."""
         self._predict = predict
         self._threads = threads
         self._idle: asyncio.Event | None = None
@@ -100,7 +95,6 @@ class BatchQueue:
         self._rate = 0.0  # rows/s, exponentially weighted
         self._last_arrival = 0.0
         self._closed = False
-        self._inflight: set[asyncio.Task[None]] = set()
 
     @property
     def queued_rows(self) -> int:
@@ -239,41 +233,12 @@ class BatchQueue:
         counts = [stop - start for _, start, stop in batch]
         parts = [t.inputs if (a == 0 and b == t.rows) else slice_rows(t.inputs, a, b) for t, a, b in batch]
         target = padded_size(sum(counts), self.cfg.allowed_batch_sizes)
-        if self._predict is not None and self._threads is not None:
-            # Thread mode: merge, run and split on a model thread; the loop only hands over and delivers.
-            self._threads.call(
-                loop,
-                _work,
-                (self._predict, parts, counts, target),
-                lambda result, exc: self._finish(batch, counts, target, reason, exc if exc is not None else result),
-            )
-            return
-        job = loop.create_task(self._execute(batch, parts, counts, target, reason))
-        self._inflight.add(job)
-        job.add_done_callback(self._inflight.discard)
-
-    async def _execute(
-        self,
-        batch: list[tuple[_Task, int, int]],
-        parts: list[Tensors],
-        counts: list[int],
-        target: int,
-        reason: ReleaseReason,
-    ) -> None:
-        """Coroutine mode (an async batch function): merge and split on the loop."""
-        try:
-            merged = pad_to(concat(parts), sum(counts), target)
-            t0 = time.perf_counter()
-            outputs = await self._run(merged)  # type: ignore[misc]
-            result: tuple[list[dict[str, npt.NDArray[Any]]], float] | BaseException = (
-                split(outputs, counts, target),
-                time.perf_counter() - t0,
-            )
-        except BaseException as exc:
-            result = exc
-        self._finish(batch, counts, target, reason, result)
-        if isinstance(result, BaseException) and not isinstance(result, Exception):
-            raise result
+        self._threads.call(
+            loop,
+            _work,
+            (self._predict, parts, counts, target),
+            lambda result, exc: self._finish(batch, counts, target, reason, exc if exc is not None else result),
+        )
 
     def _finish(
         self,
@@ -334,10 +299,7 @@ class BatchQueue:
         while self._queue or self._executing:
             if self._executing:
                 self._idle = asyncio.Event()
-                if self._inflight:
-                    await asyncio.gather(*list(self._inflight), return_exceptions=True)
-                if self._executing:
-                    await self._idle.wait()
+                await self._idle.wait()
             else:
                 self._pump()
                 if not self._executing:

@@ -46,9 +46,7 @@ class BatchScheduler:
             return servable.predict(name, inputs)
 
         # One thread-pool hop per batch; the event loop never runs model code.
-        queue = BatchQueue(
-            None, cfg, key=(model, str(version)), observer=self._observer, predict=predict, threads=self._threads
-        )
+        queue = BatchQueue(predict, cfg, threads=self._threads, key=(model, str(version)), observer=self._observer)
         self._queues[key] = (servable, queue)
         return queue
 

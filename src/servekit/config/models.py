@@ -180,12 +180,6 @@ class ServerConfig:
     num_request_iterations_for_warmup: int = 1
     capture: CaptureConfig | None = None
 
-    def batching_for(self, model: str) -> BatchingConfig | None:
-        for m in self.models:
-            if m.name == model and m.batching is not None:
-                return m.batching
-        return self.batching
-
     def __post_init__(self) -> None:
         names = [m.name for m in self.models]
         dupes = sorted({n for n in names if names.count(n) > 1})

@@ -24,15 +24,48 @@ def run(fn: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(fn())
 
 
-def setup(tmp_path: Path, **cfg: object) -> tuple[ModelManager, RepositorySource, FakeLoader, Path]:
+class Lifecycle:
+    """The manager's lifecycle observer: records every state change and load, and lets a test await one.
+
+    Both callbacks run on the event loop (the manager's bookkeeping thread), so plain asyncio events suffice."""
+
+    def __init__(self) -> None:
+        self.states: list[tuple[str, int, S]] = []
+        self.loads: list[tuple[str, int, bool]] = []
+        self._changed = asyncio.Event()
+
+    def on_state(self, model: str, version: int, state: S) -> None:
+        self.states.append((model, version, state))
+        self._changed.set()
+
+    def on_load(self, model: str, version: int, seconds: float, ok: bool) -> None:
+        self.loads.append((model, version, ok))
+        self._changed.set()
+
+    async def _until(self, seen: Callable[[], bool]) -> None:
+        while not seen():
+            self._changed.clear()
+            await asyncio.wait_for(self._changed.wait(), timeout=10)
+
+    async def reached(self, version: int, state: S, model: str = "m") -> None:
+        """Return once ``model`` ``version`` has entered ``state``."""
+        await self._until(lambda: (model, version, state) in self.states)
+
+    async def load_finished(self, version: int, ok: bool, model: str = "m") -> None:
+        """Return once a load attempt of ``model`` ``version`` has ended with ``ok``."""
+        await self._until(lambda: (model, version, ok) in self.loads)
+
+
+def setup(tmp_path: Path, **cfg: object) -> tuple[ModelManager, RepositorySource, FakeLoader, Path, Lifecycle]:
     base = tmp_path / "m"
     base.mkdir()
     loader = FakeLoader()
-    manager = ModelManager(loader, max_load_retries=int(cfg.pop("retries", 1)), retry_interval=0.0)
+    events = Lifecycle()
+    manager = ModelManager(loader, max_load_retries=int(cfg.pop("retries", 1)), retry_interval=0.0, observer=events)
     model = ModelConfig("m", str(base), **cfg)  # type: ignore[arg-type]
     source = RepositorySource(Storage(), manager, [model], poll_wait=0)
     manager.set_models([model])
-    return manager, source, loader, base
+    return manager, source, loader, base, events
 
 
 def states(manager: ModelManager) -> dict[int, S]:
@@ -41,7 +74,7 @@ def states(manager: ModelManager) -> dict[int, S]:
 
 def test_new_version_loads_before_old_unloads(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path)
+        manager, source, loader, base, events = setup(tmp_path)
         write_fake_version(base, 1)
         source.poll_once()
         await manager.wait_idle()
@@ -49,7 +82,7 @@ def test_new_version_loads_before_old_unloads(tmp_path: Path) -> None:
         loader.gate.clear()  # hold the load of version 2 open
         write_fake_version(base, 2)
         source.poll_once()
-        await asyncio.sleep(0.05)
+        await events.reached(2, S.LOADING)
         assert states(manager) == {1: S.AVAILABLE, 2: S.LOADING}
         assert manager.resolve("m") == 1  # still served by 1 while 2 loads
         loader.gate.set()
@@ -63,7 +96,7 @@ def test_new_version_loads_before_old_unloads(tmp_path: Path) -> None:
 
 def test_unload_waits_for_leases(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path)
+        manager, source, loader, base, events = setup(tmp_path)
         write_fake_version(base, 1)
         source.poll_once()
         await manager.wait_idle()
@@ -71,7 +104,7 @@ def test_unload_waits_for_leases(tmp_path: Path) -> None:
             assert lease.version == 1
             write_fake_version(base, 2)
             source.poll_once()
-            await asyncio.sleep(0.1)
+            await events.reached(1, S.UNLOADING)  # version 2 loaded on the load thread, then 1 began to drain
             # 2 is up, 1 is draining: new requests get 2, the held lease keeps 1 alive.
             assert states(manager) == {1: S.UNLOADING, 2: S.AVAILABLE}
             assert manager.resolve("m") == 2
@@ -85,7 +118,7 @@ def test_unload_waits_for_leases(tmp_path: Path) -> None:
 
 def test_corrupt_version_never_replaces_working_one(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path, retries=2)
+        manager, source, loader, base, _ = setup(tmp_path, retries=2)
         write_fake_version(base, 2)
         source.poll_once()
         await manager.wait_idle()
@@ -112,7 +145,7 @@ def test_corrupt_version_never_replaces_working_one(tmp_path: Path) -> None:
 
 def test_retries_then_succeeds(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path, retries=3)
+        manager, source, loader, base, _ = setup(tmp_path, retries=3)
         d = write_fake_version(base, 1, "corrupt")
         attempts = 0
         real = loader.__call__
@@ -135,7 +168,7 @@ def test_retries_then_succeeds(tmp_path: Path) -> None:
 
 def test_only_version_failing_gives_unavailable_with_cause(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, _, base = setup(tmp_path)
+        manager, source, _, base, _ = setup(tmp_path)
         write_fake_version(base, 1, "corrupt")
         source.poll_once()
         await manager.wait_idle()
@@ -150,7 +183,7 @@ def test_only_version_failing_gives_unavailable_with_cause(tmp_path: Path) -> No
 
 def test_before_first_scan_is_unavailable(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, _, _, _ = setup(tmp_path)
+        manager, _, _, _, _ = setup(tmp_path)
         with pytest.raises(ServekitError) as info:
             manager.resolve("m")
         assert info.value.code is ErrorCode.UNAVAILABLE
@@ -160,7 +193,7 @@ def test_before_first_scan_is_unavailable(tmp_path: Path) -> None:
 
 def test_unknown_model_lists_models(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, _, _, _ = setup(tmp_path)
+        manager, _, _, _, _ = setup(tmp_path)
         with pytest.raises(ServekitError) as info:
             manager.resolve("nope")
         assert info.value.code is ErrorCode.NOT_FOUND
@@ -171,7 +204,7 @@ def test_unknown_model_lists_models(tmp_path: Path) -> None:
 
 def test_labels(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, _, base = setup(
+        manager, source, _, base, _ = setup(
             tmp_path, version_policy=VersionPolicy("all"), version_labels={"stable": 1, "canary": 2, "next": 9}
         )
         write_fake_version(base, 1)
@@ -192,7 +225,7 @@ def test_removed_version_is_unloaded_and_readded_reloads(tmp_path: Path) -> None
     async def main() -> None:
         import shutil
 
-        manager, source, loader, base = setup(tmp_path, version_policy=VersionPolicy("all"))
+        manager, source, loader, base, _ = setup(tmp_path, version_policy=VersionPolicy("all"))
         write_fake_version(base, 1)
         write_fake_version(base, 2)
         source.poll_once()
@@ -212,7 +245,7 @@ def test_removed_version_is_unloaded_and_readded_reloads(tmp_path: Path) -> None
 
 def test_model_removed_from_config(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path)
+        manager, source, loader, base, _ = setup(tmp_path)
         write_fake_version(base, 1)
         source.poll_once()
         await manager.wait_idle()
@@ -226,7 +259,7 @@ def test_model_removed_from_config(tmp_path: Path) -> None:
 
 def test_predict_through_lease(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, _, base = setup(tmp_path)
+        manager, source, _, base, _ = setup(tmp_path)
         write_fake_version(base, 3)
         source.poll_once()
         await manager.wait_idle()
@@ -239,7 +272,7 @@ def test_predict_through_lease(tmp_path: Path) -> None:
 
 def test_close_unloads_everything(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path)
+        manager, source, loader, base, _ = setup(tmp_path)
         write_fake_version(base, 1)
         source.poll_once()
         await manager.wait_idle()
@@ -251,7 +284,7 @@ def test_close_unloads_everything(tmp_path: Path) -> None:
 
 def test_removing_a_model_with_nothing_loaded_drops_it(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, _, _ = setup(tmp_path)  # base path exists but holds no version
+        manager, source, _, _, _ = setup(tmp_path)  # base path exists but holds no version
         source.poll_once()
         await manager.wait_idle()
         assert manager.model_names == ["m"] and not manager.all_ready()
@@ -264,7 +297,7 @@ def test_removing_a_model_with_nothing_loaded_drops_it(tmp_path: Path) -> None:
 
 def test_a_scan_finishing_after_removal_does_not_bring_the_model_back(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path)
+        manager, source, loader, base, _ = setup(tmp_path)
         write_fake_version(base, 1)
         scanned = source.scan()  # taken before the config change...
         manager.set_models([])
@@ -280,14 +313,12 @@ def test_close_does_not_wait_out_the_retry_backoff(tmp_path: Path) -> None:
     async def main() -> None:
         base = tmp_path / "m"
         write_fake_version(base, 1, "corrupt")
-        manager = ModelManager(FakeLoader(), max_load_retries=5, retry_interval=3600.0)
+        events = Lifecycle()
+        manager = ModelManager(FakeLoader(), max_load_retries=5, retry_interval=3600.0, observer=events)
         model = ModelConfig("m", str(base))
         manager.set_models([model])
         RepositorySource(Storage(), manager, [model], poll_wait=0).poll_once()
-        for _ in range(200):  # the first attempt fails, then the manager sits in an hour-long backoff
-            if manager.settled():
-                break
-            await asyncio.sleep(0.01)
+        await events.load_finished(1, ok=False)  # the first attempt failed: now an hour-long backoff
         assert manager.settled() and not manager.all_ready()
         await asyncio.wait_for(manager.close(), timeout=10)
         assert manager.status("m")[0].state is S.ERROR
@@ -297,7 +328,7 @@ def test_close_does_not_wait_out_the_retry_backoff(tmp_path: Path) -> None:
 
 def test_lease_hold_outlives_a_cancelled_request(tmp_path: Path) -> None:
     async def main() -> None:
-        manager, source, loader, base = setup(tmp_path)
+        manager, source, loader, base, events = setup(tmp_path)
         write_fake_version(base, 1)
         source.poll_once()
         await manager.wait_idle()
@@ -306,7 +337,7 @@ def test_lease_hold_outlives_a_cancelled_request(tmp_path: Path) -> None:
             lease.hold(work)  # a model call still running on a thread when the request goes away
         write_fake_version(base, 2)
         source.poll_once()
-        await asyncio.sleep(0.1)
+        await events.reached(1, S.UNLOADING)
         assert states(manager)[1] is S.UNLOADING
         assert not loader.servables[("m", 1)].unloaded  # the held work keeps version 1 loaded
         work.set_result(None)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import fsspec
@@ -16,18 +17,32 @@ from servekit.repository.layout import VersionLister
 from servekit.repository.source import RepositorySource
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.storage import Storage
+from servekit.testing.clock import run_virtual
 
 
 class Recorder:
+    """The source's target; records what it is told and wakes a waiting test on each call (on the loop)."""
+
     def __init__(self) -> None:
         self.models: list[list[str]] = []
         self.aspired: dict[str, dict[int, str]] = {}
+        self.changed = asyncio.Event()
 
     def set_models(self, models: Sequence[ModelConfig]) -> None:
         self.models.append([m.name for m in models])
+        self.changed.set()
 
     def set_aspired_versions(self, model: str, versions: Mapping[int, str]) -> None:
         self.aspired[model] = dict(versions)
+        self.changed.set()
+
+
+async def until(seen: Callable[[], bool], changed: asyncio.Event) -> None:
+    """Wait, without a timer (the loop runs on virtual time), until ``seen()`` holds; ``changed`` is set by
+    whatever might have made it hold."""
+    while not seen():
+        changed.clear()
+        await changed.wait()
 
 
 def test_non_integer_dirs_ignored_with_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -74,34 +89,51 @@ def test_unknown_scheme_says_what_to_install() -> None:
 
 
 def test_config_file_reload(tmp_path: Path) -> None:
+    """The config file is re-read every ``config_poll_wait`` seconds of the loop's (virtual) clock: a new model
+    set replaces the old one, and a broken file, though read, keeps the current models."""
     (tmp_path / "a" / "1").mkdir(parents=True)
     (tmp_path / "b" / "2").mkdir(parents=True)
     cfg = tmp_path / "models.config"
     cfg.write_text("model_config_list { config { name: 'a' base_path: 'a' } }")
     target = Recorder()
-    source = RepositorySource(
-        Storage(),
-        target,
-        load_model_config_file(cfg),
-        poll_wait=0,
-        config_loader=lambda: load_model_config_file(cfg),
-        config_poll_wait=0.05,
-    )
+    reads: list[float] = []  # the loop time of each re-read
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
+        def read_config() -> Sequence[ModelConfig]:  # runs on a worker thread
+            try:
+                return load_model_config_file(cfg)
+            finally:
+                loop.call_soon_threadsafe(reads.append, loop.time())
+                loop.call_soon_threadsafe(target.changed.set)
+
+        source = RepositorySource(
+            Storage(),
+            target,
+            load_model_config_file(cfg),
+            poll_wait=0,
+            config_loader=read_config,
+            config_poll_wait=60,
+        )
         await source.start()
         assert target.models == [["a"]]
         assert list(target.aspired) == ["a"]
+        assert reads == []  # read once at start (by the caller); the first re-read is one period away
         cfg.write_text("model_config_list { config { name: 'b' base_path: 'b' } }")
-        for _ in range(200):
-            if target.models[-1] == ["b"] and "b" in target.aspired:
-                break
-            await asyncio.sleep(0.02)
-        # A broken config keeps the current models.
+        await until(lambda: target.models[-1] == ["b"] and "b" in target.aspired, target.changed)
+        assert target.models == [["a"], ["b"]]
+        assert list(target.aspired["b"]) == [2]
+        # A broken config keeps the current models. Two further reads: the first one's outcome was applied
+        # before the second began (one task reads, applies, then waits a period).
         cfg.write_text("model_config_list { config { name: ")
-        await asyncio.sleep(0.2)
+        seen = len(reads)
+        await until(lambda: len(reads) >= seen + 2, target.changed)
         await source.stop()
+        assert target.models == [["a"], ["b"]]
+        assert list(target.aspired["b"]) == [2]
+        assert reads[0] - start == pytest.approx(60)
+        assert [b - a for a, b in itertools.pairwise(reads)] == pytest.approx([60] * (len(reads) - 1))
 
-    asyncio.run(main())
-    assert target.models == [["a"], ["b"]]
-    assert list(target.aspired["b"]) == [2]
+    run_virtual(main)

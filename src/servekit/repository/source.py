@@ -77,10 +77,6 @@ class RepositorySource:
     async def poll(self) -> None:
         self.announce(await asyncio.to_thread(self.scan))
 
-    def reload_config(self) -> bool:
-        """Re-read the config file; returns True when the model set changed (blocking)."""
-        return self._apply_config(self._read_config())
-
     def _read_config(self) -> tuple[ModelConfig, ...] | None:
         if self._config_loader is None:
             return None

@@ -1,6 +1,7 @@
 """``servekit bench`` against a real ``servekit serve`` of the iris ONNX model, run as the user runs it.
 
-Rates are only sanity-checked (at least half the rate asked for); nothing here asserts how fast a machine is.
+Tests assert correctness (every request sent and answered, errors counted); no rate or latency threshold is asserted:
+how fast a machine is belongs to benchmarks/, not the test suite.
 """
 
 from __future__ import annotations
@@ -84,14 +85,14 @@ def test_closed_loop_200_requests(url: str, tmp_path: Path) -> None:
     assert split["overhead"]["mean"] == pytest.approx(lat["mean"] - split["total"]["mean"], rel=1e-6, abs=1e-6)
 
 
-def test_open_loop_reaches_its_rate(url: str, tmp_path: Path) -> None:
+def test_open_loop_sends_and_completes_every_request(url: str, tmp_path: Path) -> None:
     out = tmp_path / "open.json"
     proc = bench("--url", url, "--model", "iris", "--rate", "100", "--requests", "150", "--json", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
     p = _phase(out)
     assert (p["loop"], p["target_rate"], p["max_outstanding"]) == ("open", 100.0, 1024)
-    assert p["ok"] == 150 and p["dropped"] == 0
-    assert p["throughput"]["requests_per_s"] >= 50  # sanity only: at least half the rate asked for
+    assert p["requests"] == 150 and p["ok"] == 150 and p["errors"] == {} and p["dropped"] == 0
+    assert p["server_ms"]["samples"] == 150
 
 
 def test_unknown_model_counts_404s(url: str, tmp_path: Path) -> None:

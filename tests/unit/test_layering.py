@@ -17,6 +17,7 @@ RANK = {
     "_utils": 0,
     "config": 0,
     "storage": 1,
+    "state": 1,
     "repository": 2,
     "runtime": 3,
     "serving": 4,

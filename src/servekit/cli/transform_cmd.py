@@ -23,8 +23,10 @@ _EXIT = {"Completed": 0, "CompletedWithErrors": 3, "Failed": 1, "Stopped": 130}
 
 
 def _home(home: Path | None) -> Path:
-    """The servekit home: --home, else $SERVEKIT_HOME, else ./.servekit."""
-    return (home or Path(os.environ.get("SERVEKIT_HOME") or ".servekit")).resolve()
+    """The servekit home: --home, else $SERVEKIT_HOME, else ./.servekit (the environment is read here, once)."""
+    from servekit.state import resolve_home
+
+    return resolve_home(home, os.environ)
 
 
 def _abs(path: str | None) -> str | None:
@@ -199,11 +201,14 @@ def status(
     from servekit.transform import JobStore, spec_to_request
     from servekit.transform.progress import job_table
 
-    with JobStore(_home(home)) as store:
-        job = store.get(name)
-        if job is None:
-            raise _fail(f"no transform job named {name!r} in {_home(home)}", 1)
-        objects = store.objects(name)
+    try:
+        with JobStore(_home(home)) as store:
+            job = store.get(name)
+            objects = store.objects(name) if job is not None else []
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    if job is None:
+        raise _fail(f"no transform job named {name!r} in {_home(home)}", 1)
     if as_json:
         doc = {
             "TransformJobName": job.name,
@@ -246,8 +251,11 @@ def list_jobs(
     from servekit.transform import JobStore
     from servekit.transform.progress import jobs_table
 
-    with JobStore(_home(home)) as store:
-        jobs = store.jobs()
+    try:
+        with JobStore(_home(home)) as store:
+            jobs = store.jobs()
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
     if as_json:
         rows = [
             {

@@ -1,20 +1,29 @@
-"""One small façade over fsspec so the layers above never touch a filesystem API directly."""
+"""The storage API on fsspec: plain paths and ``file://`` built in, ``memory://``, ``s3://`` etc. with their extras.
+
+The only module in servekit that imports fsspec (capture will move onto it too); the layers above use
+:class:`Storage` (or any :class:`~servekit.storage.api.ObjectStorage`) and never a filesystem API directly.
+"""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
+import posixpath
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import fsspec
 
 from servekit.errors import ConfigError
+from servekit.storage.api import FileInfo, ObjectStorage, join
+
+_MODES = ("rb", "wb", "ab")
 
 
 class Storage:
-    """Lists, reads and materialises paths given as plain paths or fsspec URIs.
+    """Lists, reads, writes and materialises paths given as plain paths or fsspec URIs.
 
     Runtimes need local files (onnxruntime and joblib open paths), so remote version directories are
     copied once into ``cache_dir`` and the local copy is handed to the runtime.
@@ -33,27 +42,119 @@ class Storage:
                 f"cannot open {uri!r}: no filesystem for scheme {scheme!r} ({exc}); "
                 f"install the matching fsspec package (e.g. servekit[s3] for s3://)"
             ) from exc
-        return fs, path
+        return fs, str(path)
 
     @staticmethod
     def is_local(uri: str) -> bool:
         return "://" not in uri or uri.startswith("file://")
 
     def join(self, uri: str, *parts: str) -> str:
-        return "/".join([uri.rstrip("/"), *parts])
+        return join(uri, *parts)
 
-    def list_dirs(self, uri: str) -> list[str]:
+    # ---- reading -------------------------------------------------------------------------------------------
+
+    def open(self, uri: str, mode: str = "rb", *, compression: str | None = None) -> IO[bytes]:
+        if mode not in _MODES:
+            raise ValueError(f"storage opens files in binary modes {', '.join(_MODES)}, not {mode!r}")
+        fs, path = self._resolve(uri)
+        if mode != "rb":
+            parent = posixpath.dirname(path.rstrip("/"))
+            if parent:
+                fs.makedirs(parent, exist_ok=True)
+        f: IO[bytes] = fs.open(path, mode, compression=compression)
+        return f
+
+    def get(self, uri: str) -> bytes:
+        fs, path = self._resolve(uri)
+        return bytes(fs.cat_file(path))
+
+    def info(self, uri: str) -> FileInfo:
+        fs, path = self._resolve(uri)
+        entry = fs.info(path)
+        return FileInfo(uri, posixpath.basename(path.rstrip("/")), int(entry.get("size") or 0), _is_dir(entry))
+
+    def list(self, uri: str, *, recursive: bool = False) -> builtins.list[FileInfo]:
+        fs, path = self._resolve(uri)
+        top = self.info(uri)
+        if not top.is_dir:
+            return [top]
+        root = path.rstrip("/") + "/"
+        found: dict[str, dict[str, Any]] = (
+            fs.find(path, detail=True) if recursive else {str(e["name"]): e for e in fs.ls(path, detail=True)}
+        )
+        out = []
+        for name, entry in found.items():
+            name = str(name).rstrip("/")
+            key = name[len(root) :] if name.startswith(root) else posixpath.basename(name)
+            if not key or (recursive and _is_dir(entry)):
+                continue
+            out.append(FileInfo(join(uri, key), key, int(entry.get("size") or 0), _is_dir(entry)))
+        return sorted(out, key=lambda e: e.key)
+
+    def list_dirs(self, uri: str) -> builtins.list[str]:
         """Names (not paths) of the immediate subdirectories; [] if ``uri`` does not exist."""
         fs, path = self._resolve(uri)
         try:
             entries = fs.ls(path, detail=True)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(os.path.basename(str(e["name"]).rstrip("/")) for e in entries if e.get("type") == "directory")
+        return sorted(os.path.basename(str(e["name"]).rstrip("/")) for e in entries if _is_dir(e))
 
     def exists(self, uri: str) -> bool:
         fs, path = self._resolve(uri)
         return bool(fs.exists(path))
+
+    def isdir(self, uri: str) -> bool:
+        fs, path = self._resolve(uri)
+        return bool(fs.isdir(path))
+
+    # ---- writing -------------------------------------------------------------------------------------------
+
+    def put(self, uri: str, data: bytes) -> None:
+        fs, path = self._resolve(uri)
+        if self.is_local(uri):  # a temporary name in the same folder, then an atomic rename
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+            return
+        fs.pipe_file(path, data)  # an object store's PUT is atomic
+
+    def put_file(self, local_path: str | Path, uri: str) -> None:
+        fs, path = self._resolve(uri)
+        parent = posixpath.dirname(path.rstrip("/"))
+        if parent:
+            fs.makedirs(parent, exist_ok=True)
+        fs.put_file(str(local_path), path)
+
+    def makedirs(self, uri: str) -> None:
+        fs, path = self._resolve(uri)
+        fs.makedirs(path, exist_ok=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        fs, src_path = self._resolve(src)
+        dst_fs, dst_path = self._resolve(dst)
+        if self.is_local(src) and self.is_local(dst):
+            os.replace(src_path, dst_path)
+            return
+        if type(fs) is not type(dst_fs):
+            raise ValueError(f"cannot rename across filesystems: {src} -> {dst}")
+        fs.mv(src_path, dst_path)
+
+    def remove(self, uri: str) -> None:
+        fs, path = self._resolve(uri)
+        if not fs.exists(path):
+            raise FileNotFoundError(uri)
+        fs.rm_file(path)
+
+    # ---- runtimes --------------------------------------------------------------------------------------------
 
     def local_path(self, uri: str) -> Path:
         """A local directory or file holding ``uri``'s content (the path itself when already local)."""
@@ -71,3 +172,11 @@ class Storage:
     def _ensure_cache(self) -> Path:
         self._cache_dir.mkdir(parents=True, exist_ok=True)
         return self._cache_dir
+
+
+def _is_dir(entry: dict[str, Any]) -> bool:
+    return entry.get("type") == "directory"
+
+
+def _conforms(storage: Storage) -> ObjectStorage:
+    return storage  # mypy checks the class against the protocol here

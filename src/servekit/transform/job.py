@@ -15,6 +15,7 @@ from servekit.codecs.sagemaker import CSV as CSV_MEDIA
 from servekit.codecs.sagemaker import JSON as JSON_MEDIA
 from servekit.codecs.sagemaker import media_type
 from servekit.errors import ConfigError
+from servekit.storage import ObjectStorage, Storage
 from servekit.transform.engine import Engine, RunOptions, shard
 from servekit.transform.objects import (
     ERRORS_SUFFIX,
@@ -24,7 +25,6 @@ from servekit.transform.objects import (
     list_inputs,
     output_uri,
     overlaps,
-    url_to_fs,
 )
 from servekit.transform.pipeline import ObjectResult, ObjectTask
 from servekit.transform.progress import NullProgress, ProgressSink
@@ -77,15 +77,15 @@ def plan(spec: TransformSpec, objects: list[InputObject]) -> list[ObjectTask]:
     return tasks
 
 
-def check_output(spec: TransformSpec) -> None:
+def check_output(spec: TransformSpec, storage: ObjectStorage | None = None) -> None:
     """Fail before any work when the output path cannot be written."""
-    fs, path = url_to_fs(spec.output_path)
-    probe = path.rstrip("/") + f"/.servekit-probe-{spec.name}"
+    storage = storage or Storage()
+    probe = storage.join(spec.output_path, f".servekit-probe-{spec.name}")
     try:
-        fs.makedirs(path, exist_ok=True)
-        with fs.open(probe, "wb") as f:
+        storage.makedirs(spec.output_path)
+        with storage.open(probe, "wb") as f:
             f.write(b"")
-        fs.rm(probe)
+        storage.remove(probe)
     except OSError as exc:
         raise InputError(f"cannot write to the output path {spec.output_path}: {exc}") from None
 

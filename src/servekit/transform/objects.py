@@ -1,7 +1,7 @@
 """Input objects of a job: list them (file, directory/prefix or manifest), open them, name their outputs.
 
-Paths are plain paths or fsspec URIs. Listing is sorted by key so every run sees the same order; under a
-directory, hidden files and folders (a name starting with ".") are left out.
+Paths are plain paths or URIs, read through ``servekit.storage``. Listing is sorted by key so every run sees
+the same order; under a directory, hidden files and folders (a name starting with ".") are left out.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
-import fsspec
 import orjson
 
-from servekit.errors import ConfigError
+from servekit.storage import ObjectStorage, Storage
 from servekit.transform.spec import Compression, DataType
 
 OUT_SUFFIX = ".out"
@@ -48,52 +47,29 @@ class InputObject:
     size: int
 
 
-def url_to_fs(uri: str) -> tuple[Any, str]:
-    try:
-        fs, path = fsspec.core.url_to_fs(uri)
-        return fs, str(path)
-    except (ImportError, ValueError) as exc:
-        scheme = uri.split("://", 1)[0]
-        raise ConfigError(
-            f"cannot open {uri!r}: no filesystem for scheme {scheme!r} ({exc}); "
-            "install the matching fsspec package (e.g. servekit[s3] for s3://)"
-        ) from exc
-
-
-def _uri(fs: Any, path: str, like: str) -> str:
-    """``path`` (as fsspec lists it) in the spelling of ``like`` (keep plain paths plain)."""
-    return fs.unstrip_protocol(path) if "://" in like else path
-
-
-def list_inputs(uri: str, data_type: DataType) -> list[InputObject]:
-    fs, path = url_to_fs(uri)
+def list_inputs(uri: str, data_type: DataType, storage: ObjectStorage | None = None) -> list[InputObject]:
+    storage = storage or Storage()
     if data_type is DataType.MANIFEST:
-        return _from_manifest(fs, path, uri)
+        return _from_manifest(storage, uri)
     try:
-        info = fs.info(path)
+        entries = storage.list(uri, recursive=True)
     except FileNotFoundError:
         raise InputError(f"the input {uri} does not exist") from None
-    if info.get("type") != "directory":
-        return [InputObject(uri, posixpath.basename(path.rstrip("/")), int(info.get("size") or 0))]
-    found = fs.find(path, detail=True)
-    objects = []
-    root = path.rstrip("/") + "/"
-    for name in sorted(found):
-        entry = found[name]
-        key = name[len(root) :] if name.startswith(root) else posixpath.basename(name)
-        if entry.get("type") == "directory" or any(part.startswith(".") for part in key.split("/")):
-            continue  # hidden files (.gitkeep, editors' swap files) are not input
-        objects.append(InputObject(_uri(fs, name, uri), key, int(entry.get("size") or 0)))
+    if len(entries) == 1 and entries[0].uri == uri:  # a single file
+        return [InputObject(uri, entries[0].key, entries[0].size)]
+    # hidden files (.gitkeep, editors' swap files) are not input
+    objects = [
+        InputObject(e.uri, e.key, e.size) for e in entries if not any(p.startswith(".") for p in e.key.split("/"))
+    ]
     if not objects:
         raise InputError(f"the input directory {uri} holds no files")
     return objects
 
 
-def _from_manifest(fs: Any, path: str, uri: str) -> list[InputObject]:
+def _from_manifest(storage: ObjectStorage, uri: str) -> list[InputObject]:
     """SageMaker's manifest: ``[{"prefix": "s3://bucket/dir/"}, "relative/key1", "relative/key2", ...]``."""
     try:
-        with fs.open(path, "rb") as f:
-            doc = orjson.loads(f.read())
+        doc = orjson.loads(storage.get(uri))
     except FileNotFoundError:
         raise InputError(f"the manifest file {uri} does not exist") from None
     except orjson.JSONDecodeError as exc:
@@ -110,15 +86,13 @@ def _from_manifest(fs: Any, path: str, uri: str) -> list[InputObject]:
     if not prefix.endswith("/"):
         prefix += "/"
     if "://" not in prefix and not prefix.startswith("/"):  # relative to the manifest's directory
-        base = posixpath.dirname(path)
-        prefix = posixpath.join(base, prefix) if base else prefix
-        prefix = _uri(fs, prefix, uri) + ("/" if not prefix.endswith("/") else "")
+        base = posixpath.dirname(uri)
+        prefix = storage.join(base, prefix) + "/" if base else prefix
     objects = []
     for key in doc[1:]:
         obj_uri = prefix + key
-        ofs, opath = url_to_fs(obj_uri)
         try:
-            size = int(ofs.info(opath).get("size") or 0)
+            size = storage.info(obj_uri).size
         except FileNotFoundError:
             raise InputError(f"the manifest {uri} lists {obj_uri}, which does not exist") from None
         objects.append(InputObject(obj_uri, key, size))
@@ -152,10 +126,11 @@ class CountingReader(io.RawIOBase):
 
 
 @contextmanager
-def open_input(obj: InputObject, compression: Compression) -> Iterator[tuple[IO[bytes], CountingReader]]:
+def open_input(
+    obj: InputObject, compression: Compression, storage: ObjectStorage | None = None
+) -> Iterator[tuple[IO[bytes], CountingReader]]:
     """The decompressed byte stream of ``obj`` and the counter of raw bytes read from it."""
-    fs, path = url_to_fs(obj.uri)
-    with fs.open(path, "rb") as raw:
+    with (storage or Storage()).open(obj.uri, "rb") as raw:
         counter = CountingReader(raw)
         buffered = io.BufferedReader(counter, buffer_size=1 << 20)
         if compression is Compression.GZIP:

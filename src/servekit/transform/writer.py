@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import orjson
 
-from servekit.transform.objects import url_to_fs
+from servekit.storage import ObjectStorage, Storage
 
 INPUT_CUT = 4096
 
@@ -44,14 +44,14 @@ class ObjectWriter:
     The temporary names hold ``token`` (the job name): a resumed job overwrites what its interrupted run left,
     and one job never runs twice at once (the store refuses a second live run)."""
 
-    def __init__(self, output_uri: str, errors_uri: str, token: str) -> None:
-        self._fs, self._final = url_to_fs(output_uri)
-        _, self._errors_final = url_to_fs(errors_uri)
-        folder, base = posixpath.split(self._final)
-        self._fs.makedirs(folder, exist_ok=True)
-        self._tmp = posixpath.join(folder, f".{base}.{token}.tmp")
-        self._errors_tmp = posixpath.join(folder, f".{base}.errors.{token}.tmp")
-        self._out: IO[bytes] = self._fs.open(self._tmp, "wb")
+    def __init__(self, output_uri: str, errors_uri: str, token: str, storage: ObjectStorage | None = None) -> None:
+        self._storage = storage or Storage()
+        self._final = output_uri
+        self._errors_final = errors_uri
+        folder, base = posixpath.split(output_uri)
+        self._tmp = self._storage.join(folder, f".{base}.{token}.tmp")
+        self._errors_tmp = self._storage.join(folder, f".{base}.errors.{token}.tmp")
+        self._out: IO[bytes] = self._storage.open(self._tmp, "wb")
         self._err: IO[bytes] | None = None
         self.errors = 0
 
@@ -63,7 +63,7 @@ class ObjectWriter:
         if not errors:
             return
         if self._err is None:
-            self._err = self._fs.open(self._errors_tmp, "wb")
+            self._err = self._storage.open(self._errors_tmp, "wb")
         self._err.write(b"".join(e.to_json() for e in errors))
         self.errors += len(errors)
 
@@ -71,18 +71,18 @@ class ObjectWriter:
         """Rename into place: the output (unless ``keep_output`` is false: strict mode), then the errors."""
         self._out.close()
         if keep_output:
-            self._fs.mv(self._tmp, self._final)
+            self._storage.rename(self._tmp, self._final)
         else:
-            self._fs.rm(self._tmp)
+            self._storage.remove(self._tmp)
         if self._err is not None:
             self._err.close()
-            self._fs.mv(self._errors_tmp, self._errors_final)
-        elif self._fs.exists(self._errors_final):  # from an earlier run: it no longer describes this output
-            self._fs.rm(self._errors_final)
+            self._storage.rename(self._errors_tmp, self._errors_final)
+        elif self._storage.exists(self._errors_final):  # from an earlier run: it no longer describes this output
+            self._storage.remove(self._errors_final)
 
     def abort(self) -> None:
         for f, path in ((self._out, self._tmp), (self._err, self._errors_tmp)):
             if f is not None:
                 f.close()
-                if self._fs.exists(path):
-                    self._fs.rm(path)
+                if self._storage.exists(path):
+                    self._storage.remove(path)

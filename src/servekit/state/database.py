@@ -1,0 +1,68 @@
+"""The state database: one SQLite file under the servekit home, migrated when opened, with a repository per
+aggregate."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
+from servekit.state.migrations import Migrations, StateError, migrate
+from servekit.state.schema import MIGRATIONS
+from servekit.state.transform_jobs import TransformJobs
+
+DB_NAME = "servekit.db"  # the name servekit has always used: older homes open as they are
+
+
+def database_path(home: Path) -> Path:
+    return home / DB_NAME
+
+
+class StateDB:
+    """An open, migrated state database. Not for concurrent use from several threads at once; open one per
+    process (or thread) instead: WAL lets them read while one writes."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self.transform_jobs = TransformJobs(conn)
+
+    @classmethod
+    def open(
+        cls,
+        home: Path,
+        *,
+        migrations: Migrations = MIGRATIONS,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> StateDB:
+        """Open (creating the home and the file if needed) and migrate ``home``'s database.
+
+        Raises :class:`~servekit.state.migrations.SchemaTooNew` for a database of a newer servekit and
+        :class:`~servekit.state.migrations.StateError` when it cannot be opened."""
+        path = database_path(home)
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            conn = connect(path, timeout=timeout)
+        except (OSError, sqlite3.Error) as exc:
+            raise StateError(f"cannot open the servekit home {home}: {exc}") from None
+        try:
+            migrate(conn, migrations, where=str(path), clock=clock)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StateError(f"cannot use the state database {path}: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> StateDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,16 @@
+"""Every aggregate's migrations, in the order they are applied on a new database.
+
+An aggregate (endpoints, registry, pipeline runs, …) adds its module with a ``MIGRATIONS`` tuple and one entry
+here; changing an existing aggregate appends to its tuple, never edits a step already released.
+"""
+
+from __future__ import annotations
+
+from servekit.state import transform_jobs
+from servekit.state.migrations import Migration, check_migrations
+
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {
+    transform_jobs.AGGREGATE: transform_jobs.MIGRATIONS,
+}
+
+check_migrations(MIGRATIONS)

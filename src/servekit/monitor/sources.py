@@ -1,8 +1,8 @@
 """Reading monitored data as a stream of Arrow tables: CSV, Parquet, JSON lines and SageMaker capture files.
 
 A source is a file or a folder (searched recursively; names starting with ``.`` or ``_`` are skipped, so a
-capture writer's temporary files never count), on a local path or any fsspec URI. Each file is read in
-batches of at most ``batch_rows`` rows, so memory depends on the batch size, not on the data size. CSV
+capture writer's temporary files never count), on a local path or any URI ``servekit.storage`` opens. Each file
+is read in batches of at most ``batch_rows`` rows, so memory depends on the batch size, not on the data size. CSV
 columns are read as text and converted per feature (see ``schema``), so one odd value never fails a file.
 """
 
@@ -16,7 +16,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-import fsspec
 import numpy as np
 import numpy.typing as npt
 import orjson
@@ -25,8 +24,10 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.csv as pacsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from servekit.errors import ConfigError
 from servekit.monitor.capture import Row, UndecodableRecord, decode_record, json_rows
 from servekit.monitor.windows import parse_time
+from servekit.storage import ObjectStorage, Storage
 
 log = logging.getLogger(__name__)
 
@@ -53,34 +54,34 @@ class SourceStats:
     errors: list[str] = field(default_factory=list)
 
 
-def list_files(uri: str) -> tuple[Any, list[str]]:
+def list_files(uri: str, storage: ObjectStorage) -> list[str]:
+    """The files to read: ``uri`` itself when it is a file, else every file below it that is not hidden."""
     try:
-        fs, root = fsspec.core.url_to_fs(uri)
-    except (ImportError, ValueError) as exc:
-        raise SourceError(f"cannot open {uri!r}: {exc}") from None
-    if not fs.exists(root):
-        raise SourceError(f"{uri!r} does not exist")
-    if not fs.isdir(root):
-        return fs, [root]
-    base = root.rstrip("/") + "/"
-    files = sorted(p for p in fs.find(root) if not _hidden(p.removeprefix(base)))
+        entries = storage.list(uri, recursive=True)
+    except FileNotFoundError:
+        raise SourceError(f"{uri!r} does not exist") from None
+    except ConfigError as exc:
+        raise SourceError(str(exc)) from None
+    if len(entries) == 1 and entries[0].uri == uri and not entries[0].is_dir:
+        return [uri]
+    files = [e.uri for e in entries if not _hidden(e.key)]
     if not files:
         raise SourceError(f"{uri!r} holds no files")
-    return fs, files
+    return files
 
 
 def _hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/"))
 
 
-def file_format(fs: Any, path: str) -> str:
+def file_format(storage: ObjectStorage, path: str) -> str:
     name = path.lower().removesuffix(".gz")
     if name.endswith((".parquet", ".pq")):
         return "parquet"
     if name.endswith(".csv"):
         return "csv"
     if name.endswith((".jsonl", ".json", ".ndjson")):
-        with _open(fs, path) as f:
+        with _open(storage, path) as f:
             first = next((line for line in f if line.strip()), b"")
         return "capture" if b'"captureData"' in first else "jsonl"
     raise SourceError(f"{path}: unknown format (expected .csv, .parquet or .jsonl)")
@@ -95,30 +96,30 @@ def read(
     until: float | None = None,
     batch_rows: int = 65536,
     stats: SourceStats | None = None,
+    storage: ObjectStorage | None = None,
 ) -> Iterator[DataBatch]:
     """Every file under ``uri`` as batches. Capture files carry their own timestamps; other formats take them
     from ``timestamp_column`` (dropped from the table) when it is given. ``columns`` names positional
     (list or CSV) capture rows; capture partitions wholly outside ``[since - 1h, until + 1h)`` are skipped."""
     stats = stats if stats is not None else SourceStats()
-    fs, files = list_files(uri)
+    storage = storage or Storage()
+    files = list_files(uri, storage)
     for path in files:
-        fmt = file_format(fs, path)
+        fmt = file_format(storage, path)
         if fmt == "capture" and not _partition_overlaps(path, since, until):
             continue
         stats.files += 1
         if fmt == "capture":
-            batches = _read_capture(fs, path, columns, batch_rows, stats)
+            batches = _read_capture(storage, path, columns, batch_rows, stats)
         else:
-            batches = _with_timestamps(_read_table(fs, path, fmt, batch_rows), timestamp_column, path)
+            batches = _with_timestamps(_read_table(storage, path, fmt, batch_rows), timestamp_column, path)
         for batch in batches:
             stats.rows += batch.table.num_rows
             yield batch
 
 
-def _open(fs: Any, path: str) -> IO[bytes]:
-    compression = "gzip" if path.lower().endswith(".gz") else None
-    f: IO[bytes] = fs.open(path, "rb", compression=compression)
-    return f
+def _open(storage: ObjectStorage, path: str) -> IO[bytes]:
+    return storage.open(path, "rb", compression="gzip" if path.lower().endswith(".gz") else None)
 
 
 def _partition_overlaps(path: str, since: float | None, until: float | None) -> bool:
@@ -130,8 +131,8 @@ def _partition_overlaps(path: str, since: float | None, until: float | None) -> 
     return (since is None or start + 7200 > since) and (until is None or start - 3600 < until)
 
 
-def _read_table(fs: Any, path: str, fmt: str, batch_rows: int) -> Iterator[pa.Table]:
-    with _open(fs, path) as f:
+def _read_table(storage: ObjectStorage, path: str, fmt: str, batch_rows: int) -> Iterator[pa.Table]:
+    with _open(storage, path) as f:
         if fmt == "parquet":
             # no pre-buffering: it keeps whole row groups of every column in memory, so memory grew with the file
             for rb in pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20).iter_batches(batch_size=batch_rows):
@@ -212,11 +213,11 @@ def _floats(arr: Any) -> FloatArray:
 
 
 def _read_capture(
-    fs: Any, path: str, columns: Sequence[str], batch_rows: int, stats: SourceStats
+    storage: ObjectStorage, path: str, columns: Sequence[str], batch_rows: int, stats: SourceStats
 ) -> Iterator[DataBatch]:
     rows: list[Row] = []
     times: list[float] = []
-    with _open(fs, path) as f:
+    with _open(storage, path) as f:
         for line in f:
             if not line.strip():
                 continue

@@ -24,6 +24,7 @@ from servekit.monitor.profiles import Baseline, CategoricalProfile, NumericProfi
 from servekit.monitor.schema import Feature, InferredType
 from servekit.monitor.sketch import Binning, CategoricalSummary, NumericSummary
 from servekit.monitor.thresholds import Threshold
+from servekit.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,8 @@ def dump(data: Any) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """``data`` as the whole of ``path``: written under a hidden temporary name, renamed when whole."""
+    Storage().put(str(path), data)
 
 
 def save(baseline: Baseline, root: Path) -> Path:

@@ -68,9 +68,6 @@ class ModelThreads:
         self.call(loop, fn, args, lambda result, exc: _resolve(fut, result, exc))
         return fut
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self.submit(fn, *args)
-
     def shutdown(self) -> None:
         if self._closed:
             return

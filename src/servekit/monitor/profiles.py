@@ -53,12 +53,6 @@ class NumericProfile:
             "missing_share": m.share(cur.missing, cur.rows),
         }
 
-    @property
-    def ks_resolution(self) -> float:
-        """Largest baseline share in one bin: the binned KS statistic is within this of the raw-data one."""
-        n = self.summary.present
-        return float(self.summary.counts.max() / n) if n else 0.0
-
 
 @dataclass(frozen=True, slots=True)
 class CategoricalProfile:

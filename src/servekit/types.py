@@ -29,6 +29,8 @@ _V2_TO_NUMPY: dict[str, np.dtype[Any]] = {
 }
 _NUMPY_TO_V2 = {v: k for k, v in _V2_TO_NUMPY.items()}
 V2_DATATYPES = frozenset(_V2_TO_NUMPY)
+# The most dimensions a tensor may have: numpy's limit (NPY_MAXDIMS, 64 since numpy 2.0).
+MAX_DIMS = 64
 
 # TF Serving metadata speaks TensorFlow dtype names.
 _V2_TO_TF = {
@@ -117,6 +119,10 @@ class Signature:
     feature_names: tuple[str, ...] = ()
     # False for handler models that take any JSON-shaped data: the service then skips name/shape checks.
     validate: bool = True
+    # Whether float inputs may hold NaN / ±Infinity. A runtime whose model refuses them (most scikit-learn
+    # estimators) says so here, and such requests are refused as invalid input before they reach the model.
+    allows_nan: bool = True
+    allows_inf: bool = True
 
     def input(self, name: str) -> TensorSpec | None:
         return next((t for t in self.inputs if t.name == name), None)

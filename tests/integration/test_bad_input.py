@@ -7,6 +7,7 @@ test checks the server still answers a good request after the whole set.
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from typing import Any
@@ -41,6 +42,26 @@ def _binary(header: dict[str, Any], payload: bytes, declared_extra: int = 0) -> 
 _BINARY_HEADER = {
     "inputs": [{"name": "X", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}}]
 }
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _npy_header(header: bytes) -> bytes:
+    """A version 1.0 .npy file whose header dict is ``header`` verbatim (padded as numpy pads it)."""
+    text = header + b" " * (-(10 + len(header) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + b"\x00" * 32
+
+
+DEEP = b"[" * 1100 + b"]" * 1100  # deeper than any JSON parser here nests (orjson: 1024, json: recursion limit)
+HUGE_INT = b"9" * 400  # an integer no float holds
+SM_HANDLER = {ATTRS: "tfs-model-name=iris_handler"}
+SM_SK_JSON = {**SM_SK, "Content-Type": "application/json"}
+SM_SK_NPY = {**SM_SK, "Content-Type": "application/x-npy"}
+SK_SIG = "inputs: FP64[-1,4]"
 
 
 def case(id: str, method: str, path: str, status: int, needles: list[str], **request: Any) -> Any:
@@ -607,6 +628,341 @@ CASES = [
     ),
     case("sm-get-on-invocations", "GET", "/invocations", 405, ["GET is not allowed on /invocations"]),
     case("sm-post-on-ping", "POST", "/ping", 405, ["POST is not allowed on /ping"]),
+    # ---- Found by fuzzing: client input that used to raise an unhandled exception (a 500) -------------
+    # a. JSON nested past the parsers' depth limit
+    case(
+        "tf-json-nested-too-deep",
+        "POST",
+        "/v1/models/iris:predict",
+        400,
+        ["request body", "more than 1024 levels deep"],
+        content=b'{"instances": ' + DEEP + b"}",
+    ),
+    case(
+        "tf-json-nested-too-deep-with-nan",  # NaN sends the body to the standard library's parser
+        "POST",
+        "/v1/models/iris:predict",
+        400,
+        ["request body", "too deeply"],
+        content=b'{"x": NaN, "instances": ' + b"[" * 990 + b"]" * 990 + b"}",
+    ),
+    case(
+        "kv2-json-nested-too-deep",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["inference request JSON", "more than 1024 levels deep"],
+        content=b'{"inputs": ' + DEEP + b"}",
+    ),
+    case(
+        "sm-json-nested-too-deep",
+        "POST",
+        "/invocations",
+        400,
+        ["more than 1024 levels deep"],
+        content=DEEP,
+        headers=SM_SK_JSON,
+    ),
+    case(
+        "sm-jsonlines-nested-too-deep",
+        "POST",
+        "/invocations",
+        400,
+        ["JSON Lines body (line 2)", "more than 1024 levels deep"],
+        content=b"[5.1, 3.5, 1.4, 0.2]\n" + DEEP + b"\n",
+        headers={**SM_SK, "Content-Type": "application/jsonlines"},
+    ),
+    case(
+        "tf-lists-deeper-than-a-tensor",
+        "POST",
+        "/v1/models/iris:predict",
+        400,
+        ["nests lists more than 64 levels deep"],
+        json={"instances": json.loads(b"[" * 80 + b"1" + b"]" * 80)},
+    ),
+    # b. integers too big for a float
+    case(
+        "tf-integer-too-big-for-fp32",
+        "POST",
+        "/v1/models/iris:predict",
+        400,
+        ["input 'X' holds a number too large for FP32", IRIS_SIG],
+        content=b'{"instances": [[' + HUGE_INT + b", 3.5, 1.4, 0.2]]}",
+    ),
+    case(
+        "sm-integer-too-big-for-fp64",
+        "POST",
+        "/invocations",
+        400,
+        ["input 'inputs' holds a number too large for FP64", SK_SIG],
+        content=b"[[" + HUGE_INT + b", 3.5, 1.4, 0.2]]",
+        headers=SM_SK_JSON,
+    ),
+    case(
+        "tf-integer-past-python-digit-limit",
+        "POST",
+        "/v1/models/iris:predict",
+        400,
+        ["cannot be parsed", "4300 digits"],
+        content=b'{"instances": [[' + b"9" * 5000 + b", 3.5, 1.4, 0.2]]}",
+    ),
+    case(
+        "kv2-finite-fp64-too-big-for-fp32",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["input 'X' holds values outside the range of FP32", IRIS_SIG],
+        json=_x(datatype="FP64", data=[1e300, 3.5, 1.4, 0.2]),
+    ),
+    # c. CSV the csv module refuses
+    case(
+        "sm-csv-field-over-the-size-limit",
+        "POST",
+        "/invocations",
+        400,
+        ["CSV line 2", "longer than 131072 characters"],
+        content=b"5.1,3.5,1.4,0.2\n" + b"1" * 200_000 + b",3.5,1.4,0.2\n",
+        headers={**SM_SK, "Content-Type": "text/csv"},
+    ),
+    # d. V2 shapes and datatypes of the wrong JSON type
+    case(
+        "kv2-boolean-in-shape",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["shape must be a list of non-negative integers", "[True, 4]"],
+        json=_x(shape=[True, 4]),
+    ),
+    case(
+        "kv2-65-dimensions",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["shape has 65 dimensions", "at most 64"],
+        json=_x(shape=[1] * 61 + [1, 1, 1, 4]),
+    ),
+    case(
+        "kv2-datatype-is-a-list",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["datatype ['FP32'] is not one of", "'FP32'"],
+        json=_x(datatype=["FP32"]),
+    ),
+    case(
+        "kv2-boolean-binary-data-size",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["binary_data_size True"],
+        **_binary(
+            {"inputs": [{"name": "X", "shape": [1, 1], "datatype": "BOOL", "parameters": {"binary_data_size": True}}]},
+            b"\x01",
+        ),
+    ),
+    # e. .npy bodies numpy reads but no model takes, or cannot read
+    case(
+        "sm-npy-void-dtype",
+        "POST",
+        "/invocations",
+        400,
+        ["the .npy array holds |V8 values", "boolean, integer, float or fixed-width string"],
+        content=_npy(np.zeros((1, 4), dtype="V8")),
+        headers=SM_SK_NPY,
+    ),
+    case(
+        "sm-npy-structured-dtype",
+        "POST",
+        "/invocations",
+        400,
+        ["the .npy array holds", "kind 'V'"],
+        content=_npy(np.zeros((1, 4), dtype=[("a", "<f8"), ("b", "<i4")])),
+        headers=SM_SK_NPY,
+    ),
+    case(
+        "sm-npy-negative-shape",
+        "POST",
+        "/invocations",
+        400,
+        ["shape [-1, 4]", "negative dimension"],
+        content=_npy_header(b"{'descr': '<f8', 'fortran_order': False, 'shape': (-1, 4), }"),
+        headers=SM_SK_NPY,
+    ),
+    case(
+        "sm-npy-shape-overflowing-int64",
+        "POST",
+        "/invocations",
+        400,
+        ["shape [4294967296, 4294967296]", "body carries 32 bytes"],
+        content=_npy_header(b"{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"),
+        headers=SM_SK_NPY,
+    ),
+    case(
+        "sm-npy-complex-dtype",
+        "POST",
+        "/invocations",
+        400,
+        ["the .npy array holds complex128 values"],
+        content=_npy(np.zeros((1, 4), dtype=np.complex128)),
+        headers=SM_SK_NPY,
+    ),
+    # f. handler models (inference.py): the body must be text for their input_fn
+    case(
+        "sm-handler-json-not-utf8",
+        "POST",
+        "/invocations",
+        400,
+        ["application/json body is not UTF-8 text (byte 0)"],
+        content=b"\xff\xfe[[5.1, 3.5, 1.4, 0.2]]",
+        headers={**SM_HANDLER, "Content-Type": "application/json"},
+    ),
+    case(
+        "sm-handler-csv-not-utf8",
+        "POST",
+        "/invocations",
+        400,
+        ["text/csv body is not UTF-8 text (byte 4)"],
+        content=b"5.1,\xff,1.4,0.2\n",
+        headers={**SM_HANDLER, "Content-Type": "text/csv"},
+    ),
+    case(
+        "sm-handler-json-nested-too-deep",
+        "POST",
+        "/invocations",
+        400,
+        ["could not decode the body as application/json", "nested too deeply"],
+        content=DEEP,
+        headers={**SM_HANDLER, "Content-Type": "application/json"},
+    ),
+    # g. a lone surrogate ("\ud800" is valid JSON but not UTF-8) quoted in the error message
+    case(
+        "tf-lone-surrogate-signature",
+        "POST",
+        "/v1/models/iris:predict",
+        404,
+        ["no signature '\\ud800'", "signatures: classify, serving_default"],
+        content=b'{"instances": [[5.1, 3.5, 1.4, 0.2]], "signature_name": "\\ud800"}',
+    ),
+    case(
+        "kv2-lone-surrogate-signature",
+        "POST",
+        "/v2/models/iris/infer",
+        404,
+        ["no signature '\\ud800'", "signatures: classify, serving_default"],
+        content=json.dumps({**_x(), "parameters": {"signature_name": "\ud800"}}).encode(),
+    ),
+    case(
+        "sm-lone-surrogate-signature",
+        "POST",
+        "/invocations",
+        404,
+        ["no signature 'x\\ud800'"],
+        content=b'{"instances": [[5.1, 3.5, 1.4, 0.2]], "signature_name": "x\\ud800"}',
+        headers={**SM_IRIS, "Content-Type": "application/json"},
+    ),
+    # h. versions and lengths: ASCII digits of bounded length only
+    case(
+        "tf-superscript-version",
+        "POST",
+        "/v1/models/m/versions/%C2%B2:predict",
+        400,
+        ["version '²'", "non-negative integer"],
+        json={"instances": [GOOD_ROW]},
+    ),
+    case(
+        "tf-5000-digit-version",
+        "POST",
+        "/v1/models/iris/versions/" + "9" * 5000 + ":predict",
+        400,
+        ["version '9999", "non-negative integer"],
+        json={"instances": [GOOD_ROW]},
+    ),
+    case(
+        "sm-superscript-version",
+        "POST",
+        "/invocations",
+        400,
+        ["tfs-model-version", "non-negative integer"],
+        json=[GOOD_ROW],
+        headers={ATTRS: "tfs-model-name=iris,tfs-model-version=²".encode()},
+    ),
+    case(
+        "kv2-superscript-header-length",
+        "POST",
+        "/v2/models/iris/infer",
+        400,
+        ["Inference-Header-Content-Length", "non-negative integer"],
+        content=json.dumps(_x()).encode(),
+        headers={"Inference-Header-Content-Length": "²".encode()},
+    ),
+    # i. data the model cannot take is the client's error (400), not a model failure (500)
+    case(
+        "tf-nan-to-sklearn",
+        "POST",
+        "/v1/models/iris_sklearn:predict",
+        400,
+        ["input 'inputs' holds NaN", "does not accept", SK_SIG],
+        content=b'{"instances": [[NaN, 3.5, 1.4, 0.2]]}',
+    ),
+    case(
+        "sm-infinity-to-sklearn",
+        "POST",
+        "/invocations",
+        400,
+        ["input 'inputs' holds Infinity", "does not accept", SK_SIG],
+        content=b"[[5.1, Infinity, 1.4, 0.2]]",
+        headers=SM_SK_JSON,
+    ),
+    case(
+        "sm-csv-nan-to-sklearn",
+        "POST",
+        "/invocations",
+        400,
+        ["input 'inputs' holds NaN", SK_SIG],
+        content=b"5.1,3.5,1.4,0.2\nnan,3.5,1.4,0.2\n",
+        headers={**SM_SK, "Content-Type": "text/csv"},
+    ),
+    case(
+        "tf-regress-nan-to-sklearn",
+        "POST",
+        "/v1/models/diabetes:regress",
+        400,
+        ["input 'inputs' holds NaN", "inputs: FP64[-1,10]"],
+        content=b'{"examples": [{"x": [NaN, 0, 0, 0, 0, 0, 0, 0, 0, 0]}]}',
+    ),
+    case(
+        "tf-handler-wrong-width",
+        "POST",
+        "/v1/models/iris_handler:predict",
+        400,
+        ["the input has shape [1, 3] but the model takes 4 features per row", "predict_fn raised ValueError"],
+        json={"instances": [[5.1, 3.5, 1.4]]},
+    ),
+    case(
+        "kv2-handler-wrong-width",
+        "POST",
+        "/v2/models/iris_handler/infer",
+        400,
+        ["the input has shape [2, 3] but the model takes 4 features per row"],
+        json={"inputs": [{"name": "inputs", "shape": [2, 3], "datatype": "FP64", "data": [1, 2, 3, 4, 5, 6]}]},
+    ),
+    case(
+        "sm-handler-wrong-width",
+        "POST",
+        "/invocations",
+        400,
+        ["the input has shape [1, 5] but the model takes 4 features per row"],
+        json={"features": [[5.1, 3.5, 1.4, 0.2, 9.9]]},
+        headers=SM_HANDLER,
+    ),
+    case(
+        "tf-handler-nan",
+        "POST",
+        "/v1/models/iris_handler:predict",
+        400,
+        ["the input holds NaN or Infinity, which the model does not accept", "predict_fn raised ValueError"],
+        content=b'{"instances": [[NaN, 3.5, 1.4, 0.2]]}',
+    ),
 ]
 
 
@@ -632,6 +988,28 @@ def test_malformed_request(
     assert isinstance(message, str)
     for needle in needles:
         assert needle in message, f"{needle!r} not in {message!r}"
+
+
+def test_csv_with_cr_only_line_endings_parses(client: TestClient, iris_sklearn: Any) -> None:
+    """Classic Mac line endings (CR alone) and CRLF are rows like LF; the csv module refused CR-only."""
+    rows = np.array([GOOD_ROW, [6.7, 3.0, 5.2, 2.3]])
+    want = iris_sklearn.predict(rows).tolist()
+    for sep in (b"\r", b"\r\n", b"\n"):
+        body = sep.join(b",".join(str(v).encode() for v in row) for row in rows.tolist()) + sep
+        r = client.post("/invocations", content=body, headers={**SM_SK, "Content-Type": "text/csv"})
+        assert r.status_code == 200, (sep, r.text)
+        assert r.json()["predictions"] == want
+
+
+def test_onnx_takes_non_finite_inputs(client: TestClient, iris_onnx: Any) -> None:
+    """ONNX models take NaN/Infinity (onnxruntime computes with them): 200, and NaN results come back as
+    JSON null, exactly what onnxruntime returns for the same input."""
+    r = client.post("/v1/models/iris:predict", content=b'{"instances": [[NaN, 3.5, 1.4, 0.2]]}')
+    assert r.status_code == 200, r.text
+    want = iris_onnx(2, [[np.nan, 3.5, 1.4, 0.2]])
+    (pred,) = r.json()["predictions"]
+    assert pred["label"] == int(want["label"][0])
+    assert pred["probabilities"] == [None if np.isnan(p) else pytest.approx(p) for p in want["probabilities"][0]]
 
 
 def test_server_still_serves_after_the_bad_requests(client: TestClient, iris_sklearn: Any) -> None:

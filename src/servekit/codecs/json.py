@@ -10,6 +10,8 @@ import orjson
 from servekit.errors import invalid
 
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
+# orjson refuses documents nested deeper than this; the standard library would recurse until RecursionError.
+MAX_DEPTH = 1024
 
 
 def loads(body: bytes | str, what: str = "request body") -> Any:
@@ -18,8 +20,9 @@ def loads(body: bytes | str, what: str = "request body") -> Any:
         raise invalid(f"the {what} is empty; expected JSON")
     try:
         return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise invalid(f"the {what} nests JSON arrays/objects more than {MAX_DEPTH} levels deep") from None
     try:
         return json.loads(body)
     except json.JSONDecodeError as exc:
@@ -28,7 +31,26 @@ def loads(body: bytes | str, what: str = "request body") -> Any:
         ) from None
     except UnicodeDecodeError as exc:
         raise invalid(f"the {what} is not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise invalid(f"the {what} nests JSON arrays/objects too deeply to parse") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise invalid(f"the {what} holds a value that cannot be parsed: {exc}") from None
 
 
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, option=_DUMP_OPTS)
+    try:
+        return orjson.dumps(value, option=_DUMP_OPTS)
+    except orjson.JSONEncodeError:
+        # Text from a client may hold lone surrogates ("\ud800" is valid JSON, not valid UTF-8), and error
+        # messages quote client text: write such characters as visible escapes rather than fail.
+        return orjson.dumps(_printable(value), option=_DUMP_OPTS)
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value

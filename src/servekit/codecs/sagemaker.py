@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -57,9 +59,21 @@ def decode_csv(body: bytes) -> npt.NDArray[Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise invalid(f"the CSV body is not UTF-8 text (byte {exc.start})") from None
+    # newline=None: universal newlines, so CR-only (classic Mac) and CRLF bodies split into rows too.
+    reader = csv.reader(io.StringIO(text, newline=None))
+    try:
+        rows = _csv_rows(reader)
+    except csv.Error as exc:
+        raise invalid(f"CSV line {reader.line_num}: {_csv_problem(exc)}") from None
+    if not rows:
+        raise invalid("the CSV body holds no rows")
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _csv_rows(reader: Iterable[list[str]]) -> list[list[float]]:
     rows: list[list[float]] = []
     width = -1
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+    for lineno, row in enumerate(reader, start=1):
         if not row or all(not c.strip() for c in row):
             continue
         try:
@@ -71,9 +85,14 @@ def decode_csv(body: bytes) -> npt.NDArray[Any]:
             raise invalid(f"CSV line {lineno} has {len(values)} columns; line 1 has {width}")
         width = len(values)
         rows.append(values)
-    if not rows:
-        raise invalid("the CSV body holds no rows")
-    return np.asarray(rows, dtype=np.float64)
+    return rows
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    text = str(exc)
+    if text.startswith("field larger than field limit"):
+        return f"a field is longer than {csv.field_size_limit()} characters, the most a CSV field may hold"
+    return text
 
 
 def _is_float(c: str) -> bool:
@@ -94,6 +113,11 @@ def decode_jsonlines(body: bytes) -> list[Any]:
     return values
 
 
+# Element kinds a .npy body may hold: bool, int, uint, float, str, bytes. Structured/void ('V'), complex,
+# datetime and timedelta arrays have no tensor datatype a model takes.
+_NPY_KINDS = "biufUS"
+
+
 def decode_npy(body: bytes) -> npt.NDArray[Any]:
     """One .npy array. The header is checked against the body's size first: ``np.load`` would allocate
     whatever shape a tiny body declares before finding the data missing."""
@@ -104,11 +128,18 @@ def decode_npy(body: bytes) -> npt.NDArray[Any]:
             shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
         else:
             shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+    except (ValueError, TypeError, OSError, EOFError, SyntaxError) as exc:
         raise invalid(f"the body is not a valid .npy array: {exc}") from None
-    needed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if dtype.itemsize else 0
+    if any(d < 0 for d in shape):
+        raise invalid(f"the .npy header declares shape {list(shape)}, which has a negative dimension")
+    needed = math.prod(shape) * dtype.itemsize
     if dtype.hasobject:
         raise invalid("the .npy array holds Python objects; send a numeric or fixed-width string array")
+    if dtype.kind not in _NPY_KINDS:
+        raise invalid(
+            f"the .npy array holds {dtype} values (kind {dtype.kind!r}); send a boolean, integer, float or "
+            "fixed-width string array"
+        )
     if needed > len(body) - stream.tell():
         raise invalid(
             f"the .npy header declares shape {list(shape)} of {dtype} ({needed} bytes) but the body "

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from servekit.errors import invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
-from servekit.types import Signature
+from servekit.types import MAX_DIMS, Signature
 
 
 def _b64(value: Any) -> Any:
@@ -28,12 +28,23 @@ def _b64(value: Any) -> Any:
     return value
 
 
+def _depth(value: Any) -> int:
+    """How deep the first elements of nested lists go (iteratively: the value may be deeply nested)."""
+    depth = 0
+    while isinstance(value, list):
+        depth += 1
+        value = value[0] if value else None
+    return depth
+
+
 def to_array(value: Any, name: str) -> npt.NDArray[Any]:
     """A JSON value (nested lists of numbers, strings, {"b64": ...}) as a numpy array."""
     label = f"input '{name}'" if name else "the input"
     try:
         arr = np.asarray(value)
     except ValueError:
+        if _depth(value) > MAX_DIMS:
+            raise invalid(f"{label} nests lists more than {MAX_DIMS} levels deep, the most a tensor has") from None
         raise invalid(f"{label} is ragged: every row must have the same length") from None
     if arr.dtype == object:
         decoded = _b64(value)

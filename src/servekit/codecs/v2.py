@@ -17,7 +17,7 @@ from servekit.codecs.json import dumps, loads
 from servekit.codecs.params import parse_count
 from servekit.errors import invalid
 from servekit.inference.schema import InferenceResponse
-from servekit.types import V2_DATATYPES, numpy_dtype, v2_datatype
+from servekit.types import MAX_DIMS, V2_DATATYPES, numpy_dtype, v2_datatype
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -72,15 +72,18 @@ def _decode_input(spec: Any, binary: memoryview, offset: int) -> tuple[str, npt.
     if not isinstance(name, str) or not name:
         raise invalid('each input needs a string "name"')
     datatype, shape = spec.get("datatype"), spec.get("shape")
-    if datatype not in V2_DATATYPES:
+    if not isinstance(datatype, str) or datatype not in V2_DATATYPES:  # a list or object is unhashable
         raise invalid(f"input '{name}': datatype {datatype!r} is not one of {sorted(V2_DATATYPES)}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    # JSON true/false parse as Python bools, which are ints: refuse them as dimensions.
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise invalid(f"input '{name}': shape must be a list of non-negative integers, got {shape!r}")
+    if len(shape) > MAX_DIMS:
+        raise invalid(f"input '{name}': shape has {len(shape)} dimensions; a tensor has at most {MAX_DIMS}")
     count = math.prod(shape)
     params = spec.get("parameters") or {}
     size = params.get("binary_data_size") if isinstance(params, dict) else None
     if size is not None:
-        if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+        if type(size) is not int or size < 0 or offset + size > len(binary):
             raise invalid(
                 f"input '{name}': binary_data_size {size!r} runs past the {len(binary)} bytes of "
                 "binary data after the JSON header"

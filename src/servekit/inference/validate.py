@@ -31,24 +31,45 @@ def cast(value: npt.NDArray[Any], spec: TensorSpec, sig: Signature) -> npt.NDArr
             return value.astype(object) if have.kind != "O" else value
         raise _fail(sig, f"input '{spec.name}' must hold strings or bytes ({spec.datatype}), got numbers")
     if have.kind in "USO":
-        if have.kind == "O":  # e.g. a list mixing numbers and None/strings
+        if have.kind == "O":  # e.g. a list mixing numbers and None/strings, or integers too big for int64
             try:
-                return value.astype(want)
+                converted = value.astype(want)
+            except OverflowError:
+                raise _fail(sig, f"input '{spec.name}' holds a number too large for {spec.datatype}") from None
             except (TypeError, ValueError):
                 pass
+            else:
+                return converted
         raise _fail(sig, f"input '{spec.name}' must be numeric ({spec.datatype}), got strings or mixed values")
-    if want.kind == "f":
-        return value if have == want else value.astype(want)
-    if want.kind in "iu":
-        if have.kind == "f":
-            if not np.all(np.isfinite(value)) or not np.all(np.mod(value, 1) == 0):
-                raise _fail(sig, f"input '{spec.name}' must hold integers ({spec.datatype}), got fractions")
-        return value if have == want else value.astype(want)
+    if have.kind not in "biuf":  # complex, datetime, structured (void) arrays, e.g. from a .npy body
+        raise _fail(sig, f"input '{spec.name}' must be numeric ({spec.datatype}), got {have} values")
     if want.kind == "b":
         if have.kind != "b" and not np.all((value == 0) | (value == 1)):
             raise _fail(sig, f"input '{spec.name}' must hold booleans, got other numbers")
         return value.astype(np.bool_)
-    return value.astype(want)
+    if want.kind in "iu":
+        if have.kind == "f" and (not np.all(np.isfinite(value)) or not np.all(np.mod(value, 1) == 0)):
+            raise _fail(sig, f"input '{spec.name}' must hold integers ({spec.datatype}), got fractions")
+        if have.kind in "iuf" and value.size and not np.can_cast(have, want):
+            lo, hi = int(np.iinfo(want).min), int(np.iinfo(want).max)
+            if value.min() < lo or value.max() >= hi + 1:  # hi + 1: float64 rounds 2**63 - 1 up
+                raise _fail(sig, f"input '{spec.name}' holds values outside [{lo}, {hi}], the range of {spec.datatype}")
+        return value.astype(want)
+    try:
+        with np.errstate(over="raise"):  # a finite value too large for the narrower float would become inf
+            return value.astype(want)
+    except FloatingPointError:
+        raise _fail(sig, f"input '{spec.name}' holds values outside the range of {spec.datatype}") from None
+
+
+def _non_finite(value: npt.NDArray[Any], spec: TensorSpec, sig: Signature) -> None:
+    """Refuse NaN / Infinity the signature does not allow: the model would raise, and it is the data's fault."""
+    if np.isfinite(value).all():
+        return
+    if not sig.allows_nan and np.isnan(value).any():
+        raise _fail(sig, f"input '{spec.name}' holds NaN, which this model does not accept; send numbers")
+    if not sig.allows_inf and np.isinf(value).any():
+        raise _fail(sig, f"input '{spec.name}' holds Infinity, which this model does not accept; send finite numbers")
 
 
 def validate_inputs(sig: Signature, given: Mapping[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
@@ -84,4 +105,7 @@ def _check(spec: TensorSpec, value: npt.NDArray[Any], sig: Signature) -> npt.NDA
         raise _fail(sig, f"input '{spec.name}' has shape {_shape(value.shape)}, expected {_shape(spec.shape)}")
     if value.ndim and value.shape[0] == 0:
         raise _fail(sig, f"input '{spec.name}' is empty (0 rows)")
-    return cast(value, spec, sig)
+    out = cast(value, spec, sig)
+    if out.dtype.kind == "f" and not (sig.allows_nan and sig.allows_inf):
+        _non_finite(out, spec, sig)
+    return out

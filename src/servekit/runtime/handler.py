@@ -96,6 +96,38 @@ def _model_raised(where: str, exc: BaseException) -> ServekitError:
     return ServekitError(ErrorCode.MODEL_ERROR, f"the model's {where} raised {type(exc).__name__}: {exc}")
 
 
+def _input_fault(data: Any, model: Any) -> str | None:
+    """What is wrong with ``data`` when it, not the model, explains why ``predict_fn`` raised.
+
+    Handler models take any data, so nothing is refused up front (a handler may reshape or impute); but when
+    ``predict_fn`` fails on a row width the loaded estimator does not take (its ``n_features_in_``), or on
+    NaN/Infinity, the client sent data the model cannot take: a 400, not a model failure.
+    """
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":
+        return None
+    n = getattr(model, "n_features_in_", None)
+    if isinstance(n, int | np.integer) and data.ndim in (1, 2) and data.shape[-1] != n:
+        return f"the input has shape {list(data.shape)} but the model takes {int(n)} features per row"
+    if data.dtype.kind == "f" and not np.isfinite(data).all():
+        return "the input holds NaN or Infinity, which the model does not accept"
+    return None
+
+
+def _predict_failed(data: Any, model: Any, exc: Exception) -> ServekitError:
+    fault = _input_fault(data, model)
+    if fault is None:
+        return _model_raised("predict_fn", exc)
+    return ServekitError(ErrorCode.INVALID_ARGUMENT, f"{fault} (predict_fn raised {type(exc).__name__}: {exc})")
+
+
+def _undecodable(content_type: str, exc: BaseException) -> ServekitError:
+    if isinstance(exc, RecursionError):
+        what = "it is nested too deeply"
+    else:
+        what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+    return ServekitError(ErrorCode.INVALID_ARGUMENT, f"could not decode the body as {content_type}: {what}")
+
+
 def _to_bytes(result: Any, accept: str) -> tuple[bytes, str]:
     body, ctype = result if isinstance(result, tuple) and len(result) == 2 else (result, accept)
     if isinstance(body, str):
@@ -154,7 +186,7 @@ class HandlerServable:
         except ServekitError:
             raise
         except Exception as exc:
-            raise _model_raised("predict_fn", exc) from exc
+            raise _predict_failed(data, self._model, exc) from exc
         if isinstance(result, Mapping):
             return {str(k): np.asarray(v) for k, v in result.items()}
         return {sig.outputs[0].name: np.asarray(result)}
@@ -170,19 +202,39 @@ class HandlerServable:
                 raise _model_raised("transform_fn", exc) from exc
             return _to_bytes(result, accept)
         ct = content_type.split(";")[0].strip().lower()
-        data: Any = body.decode("utf-8") if ct in ("application/json", "text/csv") and self._input_fn else body
-        stage = "input_fn"
+        data: Any = body
+        if ct in ("application/json", "text/csv") and self._input_fn:
+            try:
+                data = body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ServekitError(
+                    ErrorCode.INVALID_ARGUMENT, f"the {ct} body is not UTF-8 text (byte {exc.start})"
+                ) from None
+        if self._input_fn is None:
+            try:
+                decoded = default_input_fn(body, content_type)
+            except ServekitError:
+                raise
+            except Exception as exc:  # our own decoders: whatever they raise, the body was at fault
+                raise _undecodable(content_type, exc) from exc
+        else:
+            try:
+                decoded = _arity_call(self._input_fn, (data, content_type), ctx)
+            except ServekitError:
+                raise
+            except (ValueError, RecursionError, OverflowError) as exc:  # what decoders raise on malformed bodies
+                raise _undecodable(content_type, exc) from exc
+            except Exception as exc:
+                raise _model_raised("input_fn", exc) from exc
+        if self._predict_fn is None:
+            raise ServekitError(ErrorCode.MODEL_ERROR, "inference.py defines no predict_fn")
         try:
-            decoded = (
-                _arity_call(self._input_fn, (data, content_type), ctx)
-                if self._input_fn
-                else default_input_fn(body, content_type)
-            )
-            stage = "predict_fn"
-            if self._predict_fn is None:
-                raise ServekitError(ErrorCode.MODEL_ERROR, "inference.py defines no predict_fn")
             prediction = _arity_call(self._predict_fn, (decoded, self._model), ctx)
-            stage = "output_fn"
+        except ServekitError:
+            raise
+        except Exception as exc:
+            raise _predict_failed(decoded, self._model, exc) from exc
+        try:
             result = (
                 _arity_call(self._output_fn, (prediction, accept), ctx)
                 if self._output_fn
@@ -190,14 +242,8 @@ class HandlerServable:
             )
         except ServekitError:
             raise
-        except ValueError as exc:
-            if stage == "input_fn":  # the default decoders raise ValueError on malformed bodies
-                raise ServekitError(
-                    ErrorCode.INVALID_ARGUMENT, f"could not decode the body as {content_type}: {exc}"
-                ) from exc
-            raise _model_raised(stage, exc) from exc
         except Exception as exc:
-            raise _model_raised(stage, exc) from exc
+            raise _model_raised("output_fn", exc) from exc
         return _to_bytes(result, accept)
 
     def unload(self) -> None:

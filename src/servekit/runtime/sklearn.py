@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,13 @@ class SklearnServable:
                     "regress", inp, (TensorSpec("predictions", "FP64", (-1,)),), REGRESS_METHOD, feature_names=features
                 ),
             )
-        self._signatures = sigs
+        # Most estimators raise on NaN/Infinity; imputing pipelines, HistGradientBoosting, LightGBM and XGBoost
+        # take NaN as "missing". Ask the model itself, once, so such requests are refused as invalid input
+        # (400) before they reach it rather than reported as a model failure.
+        allows_nan, allows_inf = _accepts(estimator, self._n, np.nan), _accepts(estimator, self._n, np.inf)
+        self._signatures = {
+            name: dataclasses.replace(sig, allows_nan=allows_nan, allows_inf=allows_inf) for name, sig in sigs.items()
+        }
 
     @property
     def signatures(self) -> Mapping[str, Signature]:
@@ -93,6 +100,17 @@ class SklearnServable:
 
     def unload(self) -> None:
         self._est = None
+
+
+def _accepts(estimator: Any, n_features: int, value: float) -> bool:
+    """Whether ``estimator.predict`` runs on a row of ``value`` (NaN or Infinity) without raising."""
+    row = np.full((1, n_features), value, dtype=np.float64)
+    try:
+        with np.errstate(all="ignore"):
+            estimator.predict(row)
+    except Exception:
+        return False
+    return True
 
 
 class SklearnRuntime:

@@ -1,4 +1,4 @@
-"""One object through read → split → pack → invoke → ordered write, with scripted invokers and real models."""
+"""ObjectRunner: one object through read → split → pack → invoke → ordered write, with scripted invokers and models."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from servekit.errors import ErrorCode
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.testing.transform import EchoInvoker, FlakyInvoker, ReverseInvoker, recordio, tfrecord
 from servekit.transform.invoke import Invoker, RuntimeInvoker
+from servekit.transform.object_runner import ObjectResult, ObjectRunner, ObjectTask
 from servekit.transform.objects import ERRORS_SUFFIX, InputObject, output_uri
-from servekit.transform.pipeline import ObjectResult, ObjectRunner, ObjectTask
 from servekit.transform.spec import (
     AssembleWith,
     BatchStrategy,

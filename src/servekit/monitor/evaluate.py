@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from servekit.monitor import sagemaker, violations
+from servekit.monitor import statistics_constraints, violations
 from servekit.monitor.alarms import Judgement, Key
 from servekit.monitor.config import MonitorConfig
 from servekit.monitor.profiles import Baseline, CategoricalProfile, Metrics, NumericProfile
@@ -147,7 +147,7 @@ def evaluate(
             errors[name] = f"{type(exc).__name__}: {exc}"
             log.warning("feature %s, window %d: %s", name, window.index, exc)
     found = violations.check(
-        baseline.constraints or sagemaker.constraints(baseline),
+        baseline.constraints or statistics_constraints.constraints(baseline),
         {n: pane.summaries[n] for n in features if n in pane.summaries},
         pane.columns if pane.rows else set(baseline.profiles),
         {n: list(f.exceeded) for n, f in features.items()},

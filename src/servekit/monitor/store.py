@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from servekit.monitor import sagemaker
+from servekit.monitor import statistics_constraints
 from servekit.monitor.profiles import Baseline, CategoricalProfile, NumericProfile, Profile
 from servekit.monitor.schema import Feature, InferredType
 from servekit.monitor.sketch import Binning, CategoricalSummary, NumericSummary
@@ -61,8 +61,8 @@ def save(baseline: Baseline, root: Path) -> Path:
     name = f"v{max(numbers, default=0) + 1:04d}"
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
     contents = {
-        "statistics.json": sagemaker.statistics(baseline),
-        "constraints.json": sagemaker.constraints(baseline),
+        "statistics.json": statistics_constraints.statistics(baseline),
+        "constraints.json": statistics_constraints.constraints(baseline),
         "baseline.json": profiles_json(baseline),
         "thresholds.json": thresholds_json(baseline),
     }

@@ -12,7 +12,7 @@ from servekit.config.models import RuntimeOptions
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.storage.fs import Storage
 from servekit.transform.invoke import HttpInvoker, Invoker, RuntimeInvoker
-from servekit.transform.pipeline import ObjectResult, ObjectTask
+from servekit.transform.object_runner import ObjectResult, ObjectTask
 from servekit.transform.spec import EngineKind, TransformSpec
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from servekit.errors import ConfigError
 from servekit.transform.engine import EngineEvents, RunOptions, intra_op_threads, make_invoker, tune_instance_process
-from servekit.transform.pipeline import ObjectResult, ObjectRunner, ObjectTask
+from servekit.transform.object_runner import ObjectResult, ObjectRunner, ObjectTask
 from servekit.transform.spec import TransformSpec
 from servekit.transform.status import ObjectStatus
 

@@ -17,6 +17,7 @@ from servekit.codecs.sagemaker import media_type
 from servekit.errors import ConfigError
 from servekit.storage import ObjectStorage, Storage
 from servekit.transform.engine import Engine, RunOptions, shard
+from servekit.transform.object_runner import ObjectResult, ObjectTask
 from servekit.transform.objects import (
     ERRORS_SUFFIX,
     InputError,
@@ -26,7 +27,6 @@ from servekit.transform.objects import (
     output_uri,
     overlaps,
 )
-from servekit.transform.pipeline import ObjectResult, ObjectTask
 from servekit.transform.progress import NullProgress, ProgressSink
 from servekit.transform.records import JSON_KINDS
 from servekit.transform.spec import BatchStrategy, EngineKind, SplitType, TransformSpec

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from servekit.transform.pipeline import ObjectResult
+from servekit.transform.object_runner import ObjectResult
 from servekit.transform.status import ObjectStatus
 
 if TYPE_CHECKING:

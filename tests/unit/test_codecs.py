@@ -1,13 +1,15 @@
 import base64
+import io
 import struct
 
 import numpy as np
 import pytest
 
-from servekit.codecs.json import loads
-from servekit.codecs.sagemaker import decode_csv
+from servekit.codecs.json import dumps, loads
+from servekit.codecs.sagemaker import decode_csv, decode_npy
 from servekit.codecs.tfjson import decode_instances, decode_predict, encode_predict, to_array
 from servekit.codecs.v2 import decode_bytes_tensor as _decode_bytes_tensor
+from servekit.codecs.v2 import decode_v2_inputs
 from servekit.codecs.v2 import encode_bytes_tensor as _encode_bytes_tensor
 from servekit.errors import ServekitError
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
@@ -98,3 +100,108 @@ def test_npy_header_declaring_more_than_the_body_is_refused() -> None:
     with pytest.raises(ServekitError, match="declares shape"):
         decode_npy(body)
     assert decode_npy(buf.getvalue()).tolist() == [0.0, 0.0, 0.0]
+
+
+# ---- hardening: what fuzzing found -----------------------------------------------------------------------
+
+
+def test_loads_refuses_json_nested_past_the_depth_limit() -> None:
+    deep = b"[" * 1100 + b"]" * 1100
+    with pytest.raises(ServekitError, match="more than 1024 levels deep"):
+        loads(deep)
+    # NaN sends the body to the standard library's parser, which recurses: its RecursionError is a 400 too.
+    with pytest.raises(ServekitError, match="nests JSON arrays/objects too deeply"):
+        loads(b'{"x": NaN, "y": ' + b"[" * 990 + b"]" * 990 + b"}")
+    assert loads(b"[" * 1000 + b"]" * 1000) is not None  # deep but within the limit parses
+
+
+def test_loads_refuses_integers_python_will_not_convert() -> None:
+    with pytest.raises(ServekitError, match=r"cannot be parsed.*4300 digits"):
+        loads(b"[" + b"9" * 5000 + b"]")
+    assert loads(b"[" + b"9" * 400 + b"]") == [int("9" * 400)]
+
+
+def test_dumps_writes_lone_surrogates_as_escapes() -> None:
+    assert dumps({"error": "no signature '\ud800'"}) == b'{"error":"no signature \'\\\\ud800\'"}'
+    assert dumps({"k\udfff": ["\ud800", 1]}) == b'{"k\\\\udfff":["\\\\ud800",1]}'
+    assert dumps({"ok": "é"}) == '{"ok":"é"}'.encode()
+
+
+@pytest.mark.parametrize("sep", [b"\r", b"\r\n", b"\n"])
+def test_csv_line_endings(sep: bytes) -> None:
+    assert decode_csv(sep.join([b"1,2", b"3,4"]) + sep).tolist() == [[1, 2], [3, 4]]
+    with pytest.raises(ServekitError, match="CSV line 2: 'x' is not a number"):
+        decode_csv(sep.join([b"1,2", b"3,x"]))
+
+
+def test_csv_module_errors_are_invalid_input() -> None:
+    with pytest.raises(ServekitError, match="CSV line 2: a field is longer than 131072 characters"):
+        decode_csv(b"1,2\n" + b"1" * 200_000 + b",2\n")
+    with pytest.raises(ServekitError, match="CSV line 1: ") as info:
+        decode_csv(b'1,"2\x00')  # an unterminated quote at the end of the body
+    assert info.value.code.value == "invalid_argument"
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("arr", "fragment"),
+    [
+        (np.zeros((1, 4), dtype="V8"), "holds |V8 values (kind 'V')"),
+        (np.zeros(2, dtype=[("a", "<f8"), ("b", "<i4")]), "kind 'V'"),
+        (np.zeros(2, dtype=np.complex64), "holds complex64 values"),
+        (np.zeros(2, dtype="datetime64[s]"), "kind 'M'"),
+    ],
+)
+def test_npy_dtypes_no_model_takes_are_refused(arr: np.ndarray, fragment: str) -> None:
+    with pytest.raises(ServekitError, match="send a boolean, integer, float or fixed-width string array") as info:
+        decode_npy(_npy(arr))
+    assert fragment in info.value.message
+
+
+def test_npy_malformed_headers_are_refused() -> None:
+    good = _npy(np.zeros((2, 3)))
+    assert decode_npy(good).shape == (2, 3)
+    with pytest.raises(ServekitError, match=r"shape \[-2, 3\], which has a negative dimension"):
+        decode_npy(good.replace(b"(2, 3)", b"(-2, 3)"))
+    with pytest.raises(ServekitError, match="declares shape"):  # the product overflows int64: no wrap-around
+        decode_npy(good.replace(b"(2, 3), ", b"(4294967296, 4294967296)"))
+    with pytest.raises(ServekitError, match=r"not a valid \.npy array"):
+        decode_npy(good.replace(b"'<f8'", b"'<zz'"))
+
+
+def _v2(**override: object) -> list[object]:
+    return [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [1, 2], **override}]
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"shape": [True, 2]}, "shape must be a list of non-negative integers, got [True, 2]"),
+        ({"shape": [1.0, 2]}, "shape must be a list of non-negative integers"),
+        ({"shape": [1] * 65}, "shape has 65 dimensions; a tensor has at most 64"),
+        ({"datatype": ["FP32"]}, "datatype ['FP32'] is not one of"),
+        ({"datatype": {"t": 1}}, "datatype {'t': 1} is not one of"),
+        ({"parameters": {"binary_data_size": True}}, "binary_data_size True"),
+    ],
+)
+def test_v2_inputs_of_the_wrong_json_type(override: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ServekitError) as info:
+        decode_v2_inputs(_v2(**override), memoryview(b"\x00" * 8))
+    assert fragment in info.value.message
+
+
+def test_v2_sixty_four_dimensions_still_decode() -> None:
+    (arr,) = decode_v2_inputs(_v2(shape=[1] * 63 + [2])).values()
+    assert arr.ndim == 64
+
+
+def test_lists_deeper_than_a_tensor_say_so() -> None:
+    with pytest.raises(ServekitError, match="nests lists more than 64 levels deep"):
+        to_array(loads(b"[" * 70 + b"1" + b"]" * 70), "x")
+    with pytest.raises(ServekitError, match="ragged"):
+        to_array([[1, 2], [3]], "x")

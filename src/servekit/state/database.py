@@ -45,9 +45,12 @@ class StateDB:
         path = database_path(home)
         try:
             home.mkdir(parents=True, exist_ok=True)
-            conn = connect(path, timeout=timeout)
-        except (OSError, sqlite3.Error) as exc:
+        except OSError as exc:
             raise StateError(f"cannot open the servekit home {home}: {exc}") from None
+        try:
+            conn = connect(path, timeout=timeout)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot open the state database {path}: {exc}") from None
         try:
             migrate(conn, migrations, where=str(path), clock=clock)
         except sqlite3.Error as exc:

@@ -10,6 +10,7 @@ from servekit.config.loading import load_model_config_file
 from servekit.config.models import ServerConfig
 from servekit.demo.build import build_demo
 from servekit.protocols.app import build_app
+from servekit.testing.app_client import wait_until_loaded
 
 
 @pytest.fixture(scope="session")
@@ -20,15 +21,9 @@ def demo_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-def wait_ready(client: TestClient, timeout: float = 30.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if client.get("/v2/health/ready").status_code == 200:
-            return
-        time.sleep(0.02)
-    raise AssertionError("server did not become ready")
+def wait_ready(client: TestClient) -> None:
+    """Every configured version has loaded (or failed): waits on the manager, not on a clock."""
+    wait_until_loaded(client)
 
 
 @pytest.fixture(scope="session")

@@ -48,8 +48,9 @@ def test_sampled_capture(server_factory: Any, tmp_path: Path, percentage: int, l
     assert parts == {("iris", "1")}
     assert not list(dest.rglob("*.tmp"))
     first = recs[0]["captureData"]
-    assert json.loads(first["endpointInput"]["data"]) == {"instances": [ROW]}
-    assert "predictions" in json.loads(first["endpointOutput"]["data"])
+    (x,) = json.loads(first["endpointInput"]["data"])["inputs"]  # the tensor the model got, as V2 JSON
+    assert x["name"] == "X" and x["shape"] == [1, 4] and x["data"] == pytest.approx(ROW)
+    assert {o["name"] for o in json.loads(first["endpointOutput"]["data"])["outputs"]}
 
 
 def test_captured_traffic_is_read_by_the_monitor(server_factory: Any, tmp_path: Path) -> None:

@@ -93,9 +93,7 @@ def per_worker(metrics_dir: Path, pid: int) -> dict[tuple[str, frozenset[tuple[s
 
 def ok_count(metrics_dir: Path, pid: int) -> float:
     samples = per_worker(metrics_dir, pid)
-    return sum(
-        v for (n, ls), v in samples.items() if n == "servekit_requests_total" and dict(ls).get("status") == "200"
-    )
+    return sum(v for (n, ls), v in samples.items() if n == "servekit_requests_total" and dict(ls).get("status") == "OK")
 
 
 def available(metrics_dir: Path, pid: int) -> bool:

@@ -114,13 +114,13 @@ def test_servekit_requests_total_by_protocol(client: TestClient) -> None:
     _good_requests(client)
     after = scrape(client)
     for protocol in protocols:
-        got = total(after, name, model="iris", protocol=protocol, status="200", version="2")
-        assert got == total(before, name, model="iris", protocol=protocol, status="200", version="2") + 1, protocol
+        got = total(after, name, model="iris", protocol=protocol, status="OK", version="2")
+        assert got == total(before, name, model="iris", protocol=protocol, status="OK", version="2") + 1, protocol
     r = client.post("/invocations", json=[[1, 2]], headers=SM_IRIS)
     assert r.status_code == 400
     bad = scrape(client)
-    assert total(bad, name, model="iris", protocol="sagemaker", status="400") == (
-        total(after, name, model="iris", protocol="sagemaker", status="400") + 1
+    assert total(bad, name, model="iris", protocol="sagemaker", status="INVALID_ARGUMENT") == (
+        total(after, name, model="iris", protocol="sagemaker", status="INVALID_ARGUMENT") + 1
     )
 
 

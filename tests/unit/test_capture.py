@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from servekit.capture.record import capture_record, partition
@@ -64,7 +65,7 @@ def test_writer_publishes_whole_files_on_close(tmp_path: Path) -> None:
     w = CaptureWriter(CaptureConfig(destination=str(tmp_path), flush_seconds=3600), now=lambda: WHEN)
     w.start()
     for _ in range(7):
-        assert w.offer("iris", 2, "application/json", JSON_IN, "application/json", JSON_OUT)
+        assert w.offer_bytes("iris", 2, "application/json", JSON_IN, "application/json", JSON_OUT)
     w.close()
     files = list(tmp_path.rglob("*.jsonl"))
     assert len(files) == 1
@@ -78,7 +79,7 @@ def test_modes(tmp_path: Path) -> None:
     cfg = CaptureConfig(destination=str(tmp_path), capture_output=False)
     w = CaptureWriter(cfg, now=lambda: WHEN)
     w.start()
-    w.offer("m", 1, "application/json", JSON_IN, "application/json", JSON_OUT)
+    w.offer_bytes("m", 1, "application/json", JSON_IN, "application/json", JSON_OUT)
     w.close()
     (rec,) = records(tmp_path)
     assert set(rec["captureData"]) == {"endpointInput"}  # type: ignore[arg-type]
@@ -88,7 +89,7 @@ def test_sampling_is_binomial(tmp_path: Path) -> None:
     w = CaptureWriter(CaptureConfig(destination=str(tmp_path), sampling_percentage=10, seed=7), now=lambda: WHEN)
     w.start()
     n = 5000
-    kept = sum(w.offer("m", 1, "application/json", JSON_IN, None, None) for _ in range(n))
+    kept = sum(w.offer_bytes("m", 1, "application/json", JSON_IN, "application/json", JSON_OUT) for _ in range(n))
     w.close()
     # 10% of 5000 = 500, sd = sqrt(5000 * 0.1 * 0.9) ~ 21: five sd either side
     assert 395 <= kept <= 605
@@ -99,7 +100,7 @@ def test_sampling_is_binomial(tmp_path: Path) -> None:
 def test_full_buffer_drops_and_counts_without_blocking(tmp_path: Path) -> None:
     w = CaptureWriter(CaptureConfig(destination=str(tmp_path), buffer_records=10), now=lambda: WHEN)
     # not started: nothing drains, so the buffer fills and further offers are refused at once
-    results = [w.offer("m", 1, "application/json", JSON_IN, None, None) for _ in range(25)]
+    results = [w.offer_bytes("m", 1, "application/json", JSON_IN, "application/json", JSON_OUT) for _ in range(25)]
     assert results.count(True) == 10
     assert w.dropped == 15
     w.start()
@@ -167,7 +168,29 @@ def test_a_failed_publish_neither_kills_capture_nor_hangs_close(
     assert w.dropped == 1 and w.captured == 0
     w.start()
     for _ in range(3):
-        assert w.offer("m", 1, "application/json", JSON_IN, None, None)
+        assert w.offer_bytes("m", 1, "application/json", JSON_IN, "application/json", JSON_OUT)
     w.close(timeout=10)
     assert not w._thread.is_alive()
     assert len(records(tmp_path)) == 3  # the thread lived on and published the rest
+
+
+def test_tensors_are_captured_as_v2_json_that_the_monitor_reads(tmp_path: Path) -> None:
+    from servekit.monitor.capture import decode_record
+
+    w = CaptureWriter(CaptureConfig(destination=str(tmp_path)), now=lambda: WHEN)
+    w.start()
+    x = np.array([[1.5, 2.0], [3.0, 4.25]], dtype=np.float32)
+    names = np.array([b"a", b"b"], dtype=object)
+    assert w.offer_tensors("m", 3, {"X": x}, {"label": np.array([1, 0], dtype=np.int64), "name": names})
+    w.close()
+    (line,) = [ln for f in tmp_path.rglob("*.jsonl") for ln in f.read_text().splitlines()]
+    record = json.loads(line)
+    inp = json.loads(record["captureData"]["endpointInput"]["data"])
+    assert inp == {"inputs": [{"name": "X", "datatype": "FP32", "shape": [2, 2], "data": [1.5, 2.0, 3.0, 4.25]}]}
+    out = json.loads(record["captureData"]["endpointOutput"]["data"])
+    assert out["outputs"] == [
+        {"name": "label", "datatype": "INT64", "shape": [2], "data": [1, 0]},
+        {"name": "name", "datatype": "BYTES", "shape": [2], "data": ["a", "b"]},
+    ]
+    _, rows = decode_record(line)  # type: ignore[misc]
+    assert rows == [[1.5, 2.0], [3.0, 4.25]]

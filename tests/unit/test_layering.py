@@ -1,48 +1,68 @@
-"""Lower layers never import higher ones (DESIGN.md §1)."""
+"""The layering contract (DESIGN.md §1), exact: which package may import which, no cycles inside a package, and
+the fronts-free core stays free of HTTP even through indirect imports."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "servekit"
 
-# Rank of each top-level part; a module may import only parts of lower or equal rank.
-RANK = {
-    "_version": 0,
-    "errors": 0,
-    "types": 0,
-    "_utils": 0,
-    "config": 0,
-    "storage": 1,
-    "state": 1,
-    "repository": 2,
-    "runtime": 3,
-    "serving": 4,
-    "batching": 5,
-    "inference": 6,
-    "codecs": 7,
-    "observability": 7,
-    "capture": 7,
-    "protocols": 8,
-    "testing": 8,
-    "demo": 9,
-    "monitor": 9,
-    "bench": 9,
-    "transform": 9,
-    "cli": 10,
-    "__init__": 10,
+BASE = frozenset({"_version", "errors", "types", "_utils"})
+_CORE = BASE | {"config", "storage", "repository", "runtime", "serving", "batching", "inference"}
+
+# Every package and the packages it may import (besides itself). A new package gets a row here on purpose;
+# equal "rank" is no licence: two packages import each other only if both rows say so (none do).
+ALLOWED: dict[str, frozenset[str]] = {
+    "_version": frozenset(),
+    "errors": frozenset(),
+    "types": frozenset({"errors"}),
+    "_utils": frozenset({"errors"}),
+    "config": BASE,
+    "storage": BASE | {"config"},
+    "state": BASE | {"config"},
+    "repository": BASE | {"config", "storage"},
+    "runtime": BASE | {"config", "storage"},
+    "serving": BASE | {"config", "runtime"},
+    "batching": BASE | {"config", "runtime"},
+    "inference": BASE | {"config", "runtime", "serving", "batching"},
+    # Wire formats: pure functions over the inference schema; no server, no route, no model manager.
+    "codecs": BASE | {"inference"},
+    "observability": BASE | {"serving", "batching", "inference"},
+    "capture": BASE | {"config", "storage", "codecs", "inference"},
+    # The serving core: everything a serving process needs except its fronts.
+    "server": _CORE | {"codecs", "observability", "capture"},
+    # Protocol fronts mount on the core.
+    "protocols": _CORE | {"codecs", "observability", "server"},
+    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state"},
+    "demo": BASE | {"config", "codecs"},
+    "monitor": BASE | {"config", "storage", "state", "codecs", "capture"},
+    "bench": BASE | {"config", "codecs"},
+    "transform": _CORE | {"codecs", "state"},
+    "__init__": BASE,
 }
+ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package
 
 
-def _part(module: str) -> str:
+def _package(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def _own_package(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    if len(rel.parts) == 1:
+        return rel.stem if rel.stem != "__init__" else "__init__"
+    return rel.parts[0]
+
+
 def _imports(path: Path) -> list[str]:
+    """Absolute ``servekit.*`` imports of a file (also those inside functions and TYPE_CHECKING blocks)."""
     tree = ast.parse(path.read_text())
     found = []
     for node in ast.walk(tree):
@@ -53,31 +73,122 @@ def _imports(path: Path) -> list[str]:
     return [m for m in found if m == "servekit" or m.startswith("servekit.")]
 
 
+def violations(path: Path, own: str) -> list[str]:
+    """What ``path`` (in package ``own``) imports that the table does not allow."""
+    allowed = ALLOWED.get(own)
+    if allowed is None:
+        return [f"package {own!r} has no row in ALLOWED"]
+    bad = []
+    for imported in _imports(path):
+        target = _package(imported)
+        if target != own and target not in allowed:
+            bad.append(f"{own} imports {imported} ({target}), which its row does not allow")
+    return bad
+
+
 def _modules() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
-def test_imports_point_down(path: Path) -> None:
-    rel = path.relative_to(SRC)
-    own = rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 or rel.stem != "__init__" else "__init__"
-    assert own in RANK, f"{rel}: add its package to RANK in this test"
-    for imported in _imports(path):
-        target = _part(imported)
-        assert target in RANK, f"{rel} imports {imported}: unknown part"
-        assert RANK[target] <= RANK[own], f"{rel} ({own}) imports {imported} ({target}), a higher layer"
+def test_imports_follow_the_table(path: Path) -> None:
+    assert violations(path, _own_package(path)) == []
 
 
-def test_inference_core_knows_no_http() -> None:
-    for layer in ("serving", "inference", "runtime", "repository", "storage"):
-        for path in (SRC / layer).rglob("*.py"):
-            text = path.read_text()
-            for banned in ("starlette", "uvicorn", "httpx", "fastapi"):
-                assert f"import {banned}" not in text and f"from {banned}" not in text, f"{path} uses {banned}"
+def test_every_package_has_a_row() -> None:
+    packages = {_own_package(p) for p in _modules()}
+    assert packages - set(ALLOWED) == set()
 
 
-def test_layering_detects_a_violation(tmp_path: Path) -> None:
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def cycles(package_dir: Path, root: Path = SRC.parent) -> list[list[str]]:
+    """Import cycles between the modules of one package (every import counts, TYPE_CHECKING ones too)."""
+    mods = {_module_name(p, root): p for p in package_dir.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        for imported in _imports(path):
+            # ``from servekit.x import y`` may name a module y or an attribute of x
+            for candidate in (imported, imported.rsplit(".", 1)[0]):
+                if candidate in mods and candidate != name and not mods[candidate].name == "__init__.py":
+                    graph[name].add(candidate)
+                    break
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(mods):
+        if node not in state:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists()))
+def test_no_import_cycles_inside_a_package(package: str) -> None:
+    assert cycles(SRC / package) == []
+
+
+def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("from servekit.protocols.app import build_app\n")
-    assert _imports(bad) == ["servekit.protocols.app"]
-    assert RANK[_part("servekit.protocols.app")] > RANK["serving"]
+    bad.write_text("from servekit.protocols.app import build_app\nimport servekit.server.core\n")
+    assert len(violations(bad, "serving")) == 2
+    assert violations(bad, "cli") == []
+    assert violations(bad, "nowhere") == ["package 'nowhere' has no row in ALLOWED"]
+    pkg = tmp_path / "servekit" / "loop"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from servekit.loop.b import B\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from servekit.loop.a import A\n"
+    )
+    (pkg / "c.py").write_text("from servekit.loop import a\n")
+    assert cycles(pkg, tmp_path) == [["servekit.loop.a", "servekit.loop.b", "servekit.loop.a"]]
+
+
+def _imported_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(out.stdout.split())
+
+
+HTTP = {"starlette", "uvicorn", "httpx", "fastapi", "h11", "httptools"}
+
+
+def test_the_serving_core_builds_without_http() -> None:
+    """A gRPC front (or a test) can take the core without Starlette: build one and look at sys.modules."""
+    loaded = _imported_after(
+        "from servekit.config.models import ServerConfig\n"
+        "from servekit.server.core import ServingCore\n"
+        "core = ServingCore(ServerConfig(models=()))\n"
+        "core.threads.shutdown()"
+    )
+    assert "servekit.server.core" in loaded
+    assert loaded & HTTP == set()
+
+
+def test_transform_and_monitor_load_no_http_server() -> None:
+    loaded = _imported_after(
+        "import servekit.transform.job, servekit.transform.invoke, servekit.transform.engine_local\n"
+        "import servekit.monitor.run"
+    )
+    assert "servekit.transform.invoke" in loaded
+    assert loaded & (HTTP | {"servekit.protocols"}) == set()

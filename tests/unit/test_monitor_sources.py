@@ -165,10 +165,9 @@ def test_reads_what_servekit_capture_writes(tmp_path: Path) -> None:
     times = iter([datetime(2026, 11, 30, 10, 5, tzinfo=UTC), datetime(2026, 11, 30, 11, 7, 30, tzinfo=UTC)])
     writer = CaptureWriter(CaptureConfig(destination=str(tmp_path)), now=lambda: next(times))
     writer.start()
-    assert writer.offer(
-        "iris", 1, "application/json", b'{"instances": [[1.0, 2.0], [3.0, 4.0]]}', "application/json", b"{}"
-    )
-    assert writer.offer("iris", 1, "text/csv", b"5,6\n", "text/csv", b"0\n")
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    assert writer.offer_tensors("iris", 1, {"X": x}, {"y": np.array([0, 1])})
+    assert writer.offer_bytes("iris", 1, "text/csv", b"5,6\n", "text/csv", b"0\n")
     writer.close()
     batches = list(read(str(tmp_path), columns=("a", "b")))
     values = sorted(str(v) for b in batches for v in b.table.column("a").to_pylist())

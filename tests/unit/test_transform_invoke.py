@@ -22,7 +22,7 @@ from servekit.errors import ErrorCode, ServekitError
 from servekit.inference.schema import InferenceResponse
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.testing.transform import FlakyInvoker
-from servekit.transform.invoke import HttpInvoker, RuntimeInvoker, invoke_with_retries
+from servekit.transform.invoke import HttpInvoker, RuntimeInvoker, call_with_retries
 from servekit.types import Signature, TensorSpec
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.2, 2.9, 4.3, 1.3], [7.7, 3.0, 6.1, 2.3]]
@@ -74,18 +74,18 @@ def test_in_process_errors_carry_codes(demo_repo: Path) -> None:
 def test_transient_failures_are_retried_with_backoff() -> None:
     waits: list[float] = []
     flaky = FlakyInvoker(failures=3)
-    assert invoke_with_retries(flaky, b"a\n", "text/csv", "text/csv", 3, waits.append) == b"a\n"
+    assert call_with_retries(lambda: flaky.invoke(b"a\n", "text/csv", "text/csv"), 3, waits.append) == b"a\n"
     assert flaky.calls == 4 and waits == [0.1, 0.2, 0.4]
     exhausted = FlakyInvoker(failures=5)
     with pytest.raises(ServekitError, match="after 4 attempts"):
-        invoke_with_retries(exhausted, b"a\n", "text/csv", "text/csv", 3, waits.append)
+        call_with_retries(lambda: exhausted.invoke(b"a\n", "text/csv", "text/csv"), 3, waits.append)
     assert exhausted.calls == 4
 
 
 def test_client_errors_are_not_retried() -> None:
     bad = FlakyInvoker(failures=1, code=ErrorCode.INVALID_ARGUMENT)
     with pytest.raises(ServekitError):
-        invoke_with_retries(bad, b"a\n", "text/csv", "text/csv", 3, lambda s: None)
+        call_with_retries(lambda: bad.invoke(b"a\n", "text/csv", "text/csv"), 3, lambda s: None)
     assert bad.calls == 1
 
 
@@ -135,11 +135,11 @@ def test_http_invoker_posts_to_invocations_and_retries(server: tuple[str, Script
     url, script = server
     invoker = HttpInvoker(url, timeout_s=5)
     script.statuses = [503, 500]
-    assert invoke_with_retries(invoker, b"abc", "text/csv", "text/csv", 3, lambda s: None) == b"ABC"
+    assert call_with_retries(lambda: invoker.invoke(b"abc", "text/csv", "text/csv"), 3, lambda s: None) == b"ABC"
     assert [s[0] for s in script.seen] == ["/invocations"] * 3 and script.seen[0][1] == "text/csv"
     script.statuses = [400]
     with pytest.raises(ServekitError) as bad:
-        invoke_with_retries(invoker, b"abc", "text/csv", "text/csv", 3, lambda s: None)
+        call_with_retries(lambda: invoker.invoke(b"abc", "text/csv", "text/csv"), 3, lambda s: None)
     assert bad.value.code is ErrorCode.INVALID_ARGUMENT and "answered 400: nope" in bad.value.message
     assert len(script.seen) == 4  # no retry of a client error
     invoker.close()

@@ -1,11 +1,25 @@
-"""One captured exchange in SageMaker's data-capture JSON shape."""
+"""One captured exchange in SageMaker's data-capture JSON shape: the one definition of the record format
+(``servekit.testing.capture_files`` builds its fixtures with it; ``servekit.monitor`` reads it).
+
+Tensor models are captured as the named tensors the model was given and gave back, whatever protocol carried
+them: ``application/json`` KServe V2 documents (``{"inputs": [{"name", "datatype", "shape", "data"}]}`` and
+``{"outputs": [...]}``). Models that decode their own bodies (``inference.py``) are captured byte for byte."""
 
 from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servekit.codecs.json import dumps
+from servekit.types import v2_datatype
+
+TENSOR_CONTENT_TYPE = "application/json"
 
 _TEXT_TYPES = {"application/json": "JSON", "application/jsonlines": "JSON", "text/csv": "CSV"}
 
@@ -48,3 +62,17 @@ def partition(model: str, version: int, when: datetime) -> str:
     """``<model>/<version>/yyyy/mm/dd/hh``: SageMaker's hourly layout under the destination."""
     t = when.astimezone(UTC)
     return f"{model}/{version}/{t:%Y/%m/%d/%H}"
+
+
+def tensors_body(key: str, tensors: Mapping[str, npt.NDArray[Any]]) -> bytes:
+    """``{key: [V2 tensor, ...]}`` as JSON bytes (``key`` is "inputs" or "outputs")."""
+    entries = []
+    for name, arr in tensors.items():
+        arr = np.asarray(arr)
+        datatype = v2_datatype(arr.dtype)
+        if datatype == "BYTES":
+            data: Any = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in arr.ravel().tolist()]
+        else:
+            data = np.ascontiguousarray(arr).ravel()
+        entries.append({"name": name, "datatype": datatype, "shape": list(arr.shape), "data": data})
+    return dumps({key: entries})

@@ -14,16 +14,17 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import fsspec
+import numpy.typing as npt
 import orjson
 
-from servekit.capture.record import capture_record, partition
+from servekit.capture.record import TENSOR_CONTENT_TYPE, capture_record, partition, tensors_body
 from servekit.config.models import CaptureConfig
 
 log = logging.getLogger(__name__)
@@ -31,13 +32,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class _Item:
+    """One exchange waiting for the writer thread: bytes as they were, or tensors encoded there."""
+
     when: datetime
     model: str
     version: int
     input_type: str | None
-    input_body: bytes | None
+    input_body: bytes | Mapping[str, npt.NDArray[Any]] | None
     output_type: str | None
-    output_body: bytes | None
+    output_body: bytes | Mapping[str, npt.NDArray[Any]] | None
+
+
+def _body(key: str, value: bytes | Mapping[str, npt.NDArray[Any]] | None) -> bytes | None:
+    return tensors_body(key, value) if isinstance(value, Mapping) else value
 
 
 @dataclass(slots=True)
@@ -77,16 +84,31 @@ class CaptureWriter:
             self._started = True
             self._thread.start()
 
-    def offer(
+    def offer_tensors(
         self,
         model: str,
         version: int,
-        input_type: str | None,
-        input_body: bytes | None,
-        output_type: str | None,
-        output_body: bytes | None,
+        inputs: Mapping[str, npt.NDArray[Any]],
+        outputs: Mapping[str, npt.NDArray[Any]],
     ) -> bool:
-        """Called on the request path: sample, then hand over without blocking. True if queued."""
+        """Called on the request path: sample, then hand the tensors over without encoding or blocking."""
+        return self._offer(model, version, TENSOR_CONTENT_TYPE, inputs, TENSOR_CONTENT_TYPE, outputs)
+
+    def offer_bytes(
+        self, model: str, version: int, input_type: str, input_body: bytes, output_type: str, output_body: bytes
+    ) -> bool:
+        """Called on the request path: sample, then hand the bodies over without blocking."""
+        return self._offer(model, version, input_type, input_body, output_type, output_body)
+
+    def _offer(
+        self,
+        model: str,
+        version: int,
+        input_type: str,
+        input_body: bytes | Mapping[str, npt.NDArray[Any]],
+        output_type: str,
+        output_body: bytes | Mapping[str, npt.NDArray[Any]],
+    ) -> bool:
         if self.cfg.sampling_percentage < 100.0 and self._rng.random() * 100.0 >= self.cfg.sampling_percentage:
             self.sampled_out += 1
             return False
@@ -141,7 +163,13 @@ class CaptureWriter:
         if f is None:
             f = self._open_file(part, item.when)
             self._open[part] = f
-        record = capture_record(item.when, item.input_type, item.input_body, item.output_type, item.output_body)
+        in_body = (
+            item.input_body if not isinstance(item.input_body, Mapping) else tensors_body("inputs", item.input_body)
+        )
+        out_body = (
+            item.output_body if not isinstance(item.output_body, Mapping) else tensors_body("outputs", item.output_body)
+        )
+        record = capture_record(item.when, item.input_type, in_body, item.output_type, out_body)
         f.handle.write(orjson.dumps(record) + b"\n")
         f.records += 1
         self.captured += 1

@@ -16,7 +16,15 @@ import yaml
 
 from servekit.errors import ConfigError
 
-transform_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+transform_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=(
+        "Batch transform jobs with SageMaker's semantics: run (or resume) a job, show one, list them.\n\n"
+        "Exit codes of run: 0 Completed, 3 CompletedWithErrors (failed records in *.out.errors.jsonl), 1 Failed, "
+        "130 Stopped (Ctrl-C; run it again to resume), 2 bad flags or spec."
+    ),
+)
 
 HomeOpt = Annotated[Path | None, typer.Option("--home", help="servekit home (default $SERVEKIT_HOME or ./.servekit).")]
 _EXIT = {"Completed": 0, "CompletedWithErrors": 3, "Failed": 1, "Stopped": 130}
@@ -135,8 +143,8 @@ def run(
     """Run a batch transform job, or resume one with the same name."""
     from rich.console import Console
 
+    from servekit.cli.transform_display import RichProgress, summary_text
     from servekit.transform import JobConflict, JobStore, RunOptions, run_job, spec_from_request
-    from servekit.transform.progress import RichProgress, summary_text
     from servekit.transform.spec import EngineKind
 
     try:
@@ -198,8 +206,8 @@ def status(
     """Show one job: its status, counts and every finished object."""
     from rich.console import Console
 
+    from servekit.cli.transform_display import job_table
     from servekit.transform import JobStore, spec_to_request
-    from servekit.transform.progress import job_table
 
     try:
         with JobStore(_home(home)) as store:
@@ -248,8 +256,8 @@ def list_jobs(
     """List transform jobs, oldest first."""
     from rich.console import Console
 
+    from servekit.cli.transform_display import jobs_table
     from servekit.transform import JobStore
-    from servekit.transform.progress import jobs_table
 
     try:
         with JobStore(_home(home)) as store:

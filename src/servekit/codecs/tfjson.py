@@ -197,3 +197,18 @@ def encode_classify(resp: InferenceResponse) -> dict[str, Any]:
 def encode_regress(resp: InferenceResponse) -> dict[str, Any]:
     values = next(iter(resp.outputs.values()))
     return {"results": [float(v) for v in np.asarray(values).reshape(-1).tolist()]}
+
+
+class ExamplesPayload:
+    """A ``:classify``/``:regress`` body: its examples become tensors only once the signature is chosen (the
+    feature order comes from the signature); a :class:`~servekit.inference.schema.Payload`."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    def signature_name(self) -> str | None:
+        name = self._body.get("signature_name") if isinstance(self._body, dict) else None
+        return name if isinstance(name, str) else None
+
+    def tensors(self, sig: Signature) -> dict[str, npt.NDArray[Any]]:
+        return decode_examples(self._body, sig)

@@ -1,12 +1,22 @@
-"""Interfaces the inference layer calls outward; observability implements them, the entry point wires them."""
+"""Interfaces the inference layer calls outward; observability and capture implement them, the core wires them."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy.typing as npt
+
+from servekit.errors import ErrorCode
 
 
 class RequestObserver(Protocol):
-    def on_request(self, *, model: str, version: str, api: str, protocol: str, status: int, seconds: float) -> None: ...
+    """Told every request a protocol front answered: ``code`` is None for success, else the neutral error code
+    (each front maps codes to its own statuses; metrics stay the same for REST and gRPC)."""
+
+    def on_request(
+        self, *, model: str, version: str, api: str, protocol: str, code: ErrorCode | None, seconds: float
+    ) -> None: ...
 
 
 class InferenceObserver(Protocol):
@@ -18,12 +28,18 @@ class InferenceObserver(Protocol):
 class CaptureSink(Protocol):
     """Takes one served exchange for data capture; must never block (sample, then hand over or drop)."""
 
-    def offer(
+    def offer_tensors(
         self,
         model: str,
         version: int,
-        input_type: str | None,
-        input_body: bytes | None,
-        output_type: str | None,
-        output_body: bytes | None,
-    ) -> bool: ...
+        inputs: Mapping[str, npt.NDArray[Any]],
+        outputs: Mapping[str, npt.NDArray[Any]],
+    ) -> bool:
+        """The named tensors the model was given and gave back (as validated and cast, whatever the protocol)."""
+        ...
+
+    def offer_bytes(
+        self, model: str, version: int, input_type: str, input_body: bytes, output_type: str, output_body: bytes
+    ) -> bool:
+        """A body a model decoded itself (SageMaker ``inference.py``) and its answer, as they were."""
+        ...

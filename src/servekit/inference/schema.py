@@ -3,20 +3,44 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import numpy.typing as npt
 
-from servekit.types import PREDICT_METHOD
+from servekit.types import PREDICT_METHOD, Signature
 
 # Key an adapter uses when the wire format names no input (a bare tensor for a one-input signature).
 ONLY_INPUT = ""
+
+Tensors: TypeAlias = dict[str, npt.NDArray[Any]]
+
+
+class Payload(Protocol):
+    """A request body whose tensors depend on the signature the leased version offers (TF ``:classify``
+    examples, a SageMaker body that may name its signature). Decoded only once the version is chosen, so one
+    request takes one lease and chooses its signature once."""
+
+    def signature_name(self) -> str | None: ...
+
+    def tensors(self, sig: Signature) -> Tensors: ...
+
+
+Inputs: TypeAlias = Tensors | Payload
+
+
+@dataclass(frozen=True, slots=True)
+class RawBody:
+    """A body as it came (SageMaker ``/invocations``), for models that decode their own (``inference.py``)."""
+
+    body: bytes
+    content_type: str
+    accept: str
 
 
 @dataclass(slots=True)
 class InferenceRequest:
     model: str
-    inputs: dict[str, npt.NDArray[Any]]
+    inputs: Inputs
     version: int | None = None
     label: str | None = None
     signature: str | None = None
@@ -24,6 +48,7 @@ class InferenceRequest:
     outputs: tuple[str, ...] | None = None  # None = all outputs of the signature
     id: str = ""
     timeout: float | None = None  # seconds a request may wait in a batch queue
+    raw: RawBody | None = None  # given to a model that takes raw bodies instead of ``inputs``
 
 
 @dataclass(slots=True)
@@ -42,3 +67,4 @@ class InferenceResponse:
     class_labels: tuple[str, ...] = ()
     timings: Timings = field(default_factory=Timings)
     id: str = ""
+    raw: tuple[bytes, str] | None = None  # (body, content type) from a model that answered a RawBody itself

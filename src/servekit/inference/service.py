@@ -1,21 +1,24 @@
-"""The protocol-neutral inference service: resolve, validate, lease, run on a worker thread, answer."""
+"""The protocol-neutral inference service: resolve, validate, lease, run on a worker thread, answer.
+
+Protocol fronts talk only to this service: inference, metadata, readiness and status. One request takes one
+lease and chooses its signature once, so a hot swap cannot split it across two versions.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from servekit._utils.threads import ModelThreads
 from servekit.batching.scheduler import BatchScheduler
-from servekit.errors import ErrorCode, ServekitError, invalid, not_found
-from servekit.inference.ports import InferenceObserver
-from servekit.inference.schema import InferenceRequest, InferenceResponse, Timings
-from servekit.inference.validate import validate_inputs
+from servekit.errors import not_found
+from servekit.inference.call import model_failure, prepare
+from servekit.inference.ports import CaptureSink, InferenceObserver
+from servekit.inference.schema import InferenceRequest, InferenceResponse, RawBody, Timings
 from servekit.runtime.base import RawInvocable
-from servekit.serving.manager import ModelManager, VersionStatus
-from servekit.types import DEFAULT_SIGNATURE, PREDICT_METHOD, Signature
+from servekit.serving.manager import Lease, ModelManager, VersionStatus
+from servekit.types import Signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,24 +30,6 @@ class ModelMetadata:
     versions: tuple[int, ...]
 
 
-def pick_signature(signatures: Mapping[str, Signature], name: str | None, method: str, model: str) -> Signature:
-    if name:
-        sig = signatures.get(name)
-        if sig is None:
-            listing = ", ".join(sorted(signatures))
-            raise not_found(f"model '{model}' has no signature '{name}'; signatures: {listing}")
-    elif method == PREDICT_METHOD:
-        sig = signatures.get(DEFAULT_SIGNATURE) or next(iter(signatures.values()))
-    else:
-        sig = next((s for s in signatures.values() if s.method == method), None)
-        if sig is None:
-            listing = ", ".join(sorted(signatures))
-            raise invalid(f"model '{model}' has no signature with method {method}; signatures: {listing}")
-    if method != PREDICT_METHOD and sig.method != method:
-        raise invalid(f"signature '{sig.name}' of model '{model}' has method {sig.method}, not {method}")
-    return sig
-
-
 class InferenceService:
     def __init__(
         self,
@@ -52,22 +37,60 @@ class InferenceService:
         threads: ModelThreads,
         batching: BatchScheduler | None = None,
         observer: InferenceObserver | None = None,
+        capture: CaptureSink | None = None,
     ) -> None:
-        self.manager = manager
+        self._manager = manager
         self._threads = threads
         self._batching = batching
         self._observer = observer
+        self._capture = capture
 
+    # ---- what a front asks about models ------------------------------------------------------------------
+    @property
+    def model_names(self) -> list[str]:
+        return self._manager.model_names
+
+    def has_model(self, model: str) -> bool:
+        return self._manager.has_model(model)
+
+    def all_ready(self) -> bool:
+        """Every configured model has a version available (and there is at least one model)."""
+        return self._manager.all_ready()
+
+    def is_ready(self, model: str, version: int | None = None) -> bool:
+        return self._manager.is_ready(model, version)
+
+    def status(self, model: str, version: int | None = None, label: str | None = None) -> list[VersionStatus]:
+        """The model's versions and their states; with a version or label, only that one (404 if unknown)."""
+        statuses = self._manager.status(model)
+        if label is None and version is None:
+            return statuses
+        wanted = self._manager.resolve(model, version, label) if label else version
+        chosen = [s for s in statuses if s.version == wanted]
+        if not chosen:
+            listing = ", ".join(str(s.version) for s in statuses) or "none"
+            raise not_found(f"model '{model}' has no version {wanted}; versions: {listing}")
+        return chosen
+
+    def metadata(self, model: str, version: int | None = None, label: str | None = None) -> ModelMetadata:
+        with self._manager.lease(model, version, label) as lease:
+            return ModelMetadata(
+                model,
+                lease.version,
+                lease.servable.platform,
+                dict(lease.servable.signatures),
+                tuple(self._manager.available_versions(model)),
+            )
+
+    # ---- inference ----------------------------------------------------------------------------------------
     async def infer(self, req: InferenceRequest) -> InferenceResponse:
         started = time.perf_counter()
-        with self.manager.lease(req.model, req.version, req.label) as lease:
-            sig = pick_signature(lease.servable.signatures, req.signature, req.method, req.model)
-            inputs = validate_inputs(sig, req.inputs)
-            if req.outputs is not None:
-                wanted = [o.name for o in sig.outputs]
-                unknown = [o for o in req.outputs if o not in wanted]
-                if unknown and sig.validate:
-                    raise invalid(f"unknown output(s) {', '.join(map(repr, unknown))}; {sig.describe()}")
+        with self._manager.lease(req.model, req.version, req.label) as lease:
+            if req.raw is not None and isinstance(lease.servable, RawInvocable):
+                return await self._invoke_raw(req, req.raw, lease, started)
+            sig, inputs = prepare(
+                lease.servable.signatures, req.model, req.inputs, req.signature, req.method, req.outputs
+            )
             queue = self._batching.queue_for(req.model, lease.version, lease.servable, sig) if self._batching else None
             queue_s = 0.0
             t0 = time.perf_counter()
@@ -80,18 +103,15 @@ class InferenceService:
                     lease.hold(work)
                     outputs = await asyncio.shield(work)
                     model_s = time.perf_counter() - t0
-            except ServekitError:
-                raise
             except Exception as exc:
-                raise ServekitError(
-                    ErrorCode.MODEL_ERROR,
-                    f"model '{req.model}' version {lease.version} raised {type(exc).__name__}: {exc}",
-                ) from exc
+                raise model_failure(exc, req.model, lease.version) from exc
             if req.outputs is not None:
                 outputs = {k: v for k, v in outputs.items() if k in req.outputs}
             total_s = time.perf_counter() - started
             if self._observer is not None:
                 self._observer.on_inference(req.model, lease.version, queue_s, model_s, total_s)
+            if self._capture is not None:
+                self._capture.offer_tensors(req.model, lease.version, inputs, outputs)
             return InferenceResponse(
                 model=req.model,
                 version=lease.version,
@@ -102,28 +122,25 @@ class InferenceService:
                 id=req.id,
             )
 
-    async def invoke_raw(
-        self, model: str, version: int | None, body: bytes, content_type: str, accept: str
-    ) -> tuple[bytes, str, int] | None:
-        """Hand a SageMaker body to a handler model; None when the model takes named tensors instead."""
-        with self.manager.lease(model, version) as lease:
-            servable = lease.servable
-            if not isinstance(servable, RawInvocable):
-                return None
-            work = self._threads.submit(servable.invoke, body, content_type, accept)
-            lease.hold(work)
+    async def _invoke_raw(self, req: InferenceRequest, raw: RawBody, lease: Lease, started: float) -> InferenceResponse:
+        servable = lease.servable
+        assert isinstance(servable, RawInvocable)
+        t0 = time.perf_counter()
+        work = self._threads.submit(servable.invoke, raw.body, raw.content_type, raw.accept)
+        lease.hold(work)
+        try:
             out, ctype = await asyncio.shield(work)
-            return out, ctype, lease.version
-
-    def metadata(self, model: str, version: int | None = None, label: str | None = None) -> ModelMetadata:
-        with self.manager.lease(model, version, label) as lease:
-            return ModelMetadata(
-                model,
-                lease.version,
-                lease.servable.platform,
-                dict(lease.servable.signatures),
-                tuple(self.manager.available_versions(model)),
-            )
-
-    def status(self, model: str) -> list[VersionStatus]:
-        return self.manager.status(model)
+        except Exception as exc:
+            raise model_failure(exc, req.model, lease.version) from exc
+        now = time.perf_counter()
+        if self._capture is not None:
+            self._capture.offer_bytes(req.model, lease.version, raw.content_type, raw.body, ctype, out)
+        return InferenceResponse(
+            model=req.model,
+            version=lease.version,
+            signature="",
+            outputs={},
+            timings=Timings(0.0, now - t0, now - started),
+            id=req.id,
+            raw=(out, ctype),
+        )

@@ -12,25 +12,26 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from servekit.batching.policy import ReleaseReason
+from servekit.errors import ErrorCode
 from servekit.serving.state import ServableState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # TF Serving's request_latency buckets: exp(10, 1.8, 33) microseconds.
 TF_LATENCY_BUCKETS_US = tuple(10 * 1.8**i for i in range(33))
-# TF Serving labels request_count with absl status names; map the HTTP status back to them.
+# TF Serving labels request_count with absl status names; servekit's own counter uses the neutral code names.
 _TF_STATUS = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "UNIMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
+    ErrorCode.INVALID_ARGUMENT: "INVALID_ARGUMENT",
+    ErrorCode.NOT_FOUND: "NOT_FOUND",
+    ErrorCode.UNAVAILABLE: "UNAVAILABLE",
+    ErrorCode.PAYLOAD_TOO_LARGE: "RESOURCE_EXHAUSTED",
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: "INVALID_ARGUMENT",
+    ErrorCode.NOT_ACCEPTABLE: "INVALID_ARGUMENT",
+    ErrorCode.MODEL_ERROR: "INTERNAL",
+    ErrorCode.DEADLINE_EXCEEDED: "DEADLINE_EXCEEDED",
+    ErrorCode.UNIMPLEMENTED: "UNIMPLEMENTED",
+    ErrorCode.INTERNAL: "INTERNAL",
 }
+_TF_BY_NAME = {code.name: status for code, status in _TF_STATUS.items()} | {"OK": "OK"}
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -56,9 +57,14 @@ def _observer(child: Any) -> Callable[[float], None]:
     return observe
 
 
-def tf_status(http_status: str) -> str:
-    code = int(http_status) if http_status.isdigit() else 500
-    return "OK" if code < 400 else _TF_STATUS.get(code, "INVALID_ARGUMENT")
+def status_label(code: ErrorCode | None) -> str:
+    """The ``status`` label of ``servekit_requests``: OK, or the neutral error code's name."""
+    return "OK" if code is None else code.name
+
+
+def tf_status(label: str) -> str:
+    """TF Serving's absl status name for a ``servekit_requests`` status label."""
+    return _TF_BY_NAME.get(label, "UNKNOWN")
 
 
 class _TfRequestCount(Collector):
@@ -124,7 +130,7 @@ class Metrics:
 
     def __init__(self, multiprocess_dir: str | None = None) -> None:
         self._multiprocess_dir = multiprocess_dir
-        self._request_children: dict[tuple[str, str, str, str, int], tuple[Any, Any, Any]] = {}
+        self._request_children: dict[tuple[str, str, str, str, ErrorCode | None], tuple[Any, Any, Any]] = {}
         self._phase_children: dict[tuple[str, int], tuple[Any, Any, Any]] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self._tf_latency = Histogram(
@@ -136,7 +142,7 @@ class Metrics:
         )
         self._requests = Counter(
             "servekit_requests",
-            "Requests by model, version, protocol, API and HTTP status.",
+            "Requests by model, version, protocol, API and status (OK or the error code, the same for every protocol).",
             ["model", "version", "protocol", "api", "status"],
             registry=self.registry,
         )
@@ -213,13 +219,15 @@ class Metrics:
         self.registry.register(_TfRequestCount(self._requests.collect))
 
     # RequestObserver. Labelled children are cached: labels() costs a lock and a tuple build per call.
-    def on_request(self, *, model: str, version: str, api: str, protocol: str, status: int, seconds: float) -> None:
-        key = (model, version, api, protocol, status)
+    def on_request(
+        self, *, model: str, version: str, api: str, protocol: str, code: ErrorCode | None, seconds: float
+    ) -> None:
+        key = (model, version, api, protocol, code)
         children = self._request_children.get(key)
         if children is None:
-            ok = status == 200
+            ok = code is None
             children = (
-                self._requests.labels(model, version, protocol, api, str(status)),
+                self._requests.labels(model, version, protocol, api, status_label(code)),
                 _observer(self._tf_latency.labels(model, api, "REST")) if ok else None,
                 _observer(self._latency.labels(model, version, protocol)) if ok else None,
             )

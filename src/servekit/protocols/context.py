@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from servekit.errors import invalid
-from servekit.inference.ports import CaptureSink, RequestObserver
+from servekit.inference.ports import RequestObserver
 from servekit.inference.service import InferenceService
 
 TIMEOUT_HEADER = "x-servekit-timeout-ms"
@@ -19,7 +19,6 @@ class AdapterContext:
     observer: RequestObserver | None = None
     sagemaker_default_accept: str = "application/json"
     request_timeout_s: float | None = None  # default deadline for waiting in a batch queue
-    capture: CaptureSink | None = None
 
     def timeout(self, headers: Mapping[str, str]) -> float | None:
         """The request's deadline: ``x-servekit-timeout-ms`` when sent, else the server default."""

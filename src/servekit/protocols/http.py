@@ -13,14 +13,12 @@ from starlette.responses import Response
 
 from servekit.codecs.json import dumps
 from servekit.errors import ErrorCode, ServekitError, invalid
-from servekit.inference.ports import CaptureSink, RequestObserver
+from servekit.inference.ports import RequestObserver
 from servekit.inference.schema import InferenceResponse
 
 log = logging.getLogger(__name__)
 
 JSON_TYPE = "application/json"
-INFERENCE_APIS = frozenset({"predict", "classify", "regress", "infer", "invocations"})
-BODY_KEY = "servekit.body"  # where read_body leaves the raw body in the ASGI scope, for capture
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -45,7 +43,6 @@ async def read_body(request: Request, limit: int) -> bytes:
         while message.get("more_body", False):
             message = await receive()
             body += message.get("body", b"")
-        request.scope[BODY_KEY] = body
         return body
     chunks: list[bytes] = []
     total = 0
@@ -57,7 +54,6 @@ async def read_body(request: Request, limit: int) -> bytes:
             )
         chunks.append(chunk)
     body = b"".join(chunks)
-    request.scope[BODY_KEY] = body
     return body
 
 
@@ -93,8 +89,10 @@ class InferenceHTTPResponse(Response):
         ]
 
 
-class Observed:
-    """Runs a handler, turns ServekitError into the protocol's error response and reports to the observer."""
+class RequestRunner:
+    """Runs one request's handler for a protocol: a ServekitError becomes the protocol's error response (its
+    one status table), a bug of ours a 500 in the same shape, and every request on a configured model is
+    reported to the metrics observer with its neutral error code."""
 
     def __init__(
         self,
@@ -102,53 +100,35 @@ class Observed:
         table: Mapping[ErrorCode, int],
         observer: RequestObserver | None,
         known_model: Callable[[str], bool] = lambda _: True,
-        capture: CaptureSink | None = None,
     ) -> None:
         self.protocol = protocol
         self.table = table
         self.observer = observer
         self.known_model = known_model
-        self.capture = capture
 
-    async def run(
-        self, model: str, api: str, fn: Callable[[], Awaitable[Response]], request: Request | None = None
-    ) -> Response:
+    async def run(self, model: str, api: str, fn: Callable[[], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
+        code: ErrorCode | None = None
         try:
             response = await fn()
         except ServekitError as exc:
+            code = exc.code
             response = error_response(exc, self.table)
         except Exception as exc:  # a bug of ours: answer in the protocol's shape and keep serving
             log.exception("unexpected error in %s %s", self.protocol, api)
+            code = ErrorCode.INTERNAL
             response = error_response(
                 ServekitError(ErrorCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}"), self.table
             )
         # Only configured models get metric labels, so arbitrary names in URLs cannot grow the label set.
-        if not model or not self.known_model(model):
-            return response
-        version = getattr(response, "model_version", None) or response.headers.get("x-servekit-model-version", "")
-        if self.observer is not None:
+        if self.observer is not None and model and self.known_model(model):
+            version = getattr(response, "model_version", None) or response.headers.get("x-servekit-model-version", "")
             self.observer.on_request(
                 model=model,
                 version=version,
                 api=api,
                 protocol=self.protocol,
-                status=response.status_code,
+                code=code,
                 seconds=time.perf_counter() - started,
-            )
-        if (
-            self.capture is not None
-            and request is not None
-            and response.status_code == 200
-            and version
-            and api in INFERENCE_APIS
-        ):
-            self.capture.offer(
-                model,
-                int(version),
-                request.headers.get("content-type", JSON_TYPE),
-                request.scope.get(BODY_KEY),
-                response.media_type or JSON_TYPE,
-                bytes(response.body),
             )
         return response

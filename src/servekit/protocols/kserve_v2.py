@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -16,11 +17,25 @@ from servekit.inference.schema import InferenceRequest
 from servekit.inference.service import ModelMetadata
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import KSERVE_STATUS
-from servekit.protocols.http import InferenceHTTPResponse, Observed, json_response, read_body
+from servekit.protocols.http import InferenceHTTPResponse, RequestRunner, json_response, read_body
 from servekit.types import Signature, TensorSpec
 
 EXTENSIONS = ["binary_tensor_data"]
 _PLATFORMS = {"onnxruntime_onnx": "onnxruntime_onnx", "sklearn": "sklearn", "python_handler": "python"}
+
+
+def infer_target(path: str) -> tuple[str, str | None] | None:
+    """``(model, version text or None)`` of ``/v2/models/<m>[/versions/<v>]/infer``; None for any other path.
+
+    The one parser of the inference path: the fast path uses it to pick the handler, the handler to read it."""
+    if not (path.startswith("/v2/models/") and path.endswith("/infer")):
+        return None
+    parts = path.split("/")  # '', v2, models, <m>, [versions, <v>,] infer
+    if len(parts) == 5 and parts[3]:
+        return parts[3], None
+    if len(parts) == 7 and parts[4] == "versions" and parts[3] and parts[5]:
+        return parts[3], parts[5]
+    return None
 
 
 def _model_version(request: Request) -> tuple[str, int | None]:
@@ -34,7 +49,7 @@ def _model_version(request: Request) -> tuple[str, int | None]:
 class KServeV2:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed("kserve_v2", KSERVE_STATUS, ctx.observer, ctx.service.manager.has_model, ctx.capture)
+        self._observed = RequestRunner("kserve_v2", KSERVE_STATUS, ctx.observer, ctx.service.has_model)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -59,14 +74,14 @@ class KServeV2:
 
     async def ready(self, request: Request) -> Response:
         # Ready means every configured model has a version available; zero models is not ready.
-        return Response(status_code=200 if self._ctx.service.manager.all_ready() else 400)
+        return Response(status_code=200 if self._ctx.service.all_ready() else 400)
 
     async def model_ready(self, request: Request) -> Response:
         try:
             model, version = _model_version(request)
         except ServekitError as exc:
             return json_response({"error": exc.message}, status=KSERVE_STATUS[exc.code])
-        return Response(status_code=200 if self._ctx.service.manager.is_ready(model, version) else 400)
+        return Response(status_code=200 if self._ctx.service.is_ready(model, version) else 400)
 
     def _default_signature(self, request: Request) -> tuple[str, ModelMetadata, Signature]:
         model, version = _model_version(request)
@@ -110,10 +125,14 @@ class KServeV2:
         return await self._observed.run(request.path_params["model"], "config", run)
 
     async def infer(self, request: Request) -> Response:
-        return await self._observed.run(request.path_params["model"], "infer", lambda: self._infer(request), request)
+        target = infer_target(request.scope["path"])
+        if target is None:  # unreachable through the routes and the fast path; kept as a guard
+            raise HTTPException(404)
+        model, raw_version = target
+        return await self._observed.run(model, "infer", lambda: self._infer(request, model, raw_version))
 
-    async def _infer(self, request: Request) -> Response:
-        model, version = _model_version(request)
+    async def _infer(self, request: Request, model: str, raw_version: str | None) -> Response:
+        version = None if raw_version is None else parse_count(raw_version, "version")
         raw = await read_body(request, self._ctx.max_request_bytes)
         parsed = parse_infer_request(raw, request.headers.get(HEADER_LENGTH))
         resp = await self._ctx.service.infer(

@@ -12,18 +12,17 @@ from starlette.routing import BaseRoute, Route
 from servekit.codecs.json import dumps, loads
 from servekit.codecs.params import parse_count
 from servekit.codecs.tfjson import (
-    decode_examples,
+    ExamplesPayload,
     decode_predict,
     encode_classify,
     encode_predict,
     encode_regress,
 )
 from servekit.errors import invalid, not_found
-from servekit.inference.schema import InferenceRequest
-from servekit.inference.service import pick_signature
+from servekit.inference.schema import InferenceRequest, Inputs
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import TFSERVING_STATUS
-from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, Observed, json_response, read_body
+from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, RequestRunner, json_response, read_body
 from servekit.serving.state import ServableState
 from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD, tf_dtype
 
@@ -37,7 +36,7 @@ _METHODS = {"predict": PREDICT_METHOD, "classify": CLASSIFY_METHOD, "regress": R
 
 
 class _Target:
-    def __init__(self, path: str, m: re.Match[str] | None) -> None:
+    def __init__(self, path: str, m: re.Match[str] | None, verb: str) -> None:
         if m is None:
             raise not_found(
                 f"unknown path {path!r}; expected /v1/models/<model>[/versions/<n>|/labels/<l>]"
@@ -46,7 +45,7 @@ class _Target:
         self.model = m["model"]
         self.label = m["label"]
         self.meta = bool(m["meta"])
-        self.verb = (m["verb"] or "").lower()
+        self.verb = verb
         self.version: int | None = None
         if m["version"] is not None:
             self.version = parse_count(m["version"], "version")
@@ -57,28 +56,24 @@ class _Target:
 class TfServingRest:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
-        self._observed = Observed(
-            "tfserving", TFSERVING_STATUS, ctx.observer, ctx.service.manager.has_model, ctx.capture
-        )
+        self._observed = RequestRunner("tfserving", TFSERVING_STATUS, ctx.observer, ctx.service.has_model)
 
     def routes(self) -> list[BaseRoute]:
         return [Route("/v1/{rest:path}", self.dispatch, methods=["GET", "POST"])]
 
     async def dispatch(self, request: Request) -> Response:
         path: str = request.scope["path"]
-        model = ""
         m = _PATH.match(path)
-        if m is not None:
-            model = m["model"]
+        model = m["model"] if m is not None else ""
         verb = (m["verb"] or "").lower() if m is not None else ""
         if verb:  # :classify and :regress are APIs of their own in TF Serving's request_latency
             api = verb if verb in _METHODS else "predict"
         else:
             api = "metadata" if path.endswith("/metadata") else "status"
-        return await self._observed.run(model, api, lambda: self._handle(request, path, m), request)
+        return await self._observed.run(model, api, lambda: self._handle(request, path, m, verb))
 
-    async def _handle(self, request: Request, path: str, m: re.Match[str] | None) -> Response:
-        t = _Target(path, m)
+    async def _handle(self, request: Request, path: str, m: re.Match[str] | None, verb: str) -> Response:
+        t = _Target(path, m, verb)
         if t.verb:
             if request.method != "POST":
                 raise invalid(f":{t.verb} needs POST, got {request.method}")
@@ -88,16 +83,7 @@ class TfServingRest:
         return self._metadata(t) if t.meta else self._status(t)
 
     def _status(self, t: _Target) -> Response:
-        svc = self._ctx.service
-        statuses = svc.status(t.model)
-        if t.label is not None or t.version is not None:
-            wanted = svc.manager.resolve(t.model, t.version, t.label) if t.label else t.version
-            statuses = [s for s in statuses if s.version == wanted]
-            if not statuses:
-                raise not_found(
-                    f"model '{t.model}' has no version {wanted}; versions: "
-                    f"{', '.join(str(s.version) for s in svc.status(t.model)) or 'none'}"
-                )
+        statuses = self._ctx.service.status(t.model, t.version, t.label)
         return json_response(
             {
                 "model_version_status": [
@@ -145,15 +131,12 @@ class TfServingRest:
         sig_name = body.get("signature_name") if isinstance(body, dict) else None
         if sig_name is not None and not isinstance(sig_name, str):
             raise invalid('"signature_name" must be a string')
-        svc = self._ctx.service
+        inputs: Inputs
         if method == PREDICT_METHOD:
             inputs, rows = decode_predict(body, ())
         else:
-            md = svc.metadata(t.model, t.version, t.label)
-            sig = pick_signature(md.signatures, sig_name, method, t.model)
-            sig_name = sig.name
-            inputs, rows = decode_examples(body, sig), True
-        resp = await svc.infer(
+            inputs, rows = ExamplesPayload(body), True
+        resp = await self._ctx.service.infer(
             InferenceRequest(
                 model=t.model,
                 inputs=inputs,

@@ -11,7 +11,7 @@ log = logging.getLogger(__name__)
 
 def parse_version(name: str) -> int | None:
     """The version number of a directory name, or None when it is not a non-negative integer."""
-    if not name.isdigit():
+    if not (name.isascii() and name.isdigit()):
         return None
     return int(name)
 

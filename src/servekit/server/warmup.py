@@ -18,11 +18,9 @@ import numpy.typing as npt
 from servekit.codecs.json import loads
 from servekit.codecs.tfjson import decode_instances, decode_predict
 from servekit.codecs.v2 import decode_v2_inputs
-from servekit.errors import ConfigError, ServekitError
-from servekit.inference.service import pick_signature
-from servekit.inference.validate import validate_inputs
+from servekit.errors import ConfigError, ErrorCode, ServekitError
+from servekit.inference.call import predict_now
 from servekit.runtime.base import Servable
-from servekit.types import PREDICT_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ def _decode(doc: Any) -> tuple[dict[str, npt.NDArray[Any]], str | None]:
     return decoded, name if isinstance(name, str) else None
 
 
-def run_warmup(servable: Servable, version_dir: Path, model: str, iterations: int = 1) -> int:
+def run_warmup(servable: Servable, version_dir: Path, model: str, iterations: int = 1, version: int = 0) -> int:
     """Replay the version's warmup records; returns how many records ran (0 when there is no file)."""
     path = version_dir / WARMUP_FILE
     if not path.is_file():
@@ -56,15 +54,13 @@ def run_warmup(servable: Servable, version_dir: Path, model: str, iterations: in
     for lineno, line in lines:
         try:
             inputs, sig_name = _decode(loads(line, "warmup record"))
-            sig = pick_signature(dict(servable.signatures), sig_name, PREDICT_METHOD, model)
-            checked = validate_inputs(sig, inputs)
             for _ in range(iterations):
-                servable.predict(sig.name, checked)
+                predict_now(servable, model, version, inputs, sig_name)
         except ServekitError as exc:
+            if exc.code is ErrorCode.MODEL_ERROR:
+                raise ConfigError(f"warmup record {path}:{lineno} failed: {exc.message}") from exc
             raise ConfigError(f"warmup record {path}:{lineno} is invalid: {exc.message}") from None
         except ConfigError as exc:
             raise ConfigError(f"warmup record {path}:{lineno}: {exc}") from None
-        except Exception as exc:
-            raise ConfigError(f"warmup record {path}:{lineno} failed: {type(exc).__name__}: {exc}") from exc
     log.info("model %s: %d warmup records x %d in %.3fs", model, len(lines), iterations, time.perf_counter() - started)
     return len(lines)

@@ -30,11 +30,9 @@ from servekit.codecs.sagemaker import (
 )
 from servekit.codecs.tfjson import decode_instances
 from servekit.errors import ErrorCode, ServekitError
+from servekit.inference.call import predict_now
 from servekit.inference.schema import InferenceResponse
-from servekit.inference.service import pick_signature
-from servekit.inference.validate import validate_inputs
 from servekit.runtime.base import RawInvocable, Servable
-from servekit.types import PREDICT_METHOD
 
 # Worth another try: the server was unreachable, slow, overloaded or failed inside.
 RETRIABLE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.DEADLINE_EXCEEDED, ErrorCode.INTERNAL})
@@ -68,18 +66,6 @@ def call_with_retries(
         attempt += 1
 
 
-def invoke_with_retries(
-    invoker: Invoker,
-    body: bytes,
-    content_type: str,
-    accept: str,
-    max_retries: int,
-    sleep: Callable[[float], None] = time.sleep,
-    backoff_s: float = 0.1,
-) -> bytes:
-    return call_with_retries(lambda: invoker.invoke(body, content_type, accept), max_retries, sleep, backoff_s)
-
-
 @runtime_checkable
 class LineInvoker(Protocol):
     """An invoker that can take a Line-split MultiRecord request as its records, saving a join and a split."""
@@ -104,9 +90,12 @@ class RuntimeInvoker:
     parts decode to different row shapes, the whole body runs again in one call, so the outcome is the one
     ``/invocations`` gives."""
 
-    def __init__(self, servable: Servable, name: str = "model", rows_per_call: int = ROWS_PER_CALL) -> None:
+    def __init__(
+        self, servable: Servable, name: str = "model", rows_per_call: int = ROWS_PER_CALL, version: int = 0
+    ) -> None:
         self._servable = servable
         self._name = name
+        self._version = version
         self._raw = servable if isinstance(servable, RawInvocable) else None
         self._rows_per_call = rows_per_call
 
@@ -149,14 +138,7 @@ class RuntimeInvoker:
         """The answer, and the row shape and kind of every input (equal across parts of one body)."""
         inputs, rows, sig_name = decoded
         shape = tuple((n, a.shape[1:], a.dtype.kind) for n, a in sorted(inputs.items()))
-        sig = pick_signature(self._servable.signatures, sig_name, PREDICT_METHOD, self._name)
-        inputs = validate_inputs(sig, inputs)
-        try:
-            outputs = self._servable.predict(sig.name, inputs)
-        except ServekitError:
-            raise
-        except Exception as exc:
-            raise ServekitError(ErrorCode.MODEL_ERROR, f"the model raised {type(exc).__name__}: {exc}") from exc
+        sig, outputs = predict_now(self._servable, self._name, self._version, inputs, sig_name)
         resp = InferenceResponse(self._name, 0, sig.name, outputs, sig.class_labels)
         return encode_body(resp, accept, rows), shape
 

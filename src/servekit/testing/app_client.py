@@ -1,0 +1,32 @@
+"""An in-process client for the whole REST app: requests go through every adapter without a socket.
+
+Needs ``httpx`` (Starlette's TestClient); the test extra has it. Kept apart from ``servekit.testing`` so that
+importing the fakes does not import Starlette.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from starlette.testclient import TestClient
+
+from servekit.config.models import ServerConfig
+from servekit.protocols.app import build_app
+from servekit.server.core import ServingCore
+
+
+def wait_until_loaded(client: TestClient) -> None:
+    """Return once the app's model manager has no load in flight (every configured version has loaded or
+    failed): it waits on the manager's own tasks on the app's event loop, not on a clock."""
+    assert client.portal is not None, "use the client inside its `with` block"
+    core: ServingCore = client.app.state.core  # type: ignore[attr-defined]
+    client.portal.call(core.manager.wait_idle)
+
+
+@contextmanager
+def app_client(config: ServerConfig, core: ServingCore | None = None) -> Iterator[TestClient]:
+    """The app for ``config`` started in process, every model loaded; errors answer as HTTP, not raise."""
+    with TestClient(build_app(config, core), raise_server_exceptions=False) as client:
+        wait_until_loaded(client)
+        yield client

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from servekit.codecs.json import dumps
 from servekit.types import v2_datatype
@@ -56,6 +57,19 @@ def capture_record(
         "eventMetadata": {"eventId": event_id or str(uuid.uuid4()), "inferenceTime": stamp},
         "eventVersion": "0",
     }
+
+
+def read_record(line: bytes | str) -> tuple[str, dict[str, Any] | None]:
+    """``(inferenceTime text, endpointInput payload or None)`` of one record line; ValueError if it is none."""
+    try:
+        record = orjson.loads(line)
+        when = record["eventMetadata"]["inferenceTime"]
+        payload = record["captureData"].get("endpointInput")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a capture record: {exc}") from None
+    if not isinstance(when, str) or not (payload is None or isinstance(payload, dict)):
+        raise ValueError("not a capture record: inferenceTime must be text and endpointInput an object")
+    return when, payload
 
 
 def partition(model: str, version: int, when: datetime) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from servekit.capture.record import read_record
 from servekit.monitor.windows import parse_time
 
 Row = list[Any] | dict[str, Any]
@@ -36,11 +37,10 @@ def inference_time(text: str) -> float:
 def decode_record(line: bytes | str) -> tuple[float, list[Row]] | None:
     """``(epoch seconds, rows)`` of one capture line; ``None`` for a record without an input (output-only)."""
     try:
-        record = orjson.loads(line)
-        when = inference_time(record["eventMetadata"]["inferenceTime"])
-        payload = record["captureData"].get("endpointInput")
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise UndecodableRecord(f"not a capture record: {exc}") from None
+        stamp, payload = read_record(line)
+        when = inference_time(stamp)
+    except ValueError as exc:
+        raise UndecodableRecord(str(exc)) from None
     if payload is None:
         return None
     return when, payload_rows(payload)

@@ -9,10 +9,8 @@ drift switched on by arguments.
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -22,11 +20,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from servekit.capture import record
+
 Row = Sequence[Any] | dict[str, Any]
-
-
-def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _csv_text(rows: Sequence[Row]) -> str:
@@ -40,35 +36,20 @@ def _csv_text(rows: Sequence[Row]) -> str:
 def capture_record(
     t: float, rows: Sequence[Row], encoding: str = "JSON", event_id: str | None = None
 ) -> dict[str, Any]:
-    """One capture record at epoch second ``t`` whose request carries ``rows``.
+    """One capture record at epoch second ``t`` whose request carries ``rows`` (built by the writer's own
+    :func:`servekit.capture.record.capture_record`).
 
     ``encoding``: ``JSON`` (a TF Serving ``{"instances": rows}`` body), ``CSV`` (``text/csv`` rows) or ``BASE64``
-    (the JSON body, base64-encoded, as SageMaker stores content types it was not told are text).
+    (the JSON body as a content type SageMaker is not told is text, so it stores it base64-encoded).
     """
     if encoding == "CSV":
-        data, content_type = _csv_text(rows), "text/csv"
+        body, content_type = _csv_text(rows).encode(), "text/csv"
     else:
-        data, content_type = orjson.dumps({"instances": list(rows)}).decode(), "application/json"
-        if encoding == "BASE64":
-            data = base64.b64encode(data.encode()).decode()
-    return {
-        "captureData": {
-            "endpointInput": {
-                "observedContentType": content_type,
-                "mode": "INPUT",
-                "data": data,
-                "encoding": encoding,
-            },
-            "endpointOutput": {
-                "observedContentType": "application/json",
-                "mode": "OUTPUT",
-                "data": orjson.dumps({"predictions": [0.0] * len(rows)}).decode(),
-                "encoding": "JSON",
-            },
-        },
-        "eventMetadata": {"eventId": event_id or str(uuid.uuid4()), "inferenceTime": _stamp(t)},
-        "eventVersion": "0",
-    }
+        body = orjson.dumps({"instances": list(rows)})
+        content_type = "application/octet-stream" if encoding == "BASE64" else "application/json"
+    output = orjson.dumps({"predictions": [0.0] * len(rows)})
+    when = datetime.fromtimestamp(t, UTC)
+    return record.capture_record(when, content_type, body, "application/json", output, event_id)
 
 
 def write_capture_files(
@@ -83,12 +64,12 @@ def write_capture_files(
     by_hour: dict[str, list[bytes]] = defaultdict(list)
     first_of_hour: dict[str, float] = {}
     for t, rows in records:
-        part = datetime.fromtimestamp(t, UTC).strftime("%Y/%m/%d/%H")
+        part = record.partition(model, version, datetime.fromtimestamp(t, UTC))
         first_of_hour.setdefault(part, t)
         by_hour[part].append(orjson.dumps(capture_record(t, rows, encoding)))
     files = []
     for n, (part, lines) in enumerate(sorted(by_hour.items())):
-        folder = dest / model / str(version) / part
+        folder = dest / part
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{datetime.fromtimestamp(first_of_hour[part], UTC):%M-%S}-{n:06d}.jsonl"
         path.write_bytes(b"\n".join(lines) + b"\n")

@@ -194,3 +194,20 @@ def test_tensors_are_captured_as_v2_json_that_the_monitor_reads(tmp_path: Path) 
     ]
     _, rows = decode_record(line)  # type: ignore[misc]
     assert rows == [[1.5, 2.0], [3.0, 4.25]]
+
+
+def test_a_remote_destination_gets_whole_files_through_storage(tmp_path: Path) -> None:
+    from servekit.testing import InMemoryStorage
+
+    store = InMemoryStorage()
+    cfg = CaptureConfig(destination="mem://bucket/capture", flush_seconds=3600)
+    w = CaptureWriter(cfg, now=lambda: WHEN, storage=store, staging=tmp_path / "staging")
+    w.start()
+    for _ in range(3):
+        assert w.offer_bytes("iris", 2, "application/json", JSON_IN, "application/json", JSON_OUT)
+    w.close()
+    (published,) = [f.uri for f in store.list("mem://bucket/capture", recursive=True)]
+    assert published.startswith("mem://bucket/capture/iris/2/2026/11/30/09/")
+    with store.open(published) as fh:
+        assert len(fh.read().splitlines()) == 3
+    assert not list((tmp_path / "staging").rglob("*.tmp"))  # the staged copy is gone once uploaded

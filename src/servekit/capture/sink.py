@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-import fsspec
 import numpy.typing as npt
 import orjson
 
 from servekit.capture.record import TENSOR_CONTENT_TYPE, capture_record, partition, tensors_body
 from servekit.config.models import CaptureConfig
+from servekit.storage import ObjectStorage, Storage
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,11 @@ class CaptureWriter:
         cfg: CaptureConfig,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        storage: ObjectStorage | None = None,
+        staging: Path | None = None,
     ) -> None:
         self.cfg = cfg
+        self._storage = storage or Storage()
         self._now = now
         self._monotonic = monotonic
         self._rng = random.Random(cfg.seed)
@@ -71,7 +74,9 @@ class CaptureWriter:
         self._open: dict[str, _OpenFile] = {}
         self._remote = "://" in cfg.destination and not cfg.destination.startswith("file://")
         root = cfg.destination.removeprefix("file://")
-        self._staging = Path(root) if not self._remote else Path(os.path.expanduser("~/.cache/servekit-capture"))
+        # Local destinations stage beside the final files (publishing is a rename); remote ones in a local cache.
+        remote_staging = staging or Path(os.path.expanduser("~/.cache/servekit-capture"))
+        self._staging = Path(root) if not self._remote else remote_staging
         self._pid = os.getpid()
         self.captured = 0
         self.dropped = 0
@@ -197,11 +202,10 @@ class CaptureWriter:
     def _publish(self, f: _OpenFile) -> None:
         f.handle.close()
         if self._remote:
-            fs, path = fsspec.core.url_to_fs(f.final)
-            fs.put(str(f.tmp), path)
+            self._storage.put_file(f.tmp, f.final)
             f.tmp.unlink()
-        else:
-            os.replace(f.tmp, f.tmp.with_name(f.tmp.name[1:].removesuffix(".tmp")))
+        else:  # staged beside its final name: publishing is an atomic rename
+            self._storage.rename(str(f.tmp), str(f.tmp.with_name(f.tmp.name[1:].removesuffix(".tmp"))))
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop accepting, write everything buffered, close and publish every file."""

@@ -1,4 +1,9 @@
-"""``servekit`` entry point. Flags keep TF Serving's underscore names; dashed spellings work too."""
+"""The ``servekit`` command line: ``servekit NOUN VERB`` (``serve`` and ``demo`` stand alone).
+
+``serve`` keeps TF Serving's underscore flag names, the only spelling its help shows; dashed spellings and
+TF Serving's ``--flag=true|false`` booleans are accepted too. Older spellings stay as aliases for scripts:
+``servekit inspect`` (``servekit model inspect``) and ``servekit bench --…`` (``servekit bench run --…``).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
+from servekit._version import __version__
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
 from servekit.cli.transform_cmd import transform_app
@@ -16,9 +23,55 @@ from servekit.config.loading import load_batching_file, load_model_config_file
 from servekit.config.models import BatchingConfig, CaptureConfig, ModelConfig, RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+# Help is rendered at the terminal's width; the option tables are laid out so that every option name shows in
+# full from 100 columns up (tests/unit/test_cli.py checks this for every command).
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=(
+        "Self-hosted model serving: serve versioned models over TF Serving REST, KServe V2 and SageMaker, "
+        "inspect them, load-test a server, run batch transform jobs and data-drift monitoring."
+    ),
+)
+model_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Model versions on disk: inspect them.")
+
+
+class _DefaultsToRun(TyperGroup):
+    """A group whose options-first invocation runs its ``run`` command: ``servekit bench --model m`` (the older
+    spelling) is ``servekit bench run --model m``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's click Context
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+bench_app = typer.Typer(
+    cls=_DefaultsToRun,
+    add_completion=False,
+    no_args_is_help=True,
+    help="Load-test a model server (any protocol): throughput, latency percentiles, errors.",
+)
+app.add_typer(model_app, name="model")
+app.add_typer(bench_app, name="bench")
 app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"servekit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print servekit's version and exit."),
+    ] = False,
+) -> None:
+    pass
 
 
 def _opt(*names: str, help: str) -> Any:
@@ -26,66 +79,108 @@ def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, *dashed, help=help)
 
 
-@app.command()
+def _tf(name: str, help: str) -> Any:
+    """A ``serve`` flag under its TF Serving name only (:class:`_TfServingFlags` accepts the dashed spelling)."""
+    return typer.Option(name, help=help)
+
+
+# TF Serving spells booleans --flag=true / --flag=false. Each is declared as a --flag and a hidden --no-flag (a
+# --flag/--no-flag pair would take a help column of its own and squeeze the names).
+_BOOL_FLAGS = ("enable_batching", "enable_model_warmup")
+
+
+class _TfServingFlags(TyperCommand):
+    """Declares one spelling per flag (TF Serving's, so help has room for the whole name) and accepts the dashed
+    spelling of each, and ``--flag=true|false|1|0`` for booleans, by rewriting them before parsing."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's click Context
+        declared = {
+            name.lstrip("-").replace("-", "_"): name
+            for param in self.params
+            for name in (*param.opts, *getattr(param, "secondary_opts", ()))
+            if name.startswith("--")
+        }
+        out = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            if arg.startswith("--"):
+                name, sep, value = arg.partition("=")
+                key = name.lstrip("-").replace("-", "_")
+                if key in _BOOL_FLAGS and sep and value.lower() in ("true", "false", "1", "0"):
+                    arg = f"--{key}" if value.lower() in ("true", "1") else f"--no-{key}"
+                    out.append(declared.get(arg.lstrip("-").replace("-", "_"), arg))
+                    continue
+                elif key in declared:
+                    arg = declared[key] + sep + value
+            out.append(arg)
+        return super().parse_args(ctx, out)
+
+
+@app.command(cls=_TfServingFlags)
 def serve(
-    model_name: Annotated[str | None, _opt("--model_name", help="Name of the single model to serve.")] = None,
-    model_base_path: Annotated[str | None, _opt("--model_base_path", help="Its base path (versions below).")] = None,
+    model_name: Annotated[str | None, _tf("--model_name", help="Name of the single model to serve.")] = None,
+    model_base_path: Annotated[str | None, _tf("--model_base_path", help="Its base path (versions below).")] = None,
     model_config_file: Annotated[
-        str | None, _opt("--model_config_file", help="TF Serving model_config_list (text), YAML or TOML.")
+        str | None, _tf("--model_config_file", help="TF Serving model_config_list (text), YAML or TOML.")
     ] = None,
-    rest_api_port: Annotated[int, _opt("--rest_api_port", help="REST port (all protocols).")] = 8501,
-    host: Annotated[str, _opt("--host", help="Address to listen on.")] = "0.0.0.0",
+    rest_api_port: Annotated[int, _tf("--rest_api_port", help="REST port (all protocols).")] = 8501,
+    host: Annotated[str, _tf("--host", help="Address to listen on.")] = "0.0.0.0",
     sagemaker_port: Annotated[
-        int | None, _opt("--sagemaker_port", help="Also listen here (SageMaker uses 8080).")
+        int | None, _tf("--sagemaker_port", help="Also listen here (SageMaker uses 8080).")
     ] = None,
     file_system_poll_wait_seconds: Annotated[
-        float, _opt("--file_system_poll_wait_seconds", help="Poll for new versions (0 = at start only).")
+        float, _tf("--file_system_poll_wait_seconds", help="Poll for new versions (0 = at start only).")
     ] = 1.0,
     model_config_file_poll_wait_seconds: Annotated[
-        float, _opt("--model_config_file_poll_wait_seconds", help="Re-read the config file (0 = never).")
+        float, _tf("--model_config_file_poll_wait_seconds", help="Re-read the config file (0 = never).")
     ] = 0.0,
-    max_num_load_retries: Annotated[int, _opt("--max_num_load_retries", help="Retries of a failed load.")] = 5,
+    max_num_load_retries: Annotated[int, _tf("--max_num_load_retries", help="Retries of a failed load.")] = 5,
     load_retry_interval_micros: Annotated[
-        int, _opt("--load_retry_interval_micros", help="Wait between load retries.")
+        int, _tf("--load_retry_interval_micros", help="Wait between load retries.")
     ] = 60_000_000,
-    max_request_bytes: Annotated[int, _opt("--max_request_bytes", help="Larger bodies get 413.")] = 64 * 2**20,
-    num_inference_threads: Annotated[int, _opt("--num_inference_threads", help="Model execution threads.")] = 4,
-    intra_op: Annotated[int, _opt("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
-    inter_op: Annotated[int, _opt("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
-    enable_batching: Annotated[
-        bool, typer.Option("--enable_batching/--no-enable_batching", "--enable-batching", help="Dynamic batching.")
-    ] = False,
+    max_request_bytes: Annotated[int, _tf("--max_request_bytes", help="Larger bodies get 413.")] = 64 * 2**20,
+    num_inference_threads: Annotated[int, _tf("--num_inference_threads", help="Model execution threads.")] = 4,
+    intra_op: Annotated[int, _tf("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
+    inter_op: Annotated[int, _tf("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
+    enable_batching: Annotated[bool, _tf("--enable_batching", help="Dynamic batching (=false: off).")] = False,
+    no_enable_batching: Annotated[bool, typer.Option("--no-enable_batching", hidden=True)] = False,
     batching_parameters_file: Annotated[
-        str | None, _opt("--batching_parameters_file", help="TF BatchingParameters text, YAML or TOML.")
+        str | None, _tf("--batching_parameters_file", help="TF BatchingParameters text, YAML or TOML.")
     ] = None,
     request_timeout_ms: Annotated[
-        int, _opt("--request_timeout_ms", help="Longest wait in a batch queue before 504 (0 = none).")
+        int, _tf("--request_timeout_ms", help="Longest wait in a batch queue before 504 (0 = none).")
     ] = 0,
     enable_model_warmup: Annotated[
         bool,
-        typer.Option(
-            "--enable_model_warmup/--no-enable_model_warmup",
-            help="Replay assets.extra/warmup_requests.jsonl before a version takes traffic.",
+        _tf(
+            "--enable_model_warmup",
+            help="Replay assets.extra/warmup_requests.jsonl before a version takes traffic "
+            "(--no-enable_model_warmup or =false: off).",
         ),
     ] = True,
+    no_enable_model_warmup: Annotated[bool, typer.Option("--no-enable_model_warmup", hidden=True)] = False,
     warmup_iterations: Annotated[
-        int, _opt("--num_request_iterations_for_warmup", help="Times each warmup record is replayed.")
+        int, _tf("--num_request_iterations_for_warmup", help="Times each warmup record is replayed.")
     ] = 1,
-    workers: Annotated[int, _opt("--workers", help="Worker processes sharing the listening sockets.")] = 1,
+    workers: Annotated[int, _tf("--workers", help="Worker processes sharing the listening sockets.")] = 1,
     capture_destination: Annotated[
-        str | None, _opt("--capture_destination", help="Capture requests (SageMaker format) under this URI.")
+        str | None, _tf("--capture_destination", help="Capture requests (SageMaker format) under this URI.")
     ] = None,
     capture_sampling_percentage: Annotated[
-        float, _opt("--capture_sampling_percentage", help="Share of requests captured, 0-100.")
+        float, _tf("--capture_sampling_percentage", help="Share of requests captured, 0-100.")
     ] = 100.0,
-    capture_mode: Annotated[str, _opt("--capture_mode", help="input, output or both.")] = "both",
+    capture_mode: Annotated[str, _tf("--capture_mode", help="input, output or both.")] = "both",
     capture_buffer_records: Annotated[
-        int, _opt("--capture_buffer_records", help="Buffered records before capture drops (and counts).")
+        int, _tf("--capture_buffer_records", help="Buffered records before capture drops (and counts).")
     ] = 10_000,
-    log_level: Annotated[str, _opt("--log_level", help="debug, info, warning, error.")] = "info",
+    log_level: Annotated[str, _tf("--log_level", help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
     _setup_logging(log_level)
+    enable_batching = enable_batching and not no_enable_batching
+    enable_model_warmup = enable_model_warmup and not no_enable_model_warmup
     try:
         if model_config_file:
             if model_name or model_base_path:
@@ -130,7 +225,8 @@ def serve(
     run_server(config, log_level)
 
 
-@app.command()
+@model_app.command("inspect")
+@app.command("inspect", hidden=True, help="Alias of servekit model inspect.")
 def inspect(version_dir: Annotated[Path, typer.Argument(help="A model version directory.")]) -> None:
     """Print every signature of a model version (like saved_model_cli show --all)."""
     from servekit.runtime.registry import RuntimeRegistry
@@ -166,7 +262,7 @@ def demo(
     serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port, host=host)
 
 
-@app.command()
+@bench_app.command("run")
 def bench(
     model: Annotated[str, _opt("--model", help="Model to send requests to.")],
     url: Annotated[str, _opt("--url", help="Server address.")] = "http://127.0.0.1:8501",
@@ -200,6 +296,8 @@ def bench(
     quiet: Annotated[bool, _opt("--quiet", help="No live progress (it is off anyway when not a terminal).")] = False,
 ) -> None:
     """Load-test a model server (any protocol): throughput, latency percentiles, errors, the server's own split.
+
+    Also runs as servekit bench with these options (without run).
 
     Closed loop: --concurrency N clients send back-to-back. Open loop: --rate R requests/s, whatever the answers.
 
@@ -274,23 +372,7 @@ def _setup_logging(level: str) -> None:
     )
 
 
-# TF Serving spells booleans --flag=true / --flag=false; typer wants --flag / --no-flag.
-_BOOL_FLAGS = ("enable_batching", "enable_model_warmup")
-
-
-def normalise_argv(argv: list[str]) -> list[str]:
-    out = []
-    for arg in argv:
-        name, _, value = arg.partition("=")
-        key = name.lstrip("-").replace("-", "_")
-        if name.startswith("--") and key in _BOOL_FLAGS and value.lower() in ("true", "false", "1", "0"):
-            arg = f"--{key}" if value.lower() in ("true", "1") else f"--no-{key}"
-        out.append(arg)
-    return out
-
-
 def main() -> None:
-    sys.argv[1:] = normalise_argv(sys.argv[1:])
     app()
 
 

@@ -16,6 +16,8 @@ from servekit.runtime.sklearn import SklearnRuntime
 
 log = logging.getLogger(__name__)
 
+# The built-in runtimes are listed here and only here (servekit registers no entry points for them); the
+# ``servekit.runtimes`` entry-point group is for third-party runtimes, which cannot replace a built-in.
 # Detection order: a handler overrides model files (SageMaker semantics), then ONNX, then joblib.
 _BUILTIN: tuple[Runtime, ...] = (HandlerRuntime(), OnnxRuntime(), SklearnRuntime())
 _ALIASES = {

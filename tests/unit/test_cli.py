@@ -1,0 +1,163 @@
+"""The command line a new user meets first, through typer's CliRunner: --version, help texts at 100 columns, the
+``servekit NOUN VERB`` tree and the older spellings kept as aliases, serve's flag spellings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import servekit
+from servekit.cli.main import app
+from servekit.config.models import ServerConfig
+
+WIDTH = 100
+STANDALONE = {"serve", "demo"}  # the only commands that are not NOUN VERB
+
+
+def invoke(*args: str, width: int = WIDTH) -> Any:
+    env = {"COLUMNS": str(width), "TERMINAL_WIDTH": str(width)}
+    return CliRunner().invoke(app, list(args), env=env, prog_name="servekit")
+
+
+def commands(group: Any = None, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command and group under ``servekit``, hidden aliases included, with its path."""
+    group = typer.main.get_command(app) if group is None else group
+    yield path, group
+    for name, cmd in getattr(group, "commands", {}).items():
+        yield from commands(cmd, (*path, name))
+
+
+ALL = list(commands())
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0, result.output
+    assert result.output == f"servekit {servekit.__version__}\n"
+    assert invoke("--version", "serve").output == result.output  # eager: nothing else runs
+
+
+def test_the_tree_is_walked() -> None:
+    paths = {p for p, _ in ALL}
+    assert {("serve",), ("model", "inspect"), ("bench", "run"), ("transform", "run"), ("monitor", "run")} <= paths
+
+
+@pytest.mark.parametrize(("path", "cmd"), ALL, ids=[" ".join(p) or "servekit" for p, _ in ALL])
+def test_help_shows_plain_text_and_every_option_name_in_full(path: tuple[str, ...], cmd: Any) -> None:
+    result = invoke(*path, "--help")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "``" not in out, f"docstring markup shown literally:\n{out}"
+    assert "…" not in out, f"something was cut to fit:\n{out}"
+    assert max(len(line) for line in out.splitlines()) <= WIDTH
+    names = [n for p in cmd.params if not getattr(p, "hidden", False) for n in (*p.opts, *p.secondary_opts)]
+    for name in names:
+        if name.startswith("-"):
+            assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", out), f"{name} not shown in full:\n{out}"
+
+
+def test_every_command_reads_noun_verb() -> None:
+    top = typer.main.get_command(app)
+    for name, cmd in top.commands.items():  # type: ignore[attr-defined]
+        if cmd.hidden or name in STANDALONE:
+            continue
+        subcommands = getattr(cmd, "commands", None)
+        assert subcommands, f"servekit {name} is neither NOUN VERB nor one of {sorted(STANDALONE)}"
+        for verb, sub in subcommands.items():
+            assert not getattr(sub, "commands", None), f"servekit {name} {verb} nests deeper than NOUN VERB"
+
+
+def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
+    top = typer.main.get_command(app)
+    hidden = sorted(n for n, c in top.commands.items() if c.hidden)  # type: ignore[attr-defined]
+    assert hidden == ["inspect"]
+    listed = re.findall(r"^│ (\S+) ", invoke("--help").output.split("Commands", 1)[1], re.MULTILINE)
+    assert listed == ["serve", "demo", "model", "bench", "transform", "monitor"]
+
+
+def test_inspect_alias_and_model_inspect_agree(tmp_path: Path) -> None:
+    from servekit.demo.build import iris_onnx
+
+    iris_onnx(tmp_path / "1")
+    new, old = invoke("model", "inspect", str(tmp_path / "1")), invoke("inspect", str(tmp_path / "1"))
+    assert new.exit_code == old.exit_code == 0, new.output + old.output
+    assert "signature_def['serving_default']:" in new.output and new.output == old.output
+    missing = [invoke(*cmd, str(tmp_path / "nope")) for cmd in (("model", "inspect"), ("inspect",))]
+    assert [r.exit_code for r in missing] == [2, 2]
+    assert all("does not exist" in r.output for r in missing)
+
+
+@pytest.mark.parametrize("spelling", [("bench", "run"), ("bench",)], ids=["bench run", "bench (alias)"])
+def test_bench_run_and_its_alias_parse_the_same_options(spelling: tuple[str, ...]) -> None:
+    result = invoke(*spelling, "--url", "http://127.0.0.1:9", "--model", "m", "--rate", "10", "--engine", "wrk")
+    assert result.exit_code == 2, result.output
+    assert "closed loop only" in result.output  # the options reached bench's own checks
+
+
+def test_bench_without_arguments_shows_its_verbs() -> None:
+    out = invoke("bench").output
+    assert "Usage: servekit bench" in out and "run" in out
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
+    """``servekit serve`` builds its config and stops where it would start the server."""
+    import servekit.cli.serve
+
+    configs: list[ServerConfig] = []
+    monkeypatch.setattr(servekit.cli.serve, "run_server", lambda config, log_level: configs.append(config))
+    return configs
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--model_base_path", "{base}", "--file_system_poll_wait_seconds", "0", "--enable_batching"),
+        ("--model-base-path", "{base}", "--file-system-poll-wait-seconds", "0", "--enable-batching"),
+        ("--model_base_path={base}", "--file_system_poll_wait_seconds=0", "--enable_batching=true"),
+        ("--model-base-path={base}", "--file-system-poll-wait-seconds=0", "--enable-batching=1"),
+    ],
+    ids=["underscores", "dashes", "tf-style =values", "dashes with =values"],
+)
+def test_serve_accepts_tf_serving_and_dashed_spellings(
+    served: list[ServerConfig], tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    result = invoke("serve", "--model_name", "m", *(a.format(base=tmp_path) for a in args))
+    assert result.exit_code == 0, result.output
+    (config,) = served
+    assert config.models[0].base_path == str(tmp_path)
+    assert config.file_system_poll_wait_seconds == 0
+    assert config.batching is not None
+    assert config.enable_model_warmup is True
+
+
+@pytest.mark.parametrize(
+    ("flags", "batching", "warmup"),
+    [
+        ((), False, True),
+        (("--enable_batching=false", "--enable_model_warmup=false"), False, False),
+        (("--no-enable_model_warmup",), False, False),
+        (("--no-enable-model-warmup", "--enable_batching"), True, False),
+        (("--enable_model_warmup=0",), False, False),
+        (("--enable_batching", "--no-enable-batching"), False, True),
+    ],
+)
+def test_serve_booleans(
+    served: list[ServerConfig], tmp_path: Path, flags: tuple[str, ...], batching: bool, warmup: bool
+) -> None:
+    result = invoke("serve", "--model_base_path", str(tmp_path), *flags)
+    assert result.exit_code == 0, result.output
+    (config,) = served
+    assert (config.batching is not None, config.enable_model_warmup) == (batching, warmup)
+
+
+def test_serve_still_refuses_unknown_flags(served: list[ServerConfig]) -> None:
+    result = invoke("serve", "--model_base_pat", "/m")
+    assert result.exit_code == 2 and "No such option" in result.output
+    assert served == []

@@ -19,6 +19,7 @@ class ErrorCode(enum.Enum):
     NOT_ACCEPTABLE = "not_acceptable"
     MODEL_ERROR = "model_error"  # the model itself raised
     DEADLINE_EXCEEDED = "deadline_exceeded"
+    CANCELLED = "cancelled"  # the client went away before the work ran
     UNIMPLEMENTED = "unimplemented"
     INTERNAL = "internal"
 

@@ -142,6 +142,13 @@ def serve(
     ] = 60_000_000,
     max_request_bytes: Annotated[int, _tf("--max_request_bytes", help="Larger bodies get 413.")] = 64 * 2**20,
     num_inference_threads: Annotated[int, _tf("--num_inference_threads", help="Model execution threads.")] = 4,
+    max_queued_requests: Annotated[
+        int,
+        _tf(
+            "--max_queued_requests",
+            help="Without batching: requests per model that may wait for a model thread; more get 503 at once.",
+        ),
+    ] = 128,
     intra_op: Annotated[int, _tf("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
     inter_op: Annotated[int, _tf("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
     enable_batching: Annotated[bool, _tf("--enable_batching", help="Dynamic batching (=false: off).")] = False,
@@ -150,7 +157,8 @@ def serve(
         str | None, _tf("--batching_parameters_file", help="TF BatchingParameters text, YAML or TOML.")
     ] = None,
     request_timeout_ms: Annotated[
-        int, _tf("--request_timeout_ms", help="Longest wait in a batch queue before 504 (0 = none).")
+        int,
+        _tf("--request_timeout_ms", help="Longest wait in a batch queue or for a model thread before 504 (0 = none)."),
     ] = 0,
     enable_model_warmup: Annotated[
         bool,
@@ -203,6 +211,7 @@ def serve(
             load_retry_interval_seconds=load_retry_interval_micros / 1e6,
             max_request_bytes=max_request_bytes,
             num_inference_threads=num_inference_threads,
+            max_queued_requests=max_queued_requests,
             runtime=RuntimeOptions(intra_op_threads=intra_op, inter_op_threads=inter_op),
             batching=(
                 (load_batching_file(batching_parameters_file) if batching_parameters_file else BatchingConfig())

@@ -167,6 +167,8 @@ class ServerConfig:
     load_retry_interval_seconds: float = 60.0
     max_request_bytes: int = 64 * 1024 * 1024
     num_inference_threads: int = 4
+    # Without a batch queue: requests per model that may wait for a model thread; more answer 503 at once.
+    max_queued_requests: int = 128
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
     sagemaker_default_accept: str = "application/json"
     batching: BatchingConfig | None = None  # None = batching off (TF Serving's --enable_batching=false)
@@ -197,6 +199,8 @@ class ServerConfig:
             raise ConfigError("num_request_iterations_for_warmup must be >= 1")
         if self.num_inference_threads < 1:
             raise ConfigError("num_inference_threads must be >= 1")
+        if self.max_queued_requests < 0:
+            raise ConfigError("max_queued_requests must be >= 0")
         for port in (self.rest_api_port, self.sagemaker_port):
             if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(f"port {port} is out of range")

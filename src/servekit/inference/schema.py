@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
@@ -49,6 +50,8 @@ class InferenceRequest:
     id: str = ""
     timeout: float | None = None  # seconds a request may wait in a batch queue
     raw: RawBody | None = None  # given to a model that takes raw bodies instead of ``inputs``
+    # Completes when the client has gone away; a request still waiting for a model thread is then dropped.
+    disconnected: Callable[[], Awaitable[object]] | None = None
 
 
 @dataclass(slots=True)

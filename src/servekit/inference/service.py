@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from servekit._utils.threads import ModelThreads
 from servekit.batching.scheduler import BatchScheduler
 from servekit.errors import not_found
+from servekit.inference.admission import Admission
 from servekit.inference.call import model_failure, prepare
 from servekit.inference.ports import CaptureSink, InferenceObserver
 from servekit.inference.schema import InferenceRequest, InferenceResponse, RawBody, Timings
@@ -38,8 +39,10 @@ class InferenceService:
         batching: BatchScheduler | None = None,
         observer: InferenceObserver | None = None,
         capture: CaptureSink | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self._manager = manager
+        self._admission = admission
         self._threads = threads
         self._batching = batching
         self._observer = observer
@@ -99,7 +102,12 @@ class InferenceService:
                     result = await queue.submit(inputs, req.timeout)
                     outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
                 else:
-                    work = self._threads.submit(lease.servable.predict, sig.name, inputs)
+                    if self._admission is not None:
+                        work = self._admission.submit(
+                            req.model, lease.servable.predict, (sig.name, inputs), req.timeout, req.disconnected
+                        )
+                    else:
+                        work = self._threads.submit(lease.servable.predict, sig.name, inputs)
                     lease.hold(work)
                     outputs = await asyncio.shield(work)
                     model_s = time.perf_counter() - t0

@@ -15,6 +15,7 @@ _COMMON = {
     ErrorCode.NOT_ACCEPTABLE: 406,
     ErrorCode.MODEL_ERROR: 500,
     ErrorCode.DEADLINE_EXCEEDED: 504,
+    ErrorCode.CANCELLED: 499,  # nginx's "client closed request": nobody reads it, but logs and metrics do
     ErrorCode.UNIMPLEMENTED: 501,
     ErrorCode.INTERNAL: 500,
 }

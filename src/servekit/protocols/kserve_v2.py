@@ -144,6 +144,7 @@ class KServeV2:
                 outputs=parsed.outputs,
                 id=parsed.id,
                 timeout=self._ctx.timeout(request.headers),
+                disconnected=request.receive,
             )
         )
         header, blobs = encode_infer_response(resp, parsed.body)

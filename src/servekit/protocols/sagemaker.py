@@ -96,6 +96,7 @@ class SageMaker:
                 version=version,
                 method=method,
                 timeout=self._ctx.timeout(request.headers),
+                disconnected=request.receive,
                 raw=RawBody(body, content_type, accept_header),
             )
         )

@@ -145,6 +145,7 @@ class TfServingRest:
                 signature=sig_name,
                 method=method,
                 timeout=self._ctx.timeout(request.headers),
+                disconnected=request.receive,
             )
         )
         if method == CLASSIFY_METHOD:

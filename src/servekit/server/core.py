@@ -13,6 +13,7 @@ from servekit.batching.scheduler import BatchScheduler
 from servekit.capture.sink import CaptureWriter
 from servekit.config.loading import load_model_config_file
 from servekit.config.models import BatchingConfig, ModelConfig, ServerConfig
+from servekit.inference.admission import Admission
 from servekit.inference.service import InferenceService
 from servekit.observability.metrics import Metrics
 from servekit.repository.layout import parse_version
@@ -48,7 +49,12 @@ class ServingCore:
         if self.capture is not None:
             self.metrics.watch_capture(self.capture)
         self.service = InferenceService(
-            self.manager, self.threads, self.batching, observer=self.metrics, capture=self.capture
+            self.manager,
+            self.threads,
+            self.batching,
+            observer=self.metrics,
+            capture=self.capture,
+            admission=Admission(self.threads, config.num_inference_threads, config.max_queued_requests),
         )
         self._background: set[asyncio.Task[None]] = set()
         self._ready: asyncio.Event | None = None

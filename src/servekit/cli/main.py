@@ -140,7 +140,9 @@ def serve(
     load_retry_interval_micros: Annotated[
         int, _tf("--load_retry_interval_micros", help="Wait between load retries.")
     ] = 60_000_000,
-    max_request_bytes: Annotated[int, _tf("--max_request_bytes", help="Larger bodies get 413.")] = 64 * 2**20,
+    max_request_bytes: Annotated[
+        int, _tf("--max_request_bytes", help="Larger bodies get 413 (16 MiB by default).")
+    ] = 16 * 2**20,
     num_inference_threads: Annotated[int, _tf("--num_inference_threads", help="Model execution threads.")] = 4,
     max_queued_requests: Annotated[
         int,

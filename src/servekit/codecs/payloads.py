@@ -22,12 +22,23 @@ class InvocationPayload:
         self._method = method
         self._verb = verb
         self._decoded = False
+        self._error: Exception | None = None
         self._inputs: dict[str, npt.NDArray[Any]] = {}
         self._doc: Any = None
         self._signature: str | None = None
         self.rows = True  # whether the inputs came as rows (and so the answer goes back as rows)
 
+    def decode_now(self) -> None:
+        """Decode ahead (e.g. on another thread, for a large body); an error is kept for when the body is used,
+        so a model that takes raw bodies never sees it."""
+        try:
+            self._decode()
+        except Exception as exc:
+            self._error = exc
+
     def _decode(self) -> None:
+        if self._error is not None:
+            raise self._error
         if self._decoded:
             return
         if self._method == PREDICT_METHOD:

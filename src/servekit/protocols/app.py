@@ -85,6 +85,7 @@ def build_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath
             yield
         finally:
             await core.stop()
+            ctx.large.close()
 
     tf, kserve, sagemaker = TfServingRest(ctx), KServeV2(ctx), SageMaker(ctx)
     routes = [

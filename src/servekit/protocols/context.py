@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servekit.errors import invalid
 from servekit.inference.ports import RequestObserver
 from servekit.inference.service import InferenceService
+from servekit.protocols.large import DecodeLane
 
 TIMEOUT_HEADER = "x-servekit-timeout-ms"
+_MAX_TIMEOUT_MS = 24 * 3600 * 1e3
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +20,8 @@ class AdapterContext:
     max_request_bytes: int
     observer: RequestObserver | None = None
     sagemaker_default_accept: str = "application/json"
-    request_timeout_s: float | None = None  # default deadline for waiting in a batch queue
+    request_timeout_s: float | None = None  # default deadline for waiting in a batch queue or for a thread
+    large: DecodeLane = field(default_factory=DecodeLane)
 
     def timeout(self, headers: Mapping[str, str]) -> float | None:
         """The request's deadline: ``x-servekit-timeout-ms`` when sent, else the server default."""
@@ -29,6 +32,6 @@ class AdapterContext:
             ms = float(raw)
         except ValueError:
             raise invalid(f"{TIMEOUT_HEADER} must be a number of milliseconds, got {raw!r}") from None
-        if not ms > 0:
-            raise invalid(f"{TIMEOUT_HEADER} must be > 0, got {raw!r}")
+        if not 0 < ms <= _MAX_TIMEOUT_MS:  # also refuses nan and inf
+            raise invalid(f"{TIMEOUT_HEADER} must be > 0 and at most {_MAX_TIMEOUT_MS:.0f} ms, got {raw!r}")
         return ms / 1e3

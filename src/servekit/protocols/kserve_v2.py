@@ -134,7 +134,8 @@ class KServeV2:
     async def _infer(self, request: Request, model: str, raw_version: str | None) -> Response:
         version = None if raw_version is None else parse_count(raw_version, "version")
         raw = await read_body(request, self._ctx.max_request_bytes)
-        parsed = parse_infer_request(raw, request.headers.get(HEADER_LENGTH))
+        lane = self._ctx.large
+        parsed = await lane.run(len(raw), parse_infer_request, raw, request.headers.get(HEADER_LENGTH))
         resp = await self._ctx.service.infer(
             InferenceRequest(
                 model=model,
@@ -147,7 +148,7 @@ class KServeV2:
                 disconnected=request.receive,
             )
         )
-        header, blobs = encode_infer_response(resp, parsed.body)
+        header, blobs = await lane.run(len(raw), encode_infer_response, resp, parsed.body)
         if blobs is None:
             return InferenceHTTPResponse(header, "application/json", resp)
         return InferenceHTTPResponse(

@@ -89,6 +89,9 @@ class SageMaker:
         accept_header = request.headers.get("accept", "") or self._ctx.sagemaker_default_accept
         method = _METHODS[verb]
         payload = InvocationPayload(body, media_type(content_type), method, verb)
+        lane = self._ctx.large
+        if lane.is_large(len(body)):
+            await lane.run(len(body), payload.decode_now)
         resp = await self._ctx.service.infer(
             InferenceRequest(
                 model=model,
@@ -108,7 +111,7 @@ class SageMaker:
         if method == REGRESS_METHOD:
             return InferenceHTTPResponse(dumps(encode_regress(resp)), JSON, resp)
         accept = negotiate_accept(request.headers.get("accept", ""), self._ctx.sagemaker_default_accept)
-        return InferenceHTTPResponse(encode_body(resp, accept, payload.rows), accept, resp)
+        return InferenceHTTPResponse(await lane.run(len(body), encode_body, resp, accept, payload.rows), accept, resp)
 
 
 def _raiser(exc: ServekitError) -> Callable[[], Awaitable[Response]]:

@@ -19,7 +19,7 @@ from servekit.codecs.tfjson import (
     encode_regress,
 )
 from servekit.errors import invalid, not_found
-from servekit.inference.schema import InferenceRequest, Inputs
+from servekit.inference.schema import InferenceRequest, InferenceResponse, Inputs
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import TFSERVING_STATUS
 from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, RequestRunner, json_response, read_body
@@ -91,7 +91,7 @@ class TfServingRest:
                         "version": str(s.version),
                         "state": s.state.tf_name,
                         "status": {
-                            "error_code": "UNKNOWN" if s.state is ServableState.ERROR else "OK",
+                            "error_code": "UNKNOWN" if s.error or s.state is ServableState.ERROR else "OK",
                             "error_message": s.error,
                         },
                     }
@@ -126,16 +126,13 @@ class TfServingRest:
         )
 
     async def _infer(self, request: Request, t: _Target) -> Response:
-        body = loads(await read_body(request, self._ctx.max_request_bytes))
+        raw = await read_body(request, self._ctx.max_request_bytes)
         method = _METHODS[t.verb]
+        lane = self._ctx.large
+        body, inputs, rows = await lane.run(len(raw), _decode, raw, method)
         sig_name = body.get("signature_name") if isinstance(body, dict) else None
         if sig_name is not None and not isinstance(sig_name, str):
             raise invalid('"signature_name" must be a string')
-        inputs: Inputs
-        if method == PREDICT_METHOD:
-            inputs, rows = decode_predict(body, ())
-        else:
-            inputs, rows = ExamplesPayload(body), True
         resp = await self._ctx.service.infer(
             InferenceRequest(
                 model=t.model,
@@ -148,10 +145,20 @@ class TfServingRest:
                 disconnected=request.receive,
             )
         )
-        if method == CLASSIFY_METHOD:
-            out = encode_classify(resp)
-        elif method == REGRESS_METHOD:
-            out = encode_regress(resp)
-        else:
-            out = encode_predict(resp, rows)
-        return InferenceHTTPResponse(dumps(out), JSON_TYPE, resp)
+        return InferenceHTTPResponse(await lane.run(len(raw), _encode, resp, method, rows), JSON_TYPE, resp)
+
+
+def _decode(raw: bytes, method: str) -> tuple[Any, Inputs, bool]:
+    body = loads(raw)
+    if method == PREDICT_METHOD:
+        inputs, rows = decode_predict(body, ())
+        return body, inputs, rows
+    return body, ExamplesPayload(body), True
+
+
+def _encode(resp: InferenceResponse, method: str, rows: bool) -> bytes:
+    if method == CLASSIFY_METHOD:
+        return dumps(encode_classify(resp))
+    if method == REGRESS_METHOD:
+        return dumps(encode_regress(resp))
+    return dumps(encode_predict(resp, rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -343,5 +344,89 @@ def test_lease_hold_outlives_a_cancelled_request(tmp_path: Path) -> None:
         work.set_result(None)
         await manager.wait_idle()
         assert loader.servables[("m", 1)].unloaded
+
+    run(main)
+
+
+def test_a_failed_version_is_loaded_again_once_its_files_change(tmp_path: Path) -> None:
+    """Item 9 of the hardening issue: a version that failed to load is tried again when a later poll finds
+    its files changed (a fixed model file), without a restart; polls that find it unchanged leave it alone."""
+
+    async def main() -> None:
+        manager, source, loader, base, events = setup(tmp_path, retries=1)
+        d = write_fake_version(base, 1, "corrupt")
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.ERROR}
+        assert events.loads == [("m", 1, False)] * 2  # the first attempt and one retry
+        for _ in range(3):  # unchanged files: no further attempts, however often the source polls
+            source.poll_once()
+            await manager.wait_idle()
+        assert events.loads == [("m", 1, False)] * 2
+        (d / "fake.txt").write_text("7")  # the cause is fixed
+        source.poll_once()
+        await events.reached(1, S.AVAILABLE)
+        await manager.wait_idle()
+        assert manager.status("m")[0].state is S.AVAILABLE and manager.status("m")[0].error == ""
+        assert manager.resolve("m") == 1
+        assert [s for m, v, s in events.states] == [S.LOADING, S.ERROR, S.END, S.LOADING, S.AVAILABLE]
+        assert loader.loaded == [("m", 1)]
+        # Loaded now: later polls neither fingerprint nor reload it.
+        source.poll_once()
+        await manager.wait_idle()
+        assert loader.loaded == [("m", 1)] and events.loads[-1] == ("m", 1, True) and len(events.loads) == 3
+
+    run(main)
+
+
+def test_a_fix_made_while_the_last_attempt_runs_is_not_missed(tmp_path: Path) -> None:
+    """The files are fixed after the last attempt read them but before it failed, and a poll reports the new
+    files while the version is still LOADING: the failure is of the old files, so the next poll retries."""
+
+    async def main() -> None:
+        manager, source, _, base, events = setup(tmp_path, retries=0)
+        d = write_fake_version(base, 1, "corrupt")
+        read, release = threading.Event(), threading.Event()
+        real = FakeLoader()
+
+        def slow_reader(path: str, model: ModelConfig) -> object:
+            broken = (Path(path) / "fake.txt").read_text() == "corrupt"
+            read.set()
+            release.wait(timeout=10)
+            if broken:
+                raise ValueError("corrupt model file")
+            return real(path, model)
+
+        manager._loader = slow_reader  # type: ignore[assignment]
+        source.poll_once()
+        assert await asyncio.to_thread(read.wait, 10)  # the attempt has read the broken file
+        (d / "fake.txt").write_text("7")
+        source.poll_once()  # reports the fixed files while the attempt is still running
+        release.set()
+        await events.load_finished(1, ok=False)
+        await manager.wait_idle()
+        assert states(manager) == {1: S.ERROR}
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.AVAILABLE}
+        assert real.loaded == [("m", 1)]
+
+    run(main)
+
+
+def test_a_failed_version_replaced_by_a_newer_one_is_not_retried(tmp_path: Path) -> None:
+    """Only aspired versions are retried: a failed version 1 that ``latest{1}`` no longer wants just ends."""
+
+    async def main() -> None:
+        manager, source, loader, base, _ = setup(tmp_path)
+        d = write_fake_version(base, 1, "corrupt")
+        source.poll_once()
+        await manager.wait_idle()
+        write_fake_version(base, 2)
+        (d / "fake.txt").write_text("1")
+        source.poll_once()
+        await manager.wait_idle()
+        assert states(manager) == {1: S.END, 2: S.AVAILABLE}
+        assert loader.loaded == [("m", 2)]
 
     run(main)

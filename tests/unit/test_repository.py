@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 import fsspec
 import pytest
 
 from servekit.config.loading import load_model_config_file
-from servekit.config.models import ModelConfig
+from servekit.config.models import ModelConfig, VersionPolicy
 from servekit.repository.layout import VersionLister
-from servekit.repository.source import RepositorySource
+from servekit.repository.source import RepositorySource, fingerprint
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.storage import Storage
 from servekit.testing.clock import run_virtual
@@ -26,15 +27,23 @@ class Recorder:
     def __init__(self) -> None:
         self.models: list[list[str]] = []
         self.aspired: dict[str, dict[int, str]] = {}
+        self.fingerprints: dict[str, dict[int, str]] = {}
+        self.loaded: dict[str, set[int]] = {}
         self.changed = asyncio.Event()
 
     def set_models(self, models: Sequence[ModelConfig]) -> None:
         self.models.append([m.name for m in models])
         self.changed.set()
 
-    def set_aspired_versions(self, model: str, versions: Mapping[int, str]) -> None:
+    def set_aspired_versions(
+        self, model: str, versions: Mapping[int, str], fingerprints: Mapping[int, str] | None = None
+    ) -> None:
         self.aspired[model] = dict(versions)
+        self.fingerprints[model] = dict(fingerprints or {})
         self.changed.set()
+
+    def loaded_versions(self, model: str) -> Collection[int]:
+        return self.loaded.get(model, set())
 
 
 async def until(seen: Callable[[], bool], changed: asyncio.Event) -> None:
@@ -137,3 +146,50 @@ def test_config_file_reload(tmp_path: Path) -> None:
         assert [b - a for a, b in itertools.pairwise(reads)] == pytest.approx([60] * (len(reads) - 1))
 
     run_virtual(main)
+
+
+def test_fingerprint_changes_with_the_files_and_only_then(tmp_path: Path) -> None:
+    """Names, sizes and change stamps (mtime, ctime, mode): a rewrite of the same size and a chmod count, as
+    does a directory that could not be listed becoming listable; an untouched directory keeps its print."""
+    storage = Storage()
+    d = tmp_path / "3"
+    (d / "sub").mkdir(parents=True)
+    model = d / "sub" / "model.bin"
+    model.write_bytes(b"corrupt!")
+    first = fingerprint(storage, str(d))
+    assert fingerprint(storage, str(d)) == first  # nothing changed: same print, no retry
+    seen = {first}
+    model.write_bytes(b"fixed ok")  # same size, new content
+    os.utime(model, ns=(1_000_000_000, 1_000_000_000))  # even with an mtime set back, ctime moved
+    seen.add(fingerprint(storage, str(d)))
+    model.chmod(0o600)
+    seen.add(fingerprint(storage, str(d)))
+    (d / "extra.txt").write_text("")
+    seen.add(fingerprint(storage, str(d)))
+    assert len(seen) == 4
+    gone = fingerprint(storage, str(tmp_path / "missing"))
+    assert gone == fingerprint(storage, str(tmp_path / "missing")) and gone not in seen
+
+
+def test_source_fingerprints_only_versions_not_loaded(tmp_path: Path) -> None:
+    for v in (1, 2):
+        (tmp_path / "m" / str(v)).mkdir(parents=True)
+        (tmp_path / "m" / str(v) / "f").write_text(str(v))
+    target = Recorder()
+    target.loaded["m"] = {1}
+    source = RepositorySource(
+        Storage(), target, [ModelConfig("m", str(tmp_path / "m"), version_policy=VersionPolicy("all"))], poll_wait=0
+    )
+
+    async def main() -> None:
+        source.poll_once()
+        assert sorted(target.aspired["m"]) == [1, 2]
+        assert list(target.fingerprints["m"]) == [2]  # 1 serves already: its files are not read again
+        before = target.fingerprints["m"][2]
+        await source.poll()
+        assert target.fingerprints["m"][2] == before
+        (tmp_path / "m" / "2" / "f").write_text("22")
+        await source.poll()
+        assert target.fingerprints["m"][2] != before
+
+    asyncio.run(main())

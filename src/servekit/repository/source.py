@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from servekit.config.models import ModelConfig
@@ -17,11 +19,38 @@ log = logging.getLogger(__name__)
 
 
 class AspiredVersionsTarget(Protocol):
-    """Receives the complete set of versions a model should serve; versions left out are to be unloaded."""
+    """Receives the complete set of versions a model should serve; versions left out are to be unloaded.
+
+    ``fingerprints`` holds, for versions not yet loaded, a digest of their files (names, sizes, change stamps),
+    so a version that failed to load can be tried again once its files change, and only then."""
 
     def set_models(self, models: Sequence[ModelConfig]) -> None: ...
 
-    def set_aspired_versions(self, model: str, versions: Mapping[int, str]) -> None: ...
+    def set_aspired_versions(
+        self, model: str, versions: Mapping[int, str], fingerprints: Mapping[int, str] | None = None
+    ) -> None: ...
+
+    def loaded_versions(self, model: str) -> Collection[int]:
+        """Versions already serving: the source does not fingerprint them (their files are not read again)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedModel:
+    versions: dict[int, str]  # aspired version -> its directory
+    fingerprints: dict[int, str] = field(default_factory=dict)  # of the versions not loaded yet
+
+
+def fingerprint(storage: Storage, path: str) -> str:
+    """A digest of a version directory's file names, sizes and change stamps; a directory that cannot be
+    listed gets a digest of why, so it changes once the directory can be read."""
+    digest = hashlib.sha256()
+    try:
+        for entry in storage.list(path, recursive=True):
+            digest.update(f"{entry.key}\0{entry.size}\0{entry.stamp}\n".encode(errors="surrogateescape"))
+    except Exception as exc:  # any listing failure is a state of the directory, not of the poll
+        digest.update(f"unlistable: {type(exc).__name__} {getattr(exc, 'errno', '')}".encode())
+    return digest.hexdigest()[:32]
 
 
 class RepositorySource:
@@ -42,6 +71,7 @@ class RepositorySource:
         config_loader: Callable[[], Sequence[ModelConfig]] | None = None,
         config_poll_wait: float = 0.0,
     ) -> None:
+        self._storage = storage
         self._lister = VersionLister(storage)
         self._target = target
         self._models = tuple(models)
@@ -54,9 +84,14 @@ class RepositorySource:
     def models(self) -> tuple[ModelConfig, ...]:
         return self._models
 
-    def scan(self) -> dict[str, dict[int, str]]:
-        """Each model's aspired versions as found on storage now (blocking I/O: run it in a thread)."""
-        found: dict[str, dict[int, str]] = {}
+    def _loaded(self) -> dict[str, frozenset[int]]:
+        """What the target already serves (asked on the event loop, before the scan goes to a thread)."""
+        return {m.name: frozenset(self._target.loaded_versions(m.name)) for m in self._models}
+
+    def scan(self, loaded: Mapping[str, Collection[int]] | None = None) -> dict[str, ScannedModel]:
+        """Each model's aspired versions as found on storage now, with the fingerprints of those not in
+        ``loaded`` (blocking I/O: run it in a thread)."""
+        found: dict[str, ScannedModel] = {}
         for model in self._models:
             try:
                 on_disk = self._lister.versions(model.base_path)
@@ -64,18 +99,21 @@ class RepositorySource:
                 log.warning("cannot list %s for model %s: %s", model.base_path, model.name, exc)
                 continue
             wanted = aspired_versions(model.version_policy, on_disk)
-            found[model.name] = {v: on_disk[v] for v in sorted(wanted)}
+            versions = {v: on_disk[v] for v in sorted(wanted)}
+            skip = (loaded or {}).get(model.name, ())
+            prints = {v: fingerprint(self._storage, path) for v, path in versions.items() if v not in skip}
+            found[model.name] = ScannedModel(versions, prints)
         return found
 
-    def announce(self, scanned: Mapping[str, Mapping[int, str]]) -> None:
-        for name, versions in scanned.items():
-            self._target.set_aspired_versions(name, versions)
+    def announce(self, scanned: Mapping[str, ScannedModel]) -> None:
+        for name, model in scanned.items():
+            self._target.set_aspired_versions(name, model.versions, model.fingerprints)
 
     def poll_once(self) -> None:
-        self.announce(self.scan())
+        self.announce(self.scan(self._loaded()))
 
     async def poll(self) -> None:
-        self.announce(await asyncio.to_thread(self.scan))
+        self.announce(await asyncio.to_thread(self.scan, self._loaded()))
 
     def _read_config(self) -> tuple[ModelConfig, ...] | None:
         if self._config_loader is None:

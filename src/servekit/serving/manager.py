@@ -2,7 +2,8 @@
 
 Availability-preserving policy (TF Serving's default): a new version is loaded fully before the version it
 replaces is unloaded, and unloading waits until every request holding a lease on the old version is done.
-A version that fails to load is retried, then parked in ERROR; it never displaces a working version.
+A version that fails to load is retried, then parked in ERROR; it never displaces a working version. Once the
+source reports that a failed version's files changed (a new fingerprint), it ends and is loaded afresh.
 
 All bookkeeping runs on the event loop thread; only ``load`` and ``unload`` of a runtime run in worker
 threads, so serving never waits on a load.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -48,6 +49,7 @@ class VersionHarness:
     servable: Servable | None = None
     leases: int = 0
     attempts: int = 0
+    fingerprint: str | None = None  # of the files the latest load attempt read (as last reported before it)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
 
     def move(self, new: ServableState) -> None:
@@ -94,6 +96,7 @@ class Lease:
 class _Model:
     config: ModelConfig
     aspired: dict[int, str] = field(default_factory=dict)
+    fingerprints: dict[int, str] = field(default_factory=dict)  # latest reported, of versions not loaded
     versions: dict[int, VersionHarness] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
     dirty: bool = False
@@ -144,20 +147,36 @@ class ModelManager:
             else:
                 self._models[name] = _Model(cfg)
 
-    def set_aspired_versions(self, model: str, versions: Mapping[int, str]) -> None:
+    def set_aspired_versions(
+        self, model: str, versions: Mapping[int, str], fingerprints: Mapping[int, str] | None = None
+    ) -> None:
         entry = self._models.get(model)
         if entry is None or entry.removed:  # a scan that started before the model left the config
             return
         entry.scanned = True
+        if fingerprints is not None:
+            entry.fingerprints = dict(fingerprints)
         if dict(versions) == entry.aspired and not self._needs_work(entry):
             return
         entry.aspired = dict(versions)
         self._kick(entry)
 
+    def loaded_versions(self, model: str) -> Collection[int]:
+        entry = self._models.get(model)
+        return entry.available if entry is not None else ()
+
+    @staticmethod
+    def _changed_since_failure(entry: _Model, h: VersionHarness) -> bool:
+        """A failed version whose files changed after its last load attempt read them: worth another try."""
+        if h.state is not ServableState.ERROR or h.version not in entry.aspired:
+            return False
+        now = entry.fingerprints.get(h.version)
+        return now is not None and now != h.fingerprint
+
     def _needs_work(self, entry: _Model) -> bool:
         for v in entry.aspired:
             h = entry.versions.get(v)
-            if h is None or h.state is ServableState.NEW:
+            if h is None or h.state is ServableState.NEW or self._changed_since_failure(entry, h):
                 return True
         # A version that left the aspired set is work only once it can go: a replacement is up, or none is wanted.
         can_unload = not entry.aspired or any(
@@ -193,6 +212,9 @@ class ModelManager:
         name = entry.config.name
         for version, path in entry.aspired.items():
             h = entry.versions.get(version)
+            if h is not None and self._changed_since_failure(entry, h):
+                log.info("model %s version %d changed on disk since it failed to load; loading it again", name, version)
+                self._set_state(h, ServableState.END)  # the failed attempt ends; a fresh lifecycle begins
             if h is None or h.state is ServableState.END:
                 entry.versions[version] = VersionHarness(name, version, path)
         # Load new versions, newest first, so "latest" moves forward as early as possible.
@@ -215,6 +237,7 @@ class ModelManager:
         self._set_state(h, ServableState.LOADING)
         while True:
             h.attempts += 1
+            h.fingerprint = entry.fingerprints.get(h.version)
             started = time.perf_counter()
             try:
                 servable = await asyncio.get_running_loop().run_in_executor(

@@ -9,7 +9,7 @@ spelled it joined with the key, so a plain path stays plain and ``s3://bucket`` 
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
 
@@ -20,6 +20,9 @@ class FileInfo:
     key: str  # its path below the listed root ('/'-separated); for a listed file, its base name
     size: int
     is_dir: bool = False
+    # What changes when the object is rewritten or its metadata changes (mtime, ctime, mode and inode on local
+    # disks; ETag or last-modified on object stores); "" when the store reports none. Not part of equality.
+    stamp: str = field(default="", compare=False)
 
 
 def join(uri: str, *parts: str) -> str:

@@ -71,7 +71,9 @@ class Storage:
     def info(self, uri: str) -> FileInfo:
         fs, path = self._resolve(uri)
         entry = fs.info(path)
-        return FileInfo(uri, posixpath.basename(path.rstrip("/")), int(entry.get("size") or 0), _is_dir(entry))
+        return FileInfo(
+            uri, posixpath.basename(path.rstrip("/")), int(entry.get("size") or 0), _is_dir(entry), _stamp(entry)
+        )
 
     def list(self, uri: str, *, recursive: bool = False) -> builtins.list[FileInfo]:
         fs, path = self._resolve(uri)
@@ -88,7 +90,7 @@ class Storage:
             key = name[len(root) :] if name.startswith(root) else posixpath.basename(name)
             if not key or (recursive and _is_dir(entry)):
                 continue
-            out.append(FileInfo(join(uri, key), key, int(entry.get("size") or 0), _is_dir(entry)))
+            out.append(FileInfo(join(uri, key), key, int(entry.get("size") or 0), _is_dir(entry), _stamp(entry)))
         return sorted(out, key=lambda e: e.key)
 
     def list_dirs(self, uri: str) -> builtins.list[str]:
@@ -176,6 +178,15 @@ class Storage:
 
 def _is_dir(entry: dict[str, Any]) -> bool:
     return entry.get("type") == "directory"
+
+
+# fsspec's change markers: local (ctime is "created" on Linux; mode and inode catch chmod and replacement),
+# S3, GCS, Azure and HTTP spellings.
+_STAMP_KEYS = ("mtime", "created", "mode", "ino", "ETag", "etag", "LastModified", "last_modified", "updated")
+
+
+def _stamp(entry: dict[str, Any]) -> str:
+    return ";".join(f"{k}={entry[k]}" for k in _STAMP_KEYS if entry.get(k) is not None)
 
 
 def _conforms(storage: Storage) -> ObjectStorage:

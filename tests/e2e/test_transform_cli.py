@@ -210,3 +210,48 @@ def test_ray_engine_matches_the_local_engine(tmp_path: Path, sum_model: Path) ->
     assert outputs(tmp_path / "r") == outputs(tmp_path / "l")
     doc = json.loads(cli("status", "ray", "--json", "--home", str(tmp_path / "h")).stdout)
     assert doc["ObjectsDone"] == 4 and doc["Records"] == 122 and doc["Errors"] == 1
+
+
+def test_symlinked_folders_are_followed_and_a_link_loop_is_one_line(tmp_path: Path, sum_model: Path) -> None:
+    """Issue 9, item 10: a folder linked into the input is read as a folder (its files get outputs under the
+    link's name), and an input with a link loop fails the job with one line naming the link, not a traceback."""
+    write_inputs(tmp_path / "shared", files=1, records=2)
+    write_inputs(tmp_path / "in", files=1, records=3)
+    (tmp_path / "in" / "linked").symlink_to(tmp_path / "shared")
+    home = {"SERVEKIT_HOME": str(tmp_path / "home")}
+    common = ["--model", str(sum_model), "--content-type", "application/jsonlines", "--split-type", "Line"]
+    done = cli(
+        "run",
+        "--name",
+        "linked",
+        "--input",
+        str(tmp_path / "in"),
+        "--output-path",
+        str(tmp_path / "out"),
+        *common,
+        env=home,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "job linked: Completed" in done.stdout and "2 done" in done.stdout
+    assert sorted(outputs(tmp_path / "out")) == ["linked/part-0.jsonl.out", "part-0.jsonl.out"]
+    assert outputs(tmp_path / "out")["linked/part-0.jsonl.out"].count(b"\n") == 2
+
+    (tmp_path / "in" / "back").symlink_to(tmp_path / "in")
+    looped = cli(
+        "run",
+        "--name",
+        "looped",
+        "--input",
+        str(tmp_path / "in"),
+        "--output-path",
+        str(tmp_path / "out2"),
+        *common,
+        env=home,
+    )
+    assert looped.returncode == 1, looped.stdout + looped.stderr
+    assert "Traceback" not in looped.stdout + looped.stderr
+    reasons = [line for line in looped.stdout.splitlines() if "reason:" in line]
+    assert reasons == [
+        f"  reason: cannot list the input {tmp_path / 'in'}: symbolic link loop (leads back to {tmp_path / 'in'}) "
+        f"at {tmp_path / 'in' / 'back'}"
+    ], looped.stdout

@@ -4,6 +4,7 @@ here on the in-memory fake (the same code runs on local paths and URIs in the in
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import orjson
 import pytest
@@ -78,3 +79,31 @@ def test_the_writer_publishes_whole_files_only() -> None:
     aborted.write(b"x")
     aborted.abort()
     assert sorted(s.files) == ["mem://out/a.csv.out"]
+
+
+def test_a_symlinked_folder_in_the_input_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "b.jsonl").write_bytes(b"[2]\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_bytes(b"[1]\n")
+    (tmp_path / "in" / "more").symlink_to(tmp_path / "real")
+    objects = list_inputs(str(tmp_path / "in"), DataType.PREFIX)
+    assert [(o.key, o.size) for o in objects] == [("a.jsonl", 4), ("more/b.jsonl", 4)]
+
+
+@pytest.mark.parametrize("where", ["inside", "the input itself"])
+def test_a_symlink_loop_is_a_one_line_input_error(tmp_path: Path, where: str) -> None:
+    if where == "inside":
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in" / "a.jsonl").write_bytes(b"[1]\n")
+        (tmp_path / "in" / "back").symlink_to(tmp_path / "in")
+        culprit = tmp_path / "in" / "back"
+    else:
+        (tmp_path / "in").symlink_to(tmp_path / "other")
+        (tmp_path / "other").symlink_to(tmp_path / "in")
+        culprit = tmp_path / "in"
+    with pytest.raises(InputError) as info:
+        list_inputs(str(tmp_path / "in"), DataType.PREFIX)
+    message = str(info.value)
+    assert message.startswith(f"cannot list the input {tmp_path / 'in'}: symbolic link loop")
+    assert message.endswith(f"at {culprit}") and "\n" not in message

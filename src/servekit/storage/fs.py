@@ -7,10 +7,13 @@ The only module in servekit that imports fsspec (capture will move onto it too);
 from __future__ import annotations
 
 import builtins
+import errno
 import hashlib
 import os
 import posixpath
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -76,11 +79,18 @@ class Storage:
         )
 
     def list(self, uri: str, *, recursive: bool = False) -> builtins.list[FileInfo]:
+        """Local listings follow symbolic links to folders (a link that leads back into a folder it is in raises
+        ``OSError`` with ``errno.ELOOP``); a link to a file lists as a file of the target's size."""
         fs, path = self._resolve(uri)
         top = self.info(uri)
         if not top.is_dir:
             return [top]
         root = path.rstrip("/") + "/"
+        if recursive and self.is_local(uri):
+            files = [(p[len(root) :], st) for p, st in _walk_local(root.rstrip("/") or "/")]
+            return sorted(
+                (FileInfo(join(uri, k), k, st.st_size, False, _stat_stamp(st)) for k, st in files), key=lambda e: e.key
+            )
         found: dict[str, dict[str, Any]] = (
             fs.find(path, detail=True) if recursive else {str(e["name"]): e for e in fs.ls(path, detail=True)}
         )
@@ -177,7 +187,42 @@ class Storage:
 
 
 def _is_dir(entry: dict[str, Any]) -> bool:
+    if entry.get("islink") and entry.get("type") == "other":  # fsspec's local listing: a link, not followed
+        return os.path.isdir(str(entry["name"]))
     return entry.get("type") == "directory"
+
+
+def _walk_local(top: str) -> Iterator[tuple[str, os.stat_result]]:
+    """Every file below the local folder ``top`` with its (followed) stat, through symbolic links to folders. A
+    link back to a folder it lies in, or a link that resolves to itself, raises ``OSError(ELOOP)`` naming it."""
+
+    def visit(folder: str, ancestors: frozenset[tuple[int, int]]) -> Iterator[tuple[str, os.stat_result]]:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            try:
+                st = entry.stat()  # follows links
+            except FileNotFoundError:  # a dangling link: listed, as fsspec lists it; opening it fails clearly
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise OSError(errno.ELOOP, "symbolic link loop", entry.path) from None
+                raise
+            if not stat.S_ISDIR(st.st_mode):
+                yield entry.path, st
+                continue
+            node = (st.st_dev, st.st_ino)
+            if node in ancestors:
+                back = os.path.realpath(entry.path)
+                raise OSError(errno.ELOOP, f"symbolic link loop (leads back to {back})", entry.path)
+            yield from visit(entry.path, ancestors | {node})
+
+    first = os.stat(top)
+    yield from visit(top, frozenset({(first.st_dev, first.st_ino)}))
+
+
+def _stat_stamp(st: os.stat_result) -> str:
+    return f"mtime={st.st_mtime_ns};created={st.st_ctime_ns};mode={st.st_mode};ino={st.st_ino}"
 
 
 # fsspec's change markers: local (ctime is "created" on Linux; mode and inode catch chmod and replacement),

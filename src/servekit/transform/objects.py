@@ -1,11 +1,13 @@
 """Input objects of a job: list them (file, directory/prefix or manifest), open them, name their outputs.
 
 Paths are plain paths or URIs, read through ``servekit.storage``. Listing is sorted by key so every run sees
-the same order; under a directory, hidden files and folders (a name starting with ".") are left out.
+the same order; under a directory, hidden files and folders (a name starting with ".") are left out, and symbolic
+links to folders are followed (a link loop fails the listing with a one-line reason).
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import posixpath
@@ -55,6 +57,8 @@ def list_inputs(uri: str, data_type: DataType, storage: ObjectStorage | None = N
         entries = storage.list(uri, recursive=True)
     except FileNotFoundError:
         raise InputError(f"the input {uri} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot list the input {uri}: {_reason(exc)}") from None
     if len(entries) == 1 and entries[0].uri == uri:  # a single file
         return [InputObject(uri, entries[0].key, entries[0].size)]
     # hidden files (.gitkeep, editors' swap files) are not input
@@ -95,10 +99,20 @@ def _from_manifest(storage: ObjectStorage, uri: str) -> list[InputObject]:
             size = storage.info(obj_uri).size
         except FileNotFoundError:
             raise InputError(f"the manifest {uri} lists {obj_uri}, which does not exist") from None
+        except OSError as exc:
+            raise InputError(f"the manifest {uri} lists {obj_uri}, which cannot be read: {_reason(exc)}") from None
         objects.append(InputObject(obj_uri, key, size))
     if not objects:
         raise InputError(f"the manifest {uri} lists no objects")
     return objects
+
+
+def _reason(exc: OSError) -> str:
+    """An OS error in one line: what went wrong and where (a link loop says so)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno == errno.ELOOP and "loop" not in what:
+        what = "symbolic link loop"
+    return f"{what} at {exc.filename}" if exc.filename else what
 
 
 def content_type_of(key: str) -> str:

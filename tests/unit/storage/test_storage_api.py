@@ -165,3 +165,47 @@ def test_in_memory_local_path_materialises_a_folder(tmp_path: Path) -> None:
     s.put("mem://repo/m/1/code/inference.py", b"print(1)\n")
     local = s.local_path("mem://repo/m/1")
     assert (local / "code" / "inference.py").read_bytes() == b"print(1)\n"
+
+
+# ---- local symbolic links (only local disks have them) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("spelling", ["plain", "file-uri"])
+def test_local_listings_follow_links_to_folders(tmp_path: Path, spelling: str) -> None:
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "deep" / "b.txt").write_bytes(b"bb")
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "a.txt").write_bytes(b"a")
+    (tmp_path / "root" / "linked").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "root" / "alias.txt").symlink_to(tmp_path / "root" / "a.txt")
+    root = str(tmp_path / "root") if spelling == "plain" else f"file://{tmp_path}/root"
+    storage = Storage()
+    files = storage.list(root, recursive=True)
+    assert [(e.key, e.size, e.is_dir) for e in files] == [
+        ("a.txt", 1, False),
+        ("alias.txt", 1, False),
+        ("linked/deep/b.txt", 2, False),
+    ]
+    assert storage.get(files[-1].uri) == b"bb"
+    top = {e.key: e.is_dir for e in storage.list(root)}
+    assert top == {"a.txt": False, "alias.txt": False, "linked": True}
+    assert storage.list_dirs(root) == ["linked"]  # a version directory may be a link (TF Serving follows them)
+
+
+def test_a_link_loop_fails_a_local_listing_naming_the_link(tmp_path: Path) -> None:
+    storage = Storage()
+    (tmp_path / "cycle" / "sub").mkdir(parents=True)
+    (tmp_path / "cycle" / "sub" / "up").symlink_to(tmp_path / "cycle")
+    with pytest.raises(OSError, match=r"symbolic link loop \(leads back to .*cycle\)") as info:
+        storage.list(str(tmp_path / "cycle"), recursive=True)
+    assert info.value.filename == str(tmp_path / "cycle" / "sub" / "up")
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "x").symlink_to(tmp_path / "self" / "x")
+    with pytest.raises(OSError, match="symbolic link loop") as info:
+        storage.list(str(tmp_path / "self"), recursive=True)
+    assert info.value.filename == str(tmp_path / "self" / "x")
+    # Two links to one folder are not a loop: both are listed.
+    (tmp_path / "twice" / "shared").mkdir(parents=True)
+    (tmp_path / "twice" / "shared" / "f").write_text("")
+    (tmp_path / "twice" / "again").symlink_to(tmp_path / "twice" / "shared")
+    assert [e.key for e in storage.list(str(tmp_path / "twice"), recursive=True)] == ["again/f", "shared/f"]

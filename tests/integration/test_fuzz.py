@@ -219,6 +219,7 @@ def npy_bodies(draw: st.DrawFn) -> bytes:
                     "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (2,), }",
                     "{'descr': '<f8', 'fortran_order': False, 'shape': (1.5,), }",
                     "[1, 2]",
+                    "[",
                 ]
             )
             | st.text(max_size=40)

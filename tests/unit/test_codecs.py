@@ -172,6 +172,9 @@ def test_npy_malformed_headers_are_refused() -> None:
         decode_npy(good.replace(b"(2, 3), ", b"(4294967296, 4294967296)"))
     with pytest.raises(ServekitError, match=r"not a valid \.npy array"):
         decode_npy(good.replace(b"'<f8'", b"'<zz'"))
+    unterminated = good[:10] + b"[" + b" " * (len(good) - 12) + b"\n"  # tokenize.TokenError inside numpy
+    with pytest.raises(ServekitError, match=r"not a valid \.npy array"):
+        decode_npy(unterminated)
 
 
 def _v2(**override: object) -> list[object]:

@@ -198,6 +198,14 @@ def test_v2_inputs_of_the_wrong_json_type(override: dict[str, object], fragment:
     assert fragment in info.value.message
 
 
+@pytest.mark.parametrize(("datatype", "value"), [("FP16", 65520.0), ("FP32", 1e300), ("FP32", -1e39)])
+def test_v2_json_floats_the_datatype_cannot_hold(datatype: str, value: float) -> None:
+    with pytest.raises(ServekitError, match=f"data holds values outside the range of {datatype}"):
+        decode_v2_inputs(_v2(datatype=datatype, shape=[1], data=[value]))
+    (arr,) = decode_v2_inputs(_v2(datatype=datatype, shape=[2], data=[float("inf"), 1.0])).values()
+    assert np.isinf(arr[0])  # infinity that was sent is passed on
+
+
 def test_v2_sixty_four_dimensions_still_decode() -> None:
     (arr,) = decode_v2_inputs(_v2(shape=[1] * 63 + [2])).values()
     assert arr.ndim == 64

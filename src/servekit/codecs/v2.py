@@ -109,7 +109,10 @@ def _decode_input(spec: Any, binary: memoryview, offset: int) -> tuple[str, npt.
         elif numpy_dtype(datatype).kind in "biu":
             flat = _json_integers(data, datatype, name)
         else:
-            flat = np.asarray(data, dtype=numpy_dtype(datatype)).ravel()
+            with np.errstate(over="raise"):  # 65520.0 as FP16 (or 1e300 as FP32) would become inf
+                flat = np.asarray(data, dtype=numpy_dtype(datatype)).ravel()
+    except FloatingPointError:
+        raise invalid(f"input '{name}': data holds values outside the range of {datatype}") from None
     except (ValueError, TypeError, OverflowError) as exc:
         raise invalid(f"input '{name}': data does not hold {datatype} values ({exc})") from None
     if flat.size != count:
@@ -184,7 +187,7 @@ def parse_infer_request(raw: bytes, header_length: str | None) -> ParsedInfer:
     signature = params.get("signature_name")
     req_id = body.get("id", "")
     return ParsedInfer(
-        body,
+        {k: v for k, v in body.items() if k != "inputs"},  # the rest says how to answer; the data is decoded
         inputs,
         out_names,
         signature if isinstance(signature, str) else None,

@@ -36,6 +36,9 @@ class ServekitError(Exception):
     def __repr__(self) -> str:
         return f"ServekitError({self.code.name}, {self.message!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses process boundaries whole (decoding in a child process)
+        return (ServekitError, (self.code, self.message, self.details))
+
 
 def invalid(message: str, **details: Any) -> ServekitError:
     return ServekitError(ErrorCode.INVALID_ARGUMENT, message, details)

@@ -28,13 +28,18 @@ class InvocationPayload:
         self._signature: str | None = None
         self.rows = True  # whether the inputs came as rows (and so the answer goes back as rows)
 
-    def decode_now(self) -> None:
-        """Decode ahead (e.g. on another thread, for a large body); an error is kept for when the body is used,
-        so a model that takes raw bodies never sees it."""
-        try:
-            self._decode()
-        except Exception as exc:
-            self._error = exc
+    @property
+    def media(self) -> str:
+        return self._media
+
+    def preset(self, decoded: tuple[dict[str, npt.NDArray[Any]], bool, str | None] | Exception) -> None:
+        """Take the result of ``decode_body`` done elsewhere (a large body, in another process), or its error,
+        which is raised only if a tensor model needs the body (a model that takes raw bodies never sees it)."""
+        if isinstance(decoded, Exception):
+            self._error = decoded
+        else:
+            self._inputs, self.rows, self._signature = decoded
+            self._decoded = True
 
     def _decode(self) -> None:
         if self._error is not None:

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from servekit.codecs.json import dumps, loads
 from servekit.errors import invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
-from servekit.types import MAX_DIMS, Signature
+from servekit.types import CLASSIFY_METHOD, MAX_DIMS, PREDICT_METHOD, REGRESS_METHOD, Signature
 
 
 def _b64(value: Any) -> Any:
@@ -212,3 +213,25 @@ class ExamplesPayload:
 
     def tensors(self, sig: Signature) -> dict[str, npt.NDArray[Any]]:
         return decode_examples(self._body, sig)
+
+
+def decode_request(raw: bytes, method: str) -> tuple[str | None, Any, bool]:
+    """A ``:predict``/``:classify``/``:regress`` body: its ``signature_name``, its inputs (tensors, or an
+    :class:`ExamplesPayload` for the examples verbs) and whether they came as rows."""
+    body = loads(raw)
+    sig_name = body.get("signature_name") if isinstance(body, dict) else None
+    if sig_name is not None and not isinstance(sig_name, str):
+        raise invalid('"signature_name" must be a string')
+    if method == PREDICT_METHOD:
+        inputs, rows = decode_predict(body, ())
+        return sig_name, inputs, rows
+    return sig_name, ExamplesPayload(body), True
+
+
+def encode_response(resp: InferenceResponse, method: str, rows: bool) -> bytes:
+    """The JSON answer to a ``:predict``/``:classify``/``:regress`` request."""
+    if method == CLASSIFY_METHOD:
+        return dumps(encode_classify(resp))
+    if method == REGRESS_METHOD:
+        return dumps(encode_regress(resp))
+    return dumps(encode_predict(resp, rows))

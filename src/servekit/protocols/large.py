@@ -1,37 +1,59 @@
-"""Large bodies leave the event loop: decoding a 50 MB JSON body takes seconds of CPU, and on the loop every other
-request (health checks included) waits that long. Bodies from ``threshold`` bytes up are decoded, and their
-answers encoded, on one thread of their own, one at a time, so the loop keeps answering (the GIL is handed
-back every few milliseconds) and the memory a decode takes (tens of times the body, as Python objects) is
-spent by one large request at a time, not by all of them at once."""
+"""Large bodies leave the event loop and the server's GIL: decoding a 50 MB JSON body is seconds of CPU in single
+C calls (orjson, numpy) that hold the GIL throughout, so neither the loop nor a thread of this process could
+answer anything meanwhile. Bodies from ``threshold`` bytes up are decoded, and their answers encoded, in one
+child process, one at a time: the server keeps answering (health checks included) while it works, and the
+memory a decode takes (tens of times the body, as Python objects) is spent there, by one request at a time.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
-
-from servekit._utils.threads import ModelThreads
 
 T = TypeVar("T")
 
 LARGE_BODY_BYTES = 1 << 20
 
 
+def _run_and_trim(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    """In the child: run, then hand the heap the decode grew back to the OS (glibc keeps freed memory otherwise,
+    and the child would sit on the peak of its largest request for good)."""
+    try:
+        return fn(*args)
+    finally:
+        _trim()
+
+
+def _trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim, nothing lost
+        pass
+
+
 class DecodeLane:
     def __init__(self, threshold: int = LARGE_BODY_BYTES) -> None:
         self.threshold = threshold
-        self._thread: ModelThreads | None = None
+        self._pool: ProcessPoolExecutor | None = None
 
     def is_large(self, size: int) -> bool:
         return size >= self.threshold
 
     async def run(self, size: int, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)``: inline for a small body, on the lane's thread for a large one."""
+        """``fn(*args)``: inline for a small body, in the lane's process for a large one (``fn`` and its
+        arguments must pickle: module-level functions of ``servekit.codecs``)."""
         if size < self.threshold:
             return fn(*args)
-        if self._thread is None:
-            self._thread = ModelThreads(1, name="servekit-large-body")
-        return await self._thread.submit(fn, *args)
+        if self._pool is None:
+            # spawn: a fork of a server with running threads and an event loop is not safe to use
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _run_and_trim, fn, args)
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._thread.shutdown()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

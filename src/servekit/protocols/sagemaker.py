@@ -21,6 +21,7 @@ from servekit.codecs.params import parse_count
 from servekit.codecs.payloads import InvocationPayload
 from servekit.codecs.sagemaker import (
     JSON,
+    decode_body,
     encode_body,
     media_type,
     negotiate_accept,
@@ -90,8 +91,11 @@ class SageMaker:
         method = _METHODS[verb]
         payload = InvocationPayload(body, media_type(content_type), method, verb)
         lane = self._ctx.large
-        if lane.is_large(len(body)):
-            await lane.run(len(body), payload.decode_now)
+        if lane.is_large(len(body)) and method == PREDICT_METHOD:
+            try:
+                payload.preset(await lane.run(len(body), decode_body, body, payload.media))
+            except ServekitError as exc:  # kept for a tensor model; a model that takes raw bodies never sees it
+                payload.preset(exc)
         resp = await self._ctx.service.infer(
             InferenceRequest(
                 model=model,

@@ -9,17 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from servekit.codecs.json import dumps, loads
 from servekit.codecs.params import parse_count
-from servekit.codecs.tfjson import (
-    ExamplesPayload,
-    decode_predict,
-    encode_classify,
-    encode_predict,
-    encode_regress,
-)
+from servekit.codecs.tfjson import decode_request, encode_response
 from servekit.errors import invalid, not_found
-from servekit.inference.schema import InferenceRequest, InferenceResponse, Inputs
+from servekit.inference.schema import InferenceRequest
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import TFSERVING_STATUS
 from servekit.protocols.http import JSON_TYPE, InferenceHTTPResponse, RequestRunner, json_response, read_body
@@ -129,10 +122,7 @@ class TfServingRest:
         raw = await read_body(request, self._ctx.max_request_bytes)
         method = _METHODS[t.verb]
         lane = self._ctx.large
-        body, inputs, rows = await lane.run(len(raw), _decode, raw, method)
-        sig_name = body.get("signature_name") if isinstance(body, dict) else None
-        if sig_name is not None and not isinstance(sig_name, str):
-            raise invalid('"signature_name" must be a string')
+        sig_name, inputs, rows = await lane.run(len(raw), decode_request, raw, method)
         resp = await self._ctx.service.infer(
             InferenceRequest(
                 model=t.model,
@@ -145,20 +135,4 @@ class TfServingRest:
                 disconnected=request.receive,
             )
         )
-        return InferenceHTTPResponse(await lane.run(len(raw), _encode, resp, method, rows), JSON_TYPE, resp)
-
-
-def _decode(raw: bytes, method: str) -> tuple[Any, Inputs, bool]:
-    body = loads(raw)
-    if method == PREDICT_METHOD:
-        inputs, rows = decode_predict(body, ())
-        return body, inputs, rows
-    return body, ExamplesPayload(body), True
-
-
-def _encode(resp: InferenceResponse, method: str, rows: bool) -> bytes:
-    if method == CLASSIFY_METHOD:
-        return dumps(encode_classify(resp))
-    if method == REGRESS_METHOD:
-        return dumps(encode_regress(resp))
-    return dumps(encode_predict(resp, rows))
+        return InferenceHTTPResponse(await lane.run(len(raw), encode_response, resp, method, rows), JSON_TYPE, resp)

@@ -44,6 +44,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "monitor": BASE | {"config", "storage", "state", "codecs", "capture"},
     "bench": BASE | {"config", "codecs"},
     "transform": _CORE | {"codecs", "state"},
+    # The hosting control plane: knows no tensors and no serving internals; instances are `servekit serve`
+    # processes it starts, and the gateway forwards bytes.
+    "control": BASE | {"config", "storage", "state"},
     "__init__": BASE,
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package

@@ -1,0 +1,1 @@
+"""The hosting control plane: SageMaker-compatible models, endpoint configs and endpoints; instances; routing."""

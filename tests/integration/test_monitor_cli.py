@@ -123,6 +123,7 @@ def test_run_finds_the_shift_in_every_format(workdir: Path, baseline: Path, data
     assert _alarm_windows(out) == {("num_0", SHIFT_FROM + 2)}
     doc = orjson.loads((out / "metrics.json").read_bytes())
     assert [w["rows"] for w in doc["windows"]] == [ROWS] * HOURS
+    assert doc["warnings"] == [] and "warning" not in r.stderr  # the data's columns are the baseline's
     violations = sorted((out / "windows").glob("*/constraint_violations.json"))
     assert len(violations) == HOURS
     shifted = orjson.loads(violations[SHIFT_FROM].read_bytes())["violations"]
@@ -293,3 +294,86 @@ def test_missing_inputs_exit_1(workdir: Path, baseline: Path) -> None:
         str(workdir / "o"),
     )
     assert r.exit_code == 1 and "--timestamp-column" in r.output
+
+
+UNREADABLE = {
+    "empty.csv": (b"", "empty.csv: empty CSV file (the first line must name the columns)"),
+    "latin1.csv": (
+        "ts,num_0\n2026-11-30T00:00:00Z,caf\u00e9\n".encode("latin-1"),
+        "latin1.csv: not UTF-8 text (invalid bytes in column 'num_0'); save the file as UTF-8",
+    ),
+    "latin1-header.csv": (
+        "ts,n\u00fam\n2026-11-30T00:00:00Z,1\n".encode("latin-1"),
+        "latin1-header.csv: not UTF-8 text (byte 0xfa at position 4 of the header line); save the file as UTF-8",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+@pytest.mark.parametrize("command", ["baseline", "run"])
+def test_an_empty_or_non_utf8_csv_is_one_line_and_exit_2(
+    workdir: Path, baseline: Path, tmp_path: Path, name: str, command: str
+) -> None:
+    """Issue 9, item 10: not Arrow's 90-line traceback but one line naming the file and the problem."""
+    content, problem = UNREADABLE[name]
+    data = tmp_path / name
+    data.write_bytes(content)
+    out = ["--out", str(tmp_path / "out")]
+    args = ["--data", str(data), *out] if command == "baseline" else ["--baseline", str(baseline), "--data", str(data)]
+    extra = ["--timestamp-column", "ts"] if command == "run" else []
+    r = invoke("monitor", command, *args, *(out if command == "run" else []), *extra)
+    assert r.exit_code == 2, r.output
+    assert isinstance(r.exception, SystemExit)  # typer.Exit, not an exception escaping
+    assert r.stderr == f"servekit: {tmp_path}/{problem}\n"
+    assert "Traceback" not in r.output and "Arrow" not in r.output
+
+
+def _relabelled(workdir: Path, tmp_path: Path, rename: dict[str, str], add: str | None = None) -> Path:
+    """traffic.csv with columns renamed, and optionally a constant extra column."""
+    with (workdir / "traffic.csv").open(newline="") as f:
+        rows = list(csv.reader(f))
+    header = [rename.get(c, c) for c in rows[0]]
+    body = rows[1:]
+    if add:
+        header.append(add)
+        body = [[*r, "x"] for r in body]
+    return _write_csv(tmp_path / "traffic.csv", header, body)
+
+
+@pytest.mark.parametrize(
+    ("rename", "add", "warning"),
+    [
+        (
+            {"num_0": "num_zero"},
+            None,
+            "the data's columns do not match the baseline's: missing 'num_0' (judged as all missing); "
+            "extra 'num_zero' (ignored); a renamed column shows as one missing and one extra",
+        ),
+        ({}, "region", "the data's columns do not match the baseline's: extra 'region' (ignored)"),
+    ],
+)
+def test_a_header_that_does_not_match_the_baseline_is_named(
+    workdir: Path, baseline: Path, tmp_path: Path, rename: dict[str, str], add: str | None, warning: str
+) -> None:
+    """Issue 9, item 10: an extra column was ignored silently and a renamed one only showed up as drift."""
+    data = _relabelled(workdir, tmp_path, rename, add)
+    out = tmp_path / "out"
+    r = invoke(
+        "monitor",
+        "run",
+        "--baseline",
+        str(baseline),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--timestamp-column",
+        "ts",
+    )
+    assert r.exit_code == 0, r.output
+    assert r.stderr == f"servekit: warning: {warning}\n"
+    assert orjson.loads((out / "metrics.json").read_bytes())["warnings"] == [warning]
+    run_doc = orjson.loads((out / "run.json").read_bytes())
+    assert run_doc["warnings"] == [warning]
+    assert run_doc["missing_columns"] == (["num_0"] if rename else [])
+    assert run_doc["extra_columns"] == (["num_zero"] if rename else ["region"])

@@ -75,7 +75,8 @@ def test_metrics_json_has_the_documented_shape(stream: RunResult) -> None:
     from servekit.monitor.outputs import metrics_json
 
     doc = orjson.loads(orjson.dumps(metrics_json(stream)))
-    assert set(doc) == {"windows", "alarms"}
+    assert set(doc) == {"windows", "alarms", "warnings"}
+    assert doc["warnings"] == []  # the capture's columns are the baseline's
     w = doc["windows"][13]
     assert set(w) == {"index", "start", "end", "rows", "status", "features"}
     assert (w["start"], w["end"]) == ("2026-11-30T13:00:00Z", "2026-11-30T14:00:00Z")

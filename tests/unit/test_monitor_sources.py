@@ -174,3 +174,26 @@ def test_reads_what_servekit_capture_writes(tmp_path: Path) -> None:
     assert values == ["1.0", "3.0", "5"]  # JSON numbers and CSV text: each batch keeps its own type
     ts = sorted(np.concatenate([b.timestamps for b in batches if b.timestamps is not None]).tolist())
     assert ts == [T0 + 300, T0 + 300, T0 + 3600 + 450]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("blank.csv", b"\n\n", "the first line is blank (the first line must name the columns)"),
+        ("ragged.csv", b"a,b\n1,2\n3\n", "not a readable CSV file (CSV parse error: Expected 2 columns, got 1: 3)"),
+        ("late.csv", b"a,b\n" + b"1,2\n" * 5000 + b"3,\xff\n", "not UTF-8 text (invalid bytes in column 'b')"),
+        ("garbage.parquet", b"PAR1 not really", "not a readable Parquet file ("),
+    ],
+)
+def test_a_file_that_cannot_be_parsed_is_one_line_naming_it(
+    tmp_path: Path, name: str, content: bytes, problem: str
+) -> None:
+    from servekit.monitor.sources import UnreadableFile
+
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(UnreadableFile) as info:
+        for _ in read(str(tmp_path / name), batch_rows=1000):
+            pass
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / name}: {problem}") and "\n" not in message
+    assert isinstance(info.value, SourceError)  # the monitor's watch loop logs it and goes on

@@ -71,7 +71,7 @@ def baseline(
     from servekit.monitor import store
     from servekit.monitor.baseline import build
     from servekit.monitor.config import BaselineConfig
-    from servekit.monitor.sources import SourceError
+    from servekit.monitor.sources import SourceError, UnreadableFile
 
     try:
         cfg = BaselineConfig(
@@ -89,6 +89,8 @@ def baseline(
         _fail(str(exc), 2)
     try:
         result = build(data, cfg)
+    except UnreadableFile as exc:  # a file that is not what its name says: like a bad flag, fix the input
+        _fail(str(exc), 2)
     except SourceError as exc:
         _fail(str(exc), 1)
     folder = store.save(result, out)
@@ -172,7 +174,7 @@ def run_cmd(
     """Judge each window of the data against the baseline; write metrics.json, violations and report.html."""
     _logging(log_level)
     from servekit.monitor.job import JobSpec, run_job
-    from servekit.monitor.sources import SourceError
+    from servekit.monitor.sources import SourceError, UnreadableFile
     from servekit.monitor.store import BaselineError
     from servekit.monitor.webhooks import AlertLog, Notifier
 
@@ -196,10 +198,14 @@ def run_cmd(
     notifier = Notifier(cfg.webhooks, AlertLog(out / "alerts.jsonl"))
     try:
         result = run_job(JobSpec(baseline, data, out, cfg), notifier)
+    except UnreadableFile as exc:
+        _fail(str(exc), 2)
     except (BaselineError, SourceError) as exc:
         _fail(str(exc), 1)
     finally:
         delivery = notifier.close(timeout=cfg.webhooks.timeout_seconds * cfg.webhooks.attempts + 5)
+    for warning in result.warnings:
+        typer.echo(f"servekit: warning: {warning}", err=True)
     ok = sum(1 for r in result.windows if r.status == "ok")
     drifted = sorted({n for r in result.windows for n, f in r.features.items() if f.drifted})
     typer.echo(f"{len(result.windows)} windows ({ok} judged), {len(result.alarms)} alarms; outputs in {out}")

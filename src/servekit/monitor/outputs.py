@@ -40,7 +40,7 @@ def metrics_json(result: RunResult) -> dict[str, Any]:
                 "features": features,
             }
         )
-    return {"windows": windows, "alarms": [a.to_json() for a in result.alarms]}
+    return {"windows": windows, "alarms": [a.to_json() for a in result.alarms], "warnings": result.warnings}
 
 
 def run_json(result: RunResult, info: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +61,9 @@ def run_json(result: RunResult, info: dict[str, Any]) -> dict[str, Any]:
         ],
         "windows": len(result.windows),
         "alarms": len(result.alarms),
+        "missing_columns": list(result.missing_columns),
+        "extra_columns": list(result.extra_columns),
+        "warnings": result.warnings,
     }
 
 

@@ -8,7 +8,7 @@ number of panes, features and bins, never on the number of rows. Nothing here wr
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +31,25 @@ class RunResult:
     until: float | None
     stats: SourceStats
     feature_errors: dict[str, str] = field(default_factory=dict)
+    missing_columns: tuple[str, ...] = ()  # baseline features the data never had (judged as all missing)
+    extra_columns: tuple[str, ...] = ()  # data columns the baseline does not know (ignored)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know about the data although the run went on (a header that does not match)."""
+        return column_warnings(self.missing_columns, self.extra_columns)
+
+
+def column_warnings(missing: Sequence[str], extra: Sequence[str]) -> list[str]:
+    if not missing and not extra:
+        return []
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(map(repr, missing))} (judged as all missing)")
+    if extra:
+        parts.append(f"extra {', '.join(map(repr, extra))} (ignored)")
+    hint = "; a renamed column shows as one missing and one extra" if missing and extra else ""
+    return [f"the data's columns do not match the baseline's: {'; '.join(parts)}{hint}"]
 
 
 def run(
@@ -46,6 +65,7 @@ def run(
     panes: dict[int, Pane] = {}
     errors: dict[str, str] = {}
     stats = SourceStats()
+    seen: dict[str, None] = {}  # every column the data had, in order
     first, last = math.inf, -math.inf
     batches = read(
         uri,
@@ -60,6 +80,7 @@ def run(
         ts = batch.timestamps
         if ts is None:
             raise SourceError(f"{uri!r} has no timestamps: name its time column with --timestamp-column")
+        seen.update(dict.fromkeys(batch.table.column_names))
         known = np.isfinite(ts)
         stats.rows_without_timestamp += int((~known).sum())
         keep = known
@@ -73,10 +94,13 @@ def run(
         kept = ts[keep]
         first, last = min(first, float(kept.min())), max(last, float(kept.max()))
         accumulate(panes, baseline, table, pane_of(kept, pane), errors)
+    features = set(baseline.columns)
+    missing = tuple(c for c in baseline.columns if c not in seen) if seen else ()
+    extra = tuple(c for c in seen if c not in features)
     since, until = cfg.since, cfg.until
     if since is None or until is None:
         if not panes:
-            return RunResult([], [], dict(streaks or {}), since, until, stats, errors)
+            return RunResult([], [], dict(streaks or {}), since, until, stats, errors, missing, extra)
         lo, hi = default_range(first, last, step)
         since = lo if since is None else since
         until = hi if until is None else until
@@ -89,4 +113,4 @@ def run(
     for r in results:
         state, new = alarm_rule.step(state, r.window.index, r.judgements(), cfg.consecutive)
         raised.extend(new)
-    return RunResult(results, raised, state, since, until, stats, errors)
+    return RunResult(results, raised, state, since, until, stats, errors, missing, extra)

@@ -39,6 +39,11 @@ class SourceError(ValueError):
     """The data cannot be read at all (no files, unknown format, missing timestamp column)."""
 
 
+class UnreadableFile(SourceError):
+    """A file of the data cannot be parsed: empty, not UTF-8 text, not valid CSV or Parquet. The message is one
+    line naming the file and the problem."""
+
+
 @dataclass(frozen=True, slots=True)
 class DataBatch:
     table: pa.Table
@@ -134,11 +139,15 @@ def _partition_overlaps(path: str, since: float | None, until: float | None) -> 
 def _read_table(storage: ObjectStorage, path: str, fmt: str, batch_rows: int) -> Iterator[pa.Table]:
     with _open(storage, path) as f:
         if fmt == "parquet":
-            # no pre-buffering: it keeps whole row groups of every column in memory, so memory grew with the file
-            for rb in pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20).iter_batches(batch_size=batch_rows):
-                yield pa.Table.from_batches([rb])
+            try:
+                # no pre-buffering: it keeps whole row groups of every column in memory, so memory grew with the file
+                parquet = pq.ParquetFile(f, pre_buffer=False, buffer_size=1 << 20)
+                for rb in parquet.iter_batches(batch_size=batch_rows):
+                    yield pa.Table.from_batches([rb])
+            except pa.ArrowInvalid as exc:
+                raise UnreadableFile(f"{path}: not a readable Parquet file ({_first_line(exc)})") from None
         elif fmt == "csv":
-            yield from _read_csv(f, batch_rows)
+            yield from _read_csv(f, batch_rows, path)
         else:
             lines = (line for line in f if line.strip())
             while chunk := list(itertools.islice(lines, batch_rows)):
@@ -149,17 +158,48 @@ def _read_table(storage: ObjectStorage, path: str, fmt: str, batch_rows: int) ->
                 yield rows_to_table(rows, ())
 
 
-def _read_csv(f: IO[bytes], batch_rows: int) -> Iterator[pa.Table]:
+def _read_csv(f: IO[bytes], batch_rows: int, path: str) -> Iterator[pa.Table]:
     head = f.readline()
-    names = next(csv.reader([head.decode("utf-8-sig")]), [])
+    if not head.strip():
+        problem = "empty CSV file" if not head else "the first line is blank"
+        raise UnreadableFile(f"{path}: {problem} (the first line must name the columns)")
+    try:
+        names = next(csv.reader([head.decode("utf-8-sig")]), [])
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(
+            f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at position {exc.start} of the header line); "
+            "save the file as UTF-8"
+        ) from None
     f.seek(0)
-    reader = pacsv.open_csv(
-        f,
-        read_options=pacsv.ReadOptions(block_size=max(1 << 16, batch_rows * 64)),
-        convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=True),
-    )
-    for rb in reader:
-        yield pa.Table.from_batches([rb])
+    try:
+        reader = pacsv.open_csv(
+            f,
+            read_options=pacsv.ReadOptions(block_size=max(1 << 16, batch_rows * 64)),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=True
+            ),
+        )
+        for rb in reader:
+            yield pa.Table.from_batches([rb])
+    except pa.ArrowInvalid as exc:
+        raise UnreadableFile(f"{path}: {_csv_problem(exc, names)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _csv_problem(exc: pa.ArrowInvalid, names: Sequence[str]) -> str:
+    """Arrow's CSV error as one line a user can act on."""
+    message = _first_line(exc)
+    if "invalid UTF8" in message:
+        m = re.search(r"column #(\d+)", message)
+        index = int(m.group(1)) if m else -1
+        where = f" in column {names[index]!r}" if 0 <= index < len(names) else ""
+        return f"not UTF-8 text (invalid bytes{where}); save the file as UTF-8"
+    if "Empty CSV" in message:
+        return "empty CSV file (the first line must name the columns)"
+    return f"not a readable CSV file ({message})"
 
 
 def _with_timestamps(tables: Iterator[pa.Table], column: str | None, path: str) -> Iterator[DataBatch]:

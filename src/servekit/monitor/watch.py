@@ -24,6 +24,7 @@ from servekit.monitor.outputs import window_folder
 from servekit.monitor.sources import SourceError
 from servekit.monitor.store import BaselineError, dump, write_atomic
 from servekit.monitor.webhooks import Notifier
+from servekit.monitor.windows import format_time
 
 log = logging.getLogger(__name__)
 STATE_FILE = "watch-state.json"
@@ -97,6 +98,8 @@ def tick(spec: JobSpec, notifier: Notifier, now: float, delay: int = 0) -> bool:
         first_index=state.next_index,
         out=spec.out / window_folder(until),
     )
+    for warning in result.warnings:
+        log.warning("monitor run up to %s: %s", format_time(until), warning)
     last = result.windows[-1] if result.windows else None
     new = WatchState(
         last.window.end if last else until, last.window.index + 1 if last else state.next_index, result.streaks

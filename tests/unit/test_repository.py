@@ -193,3 +193,16 @@ def test_source_fingerprints_only_versions_not_loaded(tmp_path: Path) -> None:
         assert target.fingerprints["m"][2] != before
 
     asyncio.run(main())
+
+
+def test_a_remote_version_changed_in_place_is_copied_again(tmp_path: Path) -> None:
+    """A failed remote version retried after a fix must not load the broken local copy made before."""
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/fixrepo/m/1/fake.txt", b"corrupt")
+    storage = Storage(cache_dir=str(tmp_path / "cache"))
+    first = storage.local_path("memory://fixrepo/m/1")
+    assert (first / "fake.txt").read_bytes() == b"corrupt"
+    assert storage.local_path("memory://fixrepo/m/1") == first  # unchanged: the copy is reused
+    fs.pipe("/fixrepo/m/1/fake.txt", b"7")
+    assert (storage.local_path("memory://fixrepo/m/1") / "fake.txt").read_bytes() == b"7"
+    fs.rm("/fixrepo", recursive=True)

@@ -173,7 +173,10 @@ class Storage:
         if self.is_local(uri):
             return Path(uri.removeprefix("file://"))
         fs, path = self._resolve(uri)
-        digest = hashlib.sha256(uri.encode()).hexdigest()[:16]
+        # Keyed by the content's names, sizes and change stamps too: a version fixed in place (a failed load
+        # retried) is copied again instead of reusing the broken copy.
+        listing = "\n".join(f"{e.key}\0{e.size}\0{e.stamp}" for e in self.list(uri, recursive=True))
+        digest = hashlib.sha256(f"{uri}\n{listing}".encode(errors="surrogateescape")).hexdigest()[:16]
         target = self._cache_dir / digest
         if not target.exists():
             tmp = Path(tempfile.mkdtemp(dir=self._ensure_cache()))

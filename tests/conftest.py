@@ -10,7 +10,7 @@ from servekit.config.loading import load_model_config_file
 from servekit.config.models import ServerConfig
 from servekit.demo.build import build_demo
 from servekit.protocols.app import build_app
-from servekit.testing.app_client import wait_until_loaded
+from servekit.testing.app_client import LOOPBACK, wait_until_loaded
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +36,6 @@ def demo_config(demo_repo: Path) -> ServerConfig:
 def client(demo_config: ServerConfig) -> Iterator[TestClient]:
     """The whole app in process, every demo model loaded."""
     app = build_app(demo_config)
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, client=LOOPBACK) as c:
         wait_ready(c)
         yield c

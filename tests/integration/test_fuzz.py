@@ -57,7 +57,9 @@ PROFILE = settings.get_profile(os.environ.get("SERVEKIT_FUZZ_PROFILE", "ci"))
 
 ATTRS = "X-Amzn-SageMaker-Custom-Attributes"
 MODELS = ["iris", "iris_sklearn", "iris_handler", "diabetes"]
-MODEL_RAISED = re.compile(r"^(model '[^']*' version \d+ raised |the model's \w+ raised )")
+MODEL_RAISED = re.compile(
+    r"^(model '[^']*' version \d+ failed while running the request|the model's \w+ failed) \(request id [0-9a-f]+;"
+)
 V2_TYPES = ["BOOL", "UINT8", "INT8", "INT32", "INT64", "UINT64", "FP16", "FP32", "FP64", "BYTES"]
 GOOD_ROW = [5.1, 3.5, 1.4, 0.2]
 

@@ -179,7 +179,8 @@ def test_handler_predict_raising_is_a_model_error(tmp_path: Path) -> None:
     with pytest.raises(ServekitError) as info:
         s.invoke(b"[1]", "application/json", "application/json")
     assert info.value.code is ErrorCode.MODEL_ERROR
-    assert "predict_fn raised KeyError" in info.value.message
+    assert info.value.message == "the model's predict_fn failed"  # what a client may see
+    assert info.value.details["cause"] == "KeyError: 'boom'"  # what the server log gets
 
 
 def test_handler_import_error(tmp_path: Path) -> None:

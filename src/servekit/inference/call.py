@@ -64,10 +64,23 @@ def prepare(
 
 
 def model_failure(exc: Exception, model: str, version: int) -> ServekitError:
-    """What a client is told when the model itself raised (a ServekitError from the model passes as it is)."""
+    """What a client is told when the model itself raised (a ServekitError from the model passes as it is).
+
+    The message names the model and version only; the exception itself is kept in ``details["cause"]`` for
+    the server log and for local tools (warmup, batch transform), not for the HTTP body."""
     if isinstance(exc, ServekitError):
         return exc
-    return ServekitError(ErrorCode.MODEL_ERROR, f"model '{model}' version {version} raised {type(exc).__name__}: {exc}")
+    return ServekitError(
+        ErrorCode.MODEL_ERROR,
+        f"model '{model}' version {version} failed while running the request",
+        {"cause": f"{type(exc).__name__}: {exc}"},
+    )
+
+
+def full_message(err: ServekitError) -> str:
+    """The message with its cause, for places where the reader owns the server (logs, warmup, transform)."""
+    cause = err.details.get("cause")
+    return f"{err.message}: {cause}" if cause else err.message
 
 
 def predict_now(

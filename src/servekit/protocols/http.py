@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -89,10 +91,30 @@ class InferenceHTTPResponse(Response):
         ]
 
 
+_LOOPBACK = ("127.", "::1", "::ffff:127.")
+_SERVED_MODELS = re.compile(r"; models: [^;]*$")
+REQUEST_ID_HEADER = "x-servekit-request-id"
+AUTHENTICATED_KEY = "servekit.authenticated"  # set in the ASGI scope by the authentication front
+
+
+def trusted_caller(scope: Mapping[str, Any] | None) -> bool:
+    """A caller on loopback or authenticated: told which models exist when it names one that does not."""
+    if scope is None:
+        return False
+    if scope.get(AUTHENTICATED_KEY):
+        return True
+    client: Any = scope.get("client")
+    return bool(client) and str(client[0]).startswith(_LOOPBACK)
+
+
 class RequestRunner:
     """Runs one request's handler for a protocol: a ServekitError becomes the protocol's error response (its
     one status table), a bug of ours a 500 in the same shape, and every request on a configured model is
-    reported to the metrics observer with its neutral error code."""
+    reported to the metrics observer with its neutral error code.
+
+    Error bodies say what the client can act on and no more: a model failure or a bug of ours is logged in
+    full with a request id, and the body carries the id (also in ``x-servekit-request-id``), not the exception;
+    the list of served models in a 404 is only for callers on loopback or authenticated."""
 
     def __init__(
         self,
@@ -106,20 +128,31 @@ class RequestRunner:
         self.observer = observer
         self.known_model = known_model
 
-    async def run(self, model: str, api: str, fn: Callable[[], Awaitable[Response]]) -> Response:
+    async def run(
+        self,
+        model: str,
+        api: str,
+        fn: Callable[[], Awaitable[Response]],
+        scope: Mapping[str, Any] | None = None,
+    ) -> Response:
         started = time.perf_counter()
         code: ErrorCode | None = None
         try:
             response = await fn()
         except ServekitError as exc:
             code = exc.code
-            response = error_response(exc, self.table)
+            response = self._error(exc, model, api, scope)
         except Exception as exc:  # a bug of ours: answer in the protocol's shape and keep serving
-            log.exception("unexpected error in %s %s", self.protocol, api)
             code = ErrorCode.INTERNAL
-            response = error_response(
-                ServekitError(ErrorCode.INTERNAL, f"internal server error: {type(exc).__name__}: {exc}"), self.table
+            rid = secrets.token_hex(8)
+            log.exception("request %s: unexpected error in %s %s (model %r)", rid, self.protocol, api, model)
+            response = _with_request_id(
+                error_response(
+                    ServekitError(ErrorCode.INTERNAL, f"internal server error (request id {rid})"), self.table
+                ),
+                rid,
             )
+            del exc
         # Only configured models get metric labels, so arbitrary names in URLs cannot grow the label set.
         if self.observer is not None and model and self.known_model(model):
             version = getattr(response, "model_version", None) or response.headers.get("x-servekit-model-version", "")
@@ -132,3 +165,28 @@ class RequestRunner:
                 seconds=time.perf_counter() - started,
             )
         return response
+
+    def _error(self, exc: ServekitError, model: str, api: str, scope: Mapping[str, Any] | None) -> Response:
+        if exc.code in (ErrorCode.MODEL_ERROR, ErrorCode.INTERNAL):
+            rid = secrets.token_hex(8)
+            cause = exc.details.get("cause")
+            log.error(
+                "request %s: %s %s (model %r): %s%s",
+                rid,
+                self.protocol,
+                api,
+                model,
+                exc.message,
+                f": {cause}" if cause else "",
+                exc_info=exc.__cause__ is not None and exc.__cause__,
+            )
+            public = ServekitError(exc.code, f"{exc.message} (request id {rid}; the server log has the details)")
+            return _with_request_id(error_response(public, self.table), rid)
+        if "; models: " in exc.message and not trusted_caller(scope):
+            return error_response(ServekitError(exc.code, _SERVED_MODELS.sub("", exc.message)), self.table)
+        return error_response(exc, self.table)
+
+
+def _with_request_id(response: Response, rid: str) -> Response:
+    response.headers[REQUEST_ID_HEADER] = rid
+    return response

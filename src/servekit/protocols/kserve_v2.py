@@ -101,7 +101,7 @@ class KServeV2:
                 }
             )
 
-        return await self._observed.run(request.path_params["model"], "metadata", run)
+        return await self._observed.run(request.path_params["model"], "metadata", run, request.scope)
 
     async def model_config(self, request: Request) -> Response:
         """Triton's model configuration, for clients that ask for it (tritonclient's get_model_config)."""
@@ -122,14 +122,14 @@ class KServeV2:
                 }
             )
 
-        return await self._observed.run(request.path_params["model"], "config", run)
+        return await self._observed.run(request.path_params["model"], "config", run, request.scope)
 
     async def infer(self, request: Request) -> Response:
         target = infer_target(request.scope["path"])
         if target is None:  # unreachable through the routes and the fast path; kept as a guard
             raise HTTPException(404)
         model, raw_version = target
-        return await self._observed.run(model, "infer", lambda: self._infer(request, model, raw_version))
+        return await self._observed.run(model, "infer", lambda: self._infer(request, model, raw_version), request.scope)
 
     async def _infer(self, request: Request, model: str, raw_version: str | None) -> Response:
         version = None if raw_version is None else parse_count(raw_version, "version")

@@ -81,8 +81,8 @@ class SageMaker:
         try:
             target = self._route(request)
         except ServekitError as exc:
-            return await self._observed.run("", "invocations", _raiser(exc))
-        return await self._observed.run(target[0], "invocations", lambda: self._invoke(request, *target))
+            return await self._observed.run("", "invocations", _raiser(exc), request.scope)
+        return await self._observed.run(target[0], "invocations", lambda: self._invoke(request, *target), request.scope)
 
     async def _invoke(self, request: Request, model: str, version: int | None, verb: str) -> Response:
         body = await read_body(request, self._ctx.max_request_bytes)

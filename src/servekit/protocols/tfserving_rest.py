@@ -63,7 +63,7 @@ class TfServingRest:
             api = verb if verb in _METHODS else "predict"
         else:
             api = "metadata" if path.endswith("/metadata") else "status"
-        return await self._observed.run(model, api, lambda: self._handle(request, path, m, verb))
+        return await self._observed.run(model, api, lambda: self._handle(request, path, m, verb), request.scope)
 
     async def _handle(self, request: Request, path: str, m: re.Match[str] | None, verb: str) -> Response:
         t = _Target(path, m, verb)

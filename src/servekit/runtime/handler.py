@@ -93,7 +93,10 @@ def _arity_call(fn: Callable[..., Any], args: tuple[Any, ...], context: HandlerC
 
 
 def _model_raised(where: str, exc: BaseException) -> ServekitError:
-    return ServekitError(ErrorCode.MODEL_ERROR, f"the model's {where} raised {type(exc).__name__}: {exc}")
+    # The exception goes to the server log (details["cause"]), not to the client: it may say too much.
+    return ServekitError(
+        ErrorCode.MODEL_ERROR, f"the model's {where} failed", {"cause": f"{type(exc).__name__}: {exc}"}
+    )
 
 
 def _input_fault(data: Any, model: Any) -> str | None:

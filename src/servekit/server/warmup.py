@@ -19,7 +19,7 @@ from servekit.codecs.json import loads
 from servekit.codecs.tfjson import decode_instances, decode_predict
 from servekit.codecs.v2 import decode_v2_inputs
 from servekit.errors import ConfigError, ErrorCode, ServekitError
-from servekit.inference.call import predict_now
+from servekit.inference.call import full_message, predict_now
 from servekit.runtime.base import Servable
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def run_warmup(servable: Servable, version_dir: Path, model: str, iterations: in
                 predict_now(servable, model, version, inputs, sig_name)
         except ServekitError as exc:
             if exc.code is ErrorCode.MODEL_ERROR:
-                raise ConfigError(f"warmup record {path}:{lineno} failed: {exc.message}") from exc
+                raise ConfigError(f"warmup record {path}:{lineno} failed: {full_message(exc)}") from exc
             raise ConfigError(f"warmup record {path}:{lineno} is invalid: {exc.message}") from None
         except ConfigError as exc:
             raise ConfigError(f"warmup record {path}:{lineno}: {exc}") from None

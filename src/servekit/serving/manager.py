@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,18 @@ from servekit.serving.state import ServableState, check_transition
 log = logging.getLogger(__name__)
 
 Loader = Callable[[str, ModelConfig], Servable]  # (version path, model config) -> servable; blocking
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/>])(?:/[^\s/'\":,;()]+){2,}")
+
+
+def relative_paths(text: str, model: str, base_path: str) -> str:
+    """``text`` with the model's base path shown as ``<model>`` and any other absolute path cut to its last part,
+    so what a client reads about a load failure names the file without the server's directory layout."""
+    base = base_path.removeprefix("file://").rstrip("/")
+    if base:
+        text = text.replace(base, f"<{model}>")
+    return _ABSOLUTE_PATH.sub(lambda m: ".../" + m.group(0).rsplit("/", 1)[-1], text)
 
 
 class LifecycleObserver(Protocol):
@@ -244,7 +257,9 @@ class ModelManager:
                     self._load_pool, self._loader, h.path, entry.config
                 )
             except Exception as exc:
-                h.error = str(exc) or type(exc).__name__
+                full = str(exc) or type(exc).__name__
+                # Clients read h.error (status, 503s): files named relative to the model; the log has it all.
+                h.error = relative_paths(full, h.model, entry.config.base_path)
                 self._observe_load(h, time.perf_counter() - started, ok=False)
                 log.warning(
                     "loading %s version %d failed (attempt %d of %d): %s",
@@ -252,7 +267,7 @@ class ModelManager:
                     h.version,
                     h.attempts,
                     self._max_retries + 1,
-                    h.error,
+                    full,
                 )
                 if h.attempts > self._max_retries or h.version not in entry.aspired or self._closing:
                     self._set_state(h, ServableState.ERROR)
@@ -422,7 +437,7 @@ class ModelManager:
         ]
         if errors:
             raise unavailable(f"model '{model}' has no available version; " + "; ".join(errors))
-        raise unavailable(f"model '{model}' has no version directories under {entry.config.base_path}")
+        raise unavailable(f"model '{model}' has no version directories (<base_path>/<integer version>/) yet")
 
     def lease(self, model: str, version: int | None = None, label: str | None = None) -> Lease:
         """Hold a version for the length of a request (``with manager.lease(...) as lease``); its unload

@@ -15,6 +15,8 @@ from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
 from servekit.server.core import ServingCore
 
+LOOPBACK = ("127.0.0.1", 50000)
+
 
 def wait_until_loaded(client: TestClient) -> None:
     """Return once the app's model manager has no load in flight (every configured version has loaded or
@@ -25,8 +27,11 @@ def wait_until_loaded(client: TestClient) -> None:
 
 
 @contextmanager
-def app_client(config: ServerConfig, core: ServingCore | None = None) -> Iterator[TestClient]:
-    """The app for ``config`` started in process, every model loaded; errors answer as HTTP, not raise."""
-    with TestClient(build_app(config, core), raise_server_exceptions=False) as client:
+def app_client(
+    config: ServerConfig, core: ServingCore | None = None, client_address: tuple[str, int] = LOOPBACK
+) -> Iterator[TestClient]:
+    """The app for ``config`` started in process, every model loaded; errors answer as HTTP, not raise.
+    Requests come from ``client_address`` (loopback by default, as a local ``curl`` would)."""
+    with TestClient(build_app(config, core), raise_server_exceptions=False, client=client_address) as client:
         wait_until_loaded(client)
         yield client

@@ -30,7 +30,7 @@ from servekit.codecs.sagemaker import (
 )
 from servekit.codecs.tfjson import decode_instances
 from servekit.errors import ErrorCode, ServekitError
-from servekit.inference.call import predict_now
+from servekit.inference.call import full_message, predict_now
 from servekit.inference.schema import InferenceResponse
 from servekit.runtime.base import RawInvocable, Servable
 
@@ -138,7 +138,12 @@ class RuntimeInvoker:
         """The answer, and the row shape and kind of every input (equal across parts of one body)."""
         inputs, rows, sig_name = decoded
         shape = tuple((n, a.shape[1:], a.dtype.kind) for n, a in sorted(inputs.items()))
-        sig, outputs = predict_now(self._servable, self._name, self._version, inputs, sig_name)
+        try:
+            sig, outputs = predict_now(self._servable, self._name, self._version, inputs, sig_name)
+        except ServekitError as exc:  # the job's owner reads the errors file: give the model's own words
+            if exc.code is ErrorCode.MODEL_ERROR:
+                raise ServekitError(exc.code, full_message(exc)) from exc
+            raise
         resp = InferenceResponse(self._name, 0, sig.name, outputs, sig.class_labels)
         return encode_body(resp, accept, rows), shape
 

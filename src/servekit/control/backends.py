@@ -1,0 +1,210 @@
+"""Where instances run. The control logic asks a :class:`ReplicaBackend` to start and stop instances and to say
+whether they are still alive; it never knows whether an instance is a local process, a Ray actor or a pod.
+
+:class:`LocalProcessBackend` runs each instance as a ``servekit serve`` process on an ephemeral loopback port,
+inside its instance type's envelope: model threads = vCPUs, CPU affinity when the machine has the cores, and a
+memory limit enforced by a watchdog that stops the instance with a reason when its RSS passes the envelope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceSpec:
+    """One instance to run: which model directory to serve under which name, in which envelope."""
+
+    instance_id: str
+    model_name: str
+    model_dir: str
+    vcpus: int
+    memory_bytes: int | None = None
+    cpus: tuple[int, ...] | None = None  # CPU affinity; None = any
+    environment: Mapping[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()  # further `servekit serve` flags (capture, batching...)
+
+
+@dataclass(slots=True)
+class InstanceHandle:
+    spec: InstanceSpec
+    url: str  # http://127.0.0.1:<port>
+    pid: int | None = None
+    exit_reason: str | None = None  # set once the backend knows why it ended
+    log_path: str | None = None
+
+
+class ReplicaBackend(Protocol):
+    async def start(self, spec: InstanceSpec) -> InstanceHandle: ...
+
+    async def stop(self, handle: InstanceHandle, grace_s: float = 10.0) -> None: ...
+
+    def alive(self, handle: InstanceHandle) -> bool:
+        """False once the instance has ended (its ``exit_reason`` then says why)."""
+        ...
+
+    def log_tail(self, handle: InstanceHandle, lines: int = 20) -> str: ...
+
+    async def close(self) -> None: ...
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process and its children (a serve process may run worker processes)."""
+    try:
+        total = 0
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += rss_bytes(int(child)) or 0
+        return total
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+class LocalProcessBackend:
+    """Instances as local ``servekit serve`` subprocesses, logs under ``log_dir``."""
+
+    def __init__(self, log_dir: Path, watch_interval_s: float = 1.0, python: str = sys.executable) -> None:
+        self._log_dir = log_dir
+        self._python = python
+        self._watch_interval_s = watch_interval_s
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+
+    def command(self, spec: InstanceSpec, port: int) -> list[str]:
+        return [
+            self._python,
+            "-m",
+            "servekit.cli.main",
+            "serve",
+            "--model_name",
+            spec.model_name,
+            "--model_base_path",
+            spec.model_dir,
+            "--host",
+            "127.0.0.1",
+            "--rest_api_port",
+            str(port),
+            "--num_inference_threads",
+            str(max(1, spec.vcpus)),
+            "--tensorflow_intra_op_parallelism",
+            str(max(1, spec.vcpus)),
+            "--file_system_poll_wait_seconds",
+            "0",
+            *spec.extra_args,
+        ]
+
+    async def start(self, spec: InstanceSpec) -> InstanceHandle:
+        port = free_port()
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self._log_dir / f"{spec.instance_id}.log"
+        env = {**os.environ, **spec.environment, "PYTHONUNBUFFERED": "1"}
+        with open(log_path, "ab") as log:  # the child keeps its own descriptor
+            proc = await asyncio.create_subprocess_exec(
+                *self.command(spec, port),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,  # its own process group: stopping it stops its workers too
+            )
+        if spec.cpus:  # set before the interpreter has started any thread, so every thread inherits it
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(proc.pid, spec.cpus)
+        handle = InstanceHandle(spec, f"http://127.0.0.1:{port}", proc.pid, log_path=str(log_path))
+        self._procs[spec.instance_id] = proc
+        self._watchers[spec.instance_id] = asyncio.get_running_loop().create_task(self._watch(handle, proc))
+        return handle
+
+    async def _watch(self, handle: InstanceHandle, proc: asyncio.subprocess.Process) -> None:
+        """Record why the process ended; stop it when it outgrows its memory envelope."""
+        limit = handle.spec.memory_bytes
+        while proc.returncode is None:
+            if limit is not None and proc.pid is not None:
+                rss = rss_bytes(proc.pid)
+                if rss is not None and rss > limit:
+                    handle.exit_reason = (
+                        f"instance {handle.spec.instance_id} exceeded its memory limit: "
+                        f"{rss / 2**30:.2f} GiB resident, limit {limit / 2**30:.2f} GiB"
+                    )
+                    _signal_group(proc, signal.SIGKILL)
+                    break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), self._watch_interval_s)
+        code = await proc.wait()
+        if handle.exit_reason is None:
+            handle.exit_reason = f"instance {handle.spec.instance_id} exited with status {code}"
+
+    async def stop(self, handle: InstanceHandle, grace_s: float = 10.0) -> None:
+        proc = self._procs.pop(handle.spec.instance_id, None)
+        if proc is None:
+            return
+        if proc.returncode is None:
+            handle.exit_reason = handle.exit_reason or f"instance {handle.spec.instance_id} was stopped"
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace_s)
+            except TimeoutError:
+                _signal_group(proc, signal.SIGKILL)
+                await proc.wait()
+        watcher = self._watchers.pop(handle.spec.instance_id, None)
+        if watcher is not None:
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    def alive(self, handle: InstanceHandle) -> bool:
+        proc = self._procs.get(handle.spec.instance_id)
+        return proc is not None and proc.returncode is None
+
+    def log_tail(self, handle: InstanceHandle, lines: int = 20) -> str:
+        if handle.log_path is None:
+            return ""
+        try:
+            with open(handle.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 16384))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    async def close(self) -> None:
+        handles = list(self._procs)
+        for instance_id in handles:
+            proc = self._procs.get(instance_id)
+            if proc is not None and proc.returncode is None:
+                _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for instance_id in handles:
+            proc = self._procs.pop(instance_id)
+            try:
+                await asyncio.wait_for(proc.wait(), max(0.1, deadline - time.monotonic()))
+            except TimeoutError:
+                _signal_group(proc, signal.SIGKILL)
+                await proc.wait()
+        for task in self._watchers.values():
+            task.cancel()
+        await asyncio.gather(*self._watchers.values(), return_exceptions=True)
+        self._watchers.clear()
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

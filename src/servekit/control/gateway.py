@@ -1,0 +1,183 @@
+"""The runtime gateway: InvokeEndpoint → a variant by weight (or ``TargetVariant``) → the instance with the fewest
+outstanding requests → its ``/invocations``, bytes only, over pooled keep-alive connections. It never decodes
+a tensor; errors come back in the runtime API's terms (``ModelError`` with the instance's status and message,
+``ServiceUnavailable`` when no instance can answer)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from servekit.control.router import choose_variant, least_outstanding
+
+CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+_ORIGINAL_MESSAGE_MAX = 1024
+
+
+@dataclass(slots=True)
+class InstanceRoute:
+    instance_id: str
+    url: str
+    outstanding: int = 0
+
+
+@dataclass(slots=True)
+class VariantRoute:
+    name: str
+    weight: float
+    instances: list[InstanceRoute] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    body: bytes
+    content_type: str
+    variant: str
+    custom_attributes: str | None = None
+
+
+class GatewayError(Exception):
+    """An InvokeEndpoint failure in the runtime API's terms: its error code, HTTP status and extra fields."""
+
+    def __init__(self, code: str, status: int, message: str, extra: Mapping[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.message = message
+        self.extra = dict(extra or {})
+
+
+class RoutingTable:
+    """Which variants and healthy instances each endpoint has, replaced whole by the reconciler."""
+
+    def __init__(self) -> None:
+        self._endpoints: dict[str, list[VariantRoute]] = {}
+        self._known: set[str] = set()
+
+    def set_endpoint(self, name: str, variants: list[VariantRoute]) -> None:
+        """Publish an endpoint's routes, keeping the outstanding counts of instances that stay."""
+        old = {i.instance_id: i for v in self._endpoints.get(name, []) for i in v.instances}
+        for v in variants:
+            v.instances = [old.get(i.instance_id, i) for i in v.instances]
+        self._endpoints[name] = variants
+        self._known.add(name)
+
+    def remove_endpoint(self, name: str) -> None:
+        self._endpoints.pop(name, None)
+        self._known.discard(name)
+
+    def variants(self, name: str) -> list[VariantRoute] | None:
+        return self._endpoints.get(name) if name in self._known else None
+
+
+class Gateway:
+    def __init__(
+        self,
+        table: RoutingTable,
+        rng: random.Random | None = None,
+        timeout_s: float = 60.0,
+        connections_per_instance: int = 64,
+    ) -> None:
+        self.table = table
+        self._rng = rng or random.Random()
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._limit = connections_per_instance
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=self._limit, keepalive_timeout=30)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=False)
+        return self._session
+
+    def choose(
+        self, endpoint: str, target_variant: str | None = None, exclude: frozenset[str] = frozenset()
+    ) -> tuple[VariantRoute, InstanceRoute]:
+        """The variant (by weight, or ``target_variant``) and its least busy instance not in ``exclude``."""
+        variants = self.table.variants(endpoint)
+        if variants is None:
+            raise GatewayError("ValidationError", 400, f"Endpoint {endpoint} of account local not found.")
+        if target_variant is not None:
+            chosen = next((v for v in variants if v.name == target_variant), None)
+            if chosen is None:
+                names = ", ".join(v.name for v in variants)
+                raise GatewayError(
+                    "ValidationError",
+                    400,
+                    f"Variant {target_variant} not found for endpoint {endpoint} (variants: {names}).",
+                )
+        else:
+            name = choose_variant([(v.name, v.weight if v.instances else 0.0) for v in variants], self._rng.random())
+            chosen = next((v for v in variants if v.name == name), None)
+        if chosen is None or not chosen.instances:
+            raise GatewayError(
+                "ServiceUnavailable", 503, f"Endpoint {endpoint} has no instance ready to serve; retry later."
+            )
+        candidates = [i for i in chosen.instances if i.instance_id not in exclude]
+        if not candidates:
+            raise GatewayError("ServiceUnavailable", 503, f"Endpoint {endpoint}: no instance could be reached.")
+        by_id = {i.instance_id: i for i in candidates}
+        picked = least_outstanding([(i.instance_id, i.outstanding) for i in candidates], self._rng.random())
+        assert picked is not None
+        return chosen, by_id[picked]
+
+    async def invoke(
+        self,
+        endpoint: str,
+        body: bytes,
+        content_type: str | None = None,
+        accept: str | None = None,
+        custom_attributes: str | None = None,
+        target_variant: str | None = None,
+    ) -> Invocation:
+        headers = {"Content-Type": content_type or "application/octet-stream"}
+        if accept:
+            headers["Accept"] = accept
+        if custom_attributes:
+            headers[CUSTOM_ATTRIBUTES] = custom_attributes
+        tried: frozenset[str] = frozenset()
+        while True:  # ends: each turn excludes one more instance, and choose() raises when none is left
+            variant, instance = self.choose(endpoint, target_variant, tried)
+            tried |= {instance.instance_id}
+            instance.outstanding += 1
+            try:
+                async with self._client().post(f"{instance.url}/invocations", data=body, headers=headers) as resp:
+                    payload = await resp.read()
+                    if resp.status != 200:
+                        text = payload[:_ORIGINAL_MESSAGE_MAX].decode("utf-8", "replace")
+                        raise GatewayError(
+                            "ModelError",
+                            424,
+                            f'Received client error ({resp.status}) from model with message "{text}".'
+                            if resp.status < 500
+                            else f'Received server error ({resp.status}) from model with message "{text}".',
+                            {"OriginalStatusCode": resp.status, "OriginalMessage": text},
+                        )
+                    return Invocation(
+                        payload,
+                        resp.headers.get("Content-Type", "application/octet-stream"),
+                        variant.name,
+                        resp.headers.get(CUSTOM_ATTRIBUTES),
+                    )
+            except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError):
+                continue  # nothing reached the model: another instance may answer
+            except TimeoutError:
+                raise GatewayError(
+                    "ModelError",
+                    424,
+                    'Received server error (0) from model with message "Your invocation timed out while waiting '
+                    'for a response from container model."',
+                    {"OriginalStatusCode": 0, "OriginalMessage": "timed out"},
+                ) from None
+            finally:
+                instance.outstanding -= 1
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+            await asyncio.sleep(0)  # let the connector close its transports

@@ -6,9 +6,11 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 
 from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
+from servekit.state.hosting import Hosting
 from servekit.state.migrations import Migrations, StateError, migrate
 from servekit.state.schema import MIGRATIONS
 from servekit.state.transform_jobs import TransformJobs
@@ -28,6 +30,12 @@ class StateDB:
         self.conn = conn
         self.path = path
         self.transform_jobs = TransformJobs(conn)
+
+    @cached_property
+    def hosting(self) -> Hosting:
+        """Models, endpoint configs, endpoints and instances, stamped with the wall clock (build a
+        :class:`Hosting` over ``conn`` with another clock where time must be controlled)."""
+        return Hosting(self.conn)
 
     @classmethod
     def open(

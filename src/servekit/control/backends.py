@@ -109,6 +109,8 @@ class LocalProcessBackend:
             str(max(1, spec.vcpus)),
             "--file_system_poll_wait_seconds",
             "0",
+            "--max_num_load_retries",
+            "0",  # an instance whose model does not load fails at once, with the reason, as SageMaker's does
             *spec.extra_args,
         ]
 

@@ -163,8 +163,8 @@ class Gateway:
                         variant.name,
                         resp.headers.get(CUSTOM_ATTRIBUTES),
                     )
-            except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError):
-                continue  # nothing reached the model: another instance may answer
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                continue  # the instance is gone (refused, reset): another instance may answer
             except TimeoutError:
                 raise GatewayError(
                     "ModelError",

@@ -1,0 +1,321 @@
+"""An endpoint's fleets: the instances each variant runs, started through a ReplicaBackend, health-checked, replaced
+when they die, and published to the gateway's routing table only once healthy.
+
+An :class:`EndpointController` owns one endpoint. ``create`` brings a plan's fleets up (the endpoint turns
+InService, or Failed with the reason an instance gave); ``update`` is blue/green: the new fleets start beside the
+old ones and take traffic only when every instance is healthy, then the old ones drain and stop (a new fleet that
+fails is stopped and the old one keeps serving); ``set_capacity`` changes weights and counts in place; ``tick``
+replaces dead instances. Status changes are reported through ``on_status``: this module keeps no state on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import aiohttp
+
+from servekit.control.backends import InstanceHandle, InstanceSpec, ReplicaBackend
+from servekit.control.gateway import InstanceRoute, RoutingTable, VariantRoute
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class VariantPlan:
+    name: str
+    model_name: str
+    model_dir: str
+    instance_type: str
+    vcpus: int
+    memory_bytes: int | None
+    count: int
+    weight: float
+    extra_args: tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointPlan:
+    name: str
+    config_name: str
+    variants: tuple[VariantPlan, ...]
+
+
+@dataclass(slots=True)
+class Instance:
+    handle: InstanceHandle
+    healthy: bool = False
+    started: float = 0.0
+
+
+@dataclass(slots=True)
+class Fleet:
+    plan: VariantPlan
+    instances: list[Instance] = field(default_factory=list)
+
+    def healthy(self) -> list[Instance]:
+        return [i for i in self.instances if i.healthy]
+
+
+class InstanceFailed(Exception):
+    """An instance cannot serve its model: the message is the endpoint's FailureReason."""
+
+
+StatusCallback = Callable[[str, str | None], Awaitable[None]]  # (EndpointStatus value, FailureReason)
+
+
+class EndpointController:
+    def __init__(
+        self,
+        name: str,
+        backend: ReplicaBackend,
+        table: RoutingTable,
+        on_status: StatusCallback,
+        startup_timeout_s: float = 300.0,
+        poll_s: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._backend = backend
+        self._table = table
+        self._on_status = on_status
+        self._startup_timeout_s = startup_timeout_s
+        self._poll_s = poll_s
+        self._clock = clock
+        self._ids = itertools.count(1)
+        self.plan: EndpointPlan | None = None
+        self.fleets: dict[str, Fleet] = {}
+        self._lock = asyncio.Lock()  # one change at a time: create, update, capacity, delete, tick
+        self._session: aiohttp.ClientSession | None = None
+
+    # ---- what the API calls ---------------------------------------------------------------------------
+    async def create(self, plan: EndpointPlan) -> bool:
+        """Bring the plan's fleets up: InService when every instance is healthy, else Failed (True if served)."""
+        async with self._lock:
+            try:
+                fleets = await self._start_fleets(plan)
+            except InstanceFailed as exc:
+                await self._on_status("Failed", str(exc))
+                return False
+            self.plan, self.fleets = plan, fleets
+            self._publish()
+            await self._on_status("InService", None)
+            return True
+
+    async def update(self, plan: EndpointPlan) -> bool:
+        """Blue/green: start ``plan``'s fleets, move traffic when all are healthy, drain and stop the old ones.
+        A new fleet that fails is stopped; the old fleets keep serving and the endpoint returns to InService with
+        the reason (True if the update took effect)."""
+        async with self._lock:
+            try:
+                fleets = await self._start_fleets(plan)
+            except InstanceFailed as exc:
+                await self._on_status("InService", f"The update to {plan.config_name} failed: {exc}")
+                return False
+            old, routes = self.fleets, self._routes()
+            self.plan, self.fleets = plan, fleets
+            self._publish()  # traffic moves here, at once, to fleets that are all healthy
+            await asyncio.gather(
+                *(
+                    self._drain_and_stop(i, routes.get(i.handle.spec.instance_id))
+                    for f in old.values()
+                    for i in f.instances
+                )
+            )
+            await self._on_status("InService", None)
+            return True
+
+    async def set_capacity(self, changes: Mapping[str, tuple[float | None, int | None]]) -> None:
+        """New weights and/or instance counts for variants (UpdateEndpointWeightsAndCapacities)."""
+        async with self._lock:
+            assert self.plan is not None
+            variants = []
+            for v in self.plan.variants:
+                weight, count = changes.get(v.name, (None, None))
+                variants.append(
+                    replace(v, weight=v.weight if weight is None else weight, count=v.count if count is None else count)
+                )
+            self.plan = replace(self.plan, variants=tuple(variants))
+            for v in variants:
+                fleet = self.fleets[v.name]
+                fleet.plan = v
+                while len(fleet.instances) > v.count:  # scale in: newest first, after they leave the table
+                    gone, routes = fleet.instances.pop(), self._routes()
+                    self._publish()
+                    await self._drain_and_stop(gone, routes.get(gone.handle.spec.instance_id))
+                self._publish()
+                if len(fleet.instances) < v.count:
+                    try:
+                        await self._grow(fleet)
+                    except InstanceFailed as exc:
+                        log.warning("endpoint %s: scaling %s out failed: %s", self.name, v.name, exc)
+            self._publish()
+            await self._on_status("InService", None)
+
+    async def delete(self) -> None:
+        async with self._lock:
+            self._table.remove_endpoint(self.name)
+            await self._stop_fleets(self.fleets)
+            self.fleets = {}
+            if self._session is not None:
+                await self._session.close()
+                self._session = None
+
+    async def tick(self) -> None:
+        """Replace instances that died; the endpoint stays InService while the others serve."""
+        if self._lock.locked():
+            return  # a change is under way and watches its own instances
+        async with self._lock:
+            for fleet in self.fleets.values():
+                dead = [i for i in fleet.instances if not self._backend.alive(i.handle)]
+                if not dead:
+                    continue
+                for i in dead:
+                    log.warning("endpoint %s: %s; replacing it", self.name, i.handle.exit_reason)
+                    fleet.instances.remove(i)
+                self._publish()
+                try:
+                    await self._grow(fleet)
+                except InstanceFailed as exc:
+                    log.error("endpoint %s: replacing an instance of %s failed: %s", self.name, fleet.plan.name, exc)
+                self._publish()
+
+    def summary(self) -> list[dict[str, object]]:
+        """Per variant: weight and instance counts, as DescribeEndpoint reports them."""
+        if self.plan is None:
+            return []
+        return [
+            {
+                "VariantName": v.name,
+                "CurrentWeight": v.weight,
+                "DesiredWeight": v.weight,
+                "CurrentInstanceCount": len(self.fleets[v.name].healthy()) if v.name in self.fleets else 0,
+                "DesiredInstanceCount": v.count,
+            }
+            for v in self.plan.variants
+        ]
+
+    # ---- fleets ------------------------------------------------------------------------------------------
+    def _publish(self) -> None:
+        if self.plan is None:
+            return
+        routes = [
+            VariantRoute(
+                v.name,
+                v.weight,
+                [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in self.fleets[v.name].healthy()],
+            )
+            for v in self.plan.variants
+            if v.name in self.fleets
+        ]
+        self._table.set_endpoint(self.name, routes)
+
+    async def _start_fleets(self, plan: EndpointPlan) -> dict[str, Fleet]:
+        fleets = {v.name: Fleet(v) for v in plan.variants}
+        try:
+            await asyncio.gather(*(self._grow(f) for f in fleets.values()))
+        except InstanceFailed:
+            await self._stop_fleets(fleets)
+            raise
+        return fleets
+
+    async def _grow(self, fleet: Fleet) -> None:
+        """Start instances until the fleet has its count, each healthy before it counts."""
+        missing = fleet.plan.count - len(fleet.instances)
+        if missing <= 0:
+            return
+        new = [await self._start(fleet.plan) for _ in range(missing)]
+        fleet.instances.extend(new)
+        results = await asyncio.gather(*(self._wait_healthy(i, fleet.plan) for i in new), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            for i in new:
+                if i in fleet.instances:
+                    fleet.instances.remove(i)
+            await asyncio.gather(*(self._backend.stop(i.handle) for i in new))
+            first = failures[0]
+            raise first if isinstance(first, InstanceFailed) else InstanceFailed(str(first))
+
+    async def _start(self, v: VariantPlan) -> Instance:
+        spec = InstanceSpec(
+            instance_id=f"{self.name}-{v.name}-{next(self._ids)}",
+            model_name=v.model_name,
+            model_dir=v.model_dir,
+            vcpus=v.vcpus,
+            memory_bytes=v.memory_bytes,
+            environment=dict(v.environment),
+            extra_args=v.extra_args,
+        )
+        handle = await self._backend.start(spec)
+        return Instance(handle, started=self._clock())
+
+    async def _wait_healthy(self, instance: Instance, v: VariantPlan) -> None:
+        """Poll the instance until its model is available; fail on a load error, an exit or the timeout."""
+        deadline = instance.started + self._startup_timeout_s
+        url = instance.handle.url
+        while True:
+            if not self._backend.alive(instance.handle):
+                tail = self._backend.log_tail(instance.handle, 5)
+                raise InstanceFailed(f"{instance.handle.exit_reason} before it was healthy. Last log lines: {tail}")
+            error = await self._model_error(url, v.model_name)
+            if error is not None:
+                raise InstanceFailed(f"The model {v.model_name} failed to load: {error}")
+            if await self._ready(url):
+                instance.healthy = True
+                return
+            if self._clock() > deadline:
+                raise InstanceFailed(
+                    f"instance {instance.handle.spec.instance_id} did not pass its health check within "
+                    f"{self._startup_timeout_s:.0f} s"
+                )
+            await asyncio.sleep(self._poll_s)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        return self._session
+
+    async def _ready(self, url: str) -> bool:
+        try:
+            async with self._client().get(f"{url}/v2/health/ready") as r:
+                return r.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    async def _model_error(self, url: str, model: str) -> str | None:
+        """The load error of a version that will not serve (TF Serving status: END or ERROR with a message)."""
+        try:
+            async with self._client().get(f"{url}/v1/models/{model}") as r:
+                if r.status != 200:
+                    return None
+                doc = await r.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        statuses = doc.get("model_version_status", []) if isinstance(doc, dict) else []
+        if any(s.get("state") == "AVAILABLE" for s in statuses):
+            return None
+        errors = [
+            s["status"]["error_message"]
+            for s in statuses
+            if s.get("state") in ("END", "ERROR") and s.get("status", {}).get("error_message")
+        ]
+        return errors[0] if errors else None
+
+    def _routes(self) -> dict[str, InstanceRoute]:
+        """The gateway's live route objects (with their outstanding counts) for this endpoint's instances."""
+        return {i.instance_id: i for v in self._table.variants(self.name) or [] for i in v.instances}
+
+    async def _drain_and_stop(self, instance: Instance, route: InstanceRoute | None, drain_s: float = 30.0) -> None:
+        """Stop an instance that no longer takes new traffic, once the requests it holds have finished."""
+        deadline = self._clock() + drain_s
+        while route is not None and route.outstanding > 0 and self._clock() < deadline:
+            await asyncio.sleep(self._poll_s)
+        await self._backend.stop(instance.handle)
+
+    async def _stop_fleets(self, fleets: Mapping[str, Fleet]) -> None:
+        await asyncio.gather(*(self._backend.stop(i.handle) for f in fleets.values() for i in f.instances))

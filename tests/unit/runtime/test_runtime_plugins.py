@@ -17,7 +17,7 @@ from servekit.runtime.onnx import OnnxRuntime
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.testing import FakeRuntime, FakeServable, write_fake_version
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUILTIN = {"python", "onnx", "sklearn"}
 
 

@@ -53,7 +53,7 @@ def wire_request(request: AWSPreparedRequest) -> tuple[str, str, dict[str, str],
 
 
 def in_process_client(
-    api: Api,
+    wire_api: Api,
     service: str,
     key: AccessKey | None,
     dispatch: Callable[[Call], Mapping[str, Any] | None],
@@ -73,7 +73,7 @@ def in_process_client(
     def send(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         method, raw_path, headers, body = wire_request(request)
         client.sent.append((method, raw_path, headers, body))
-        response = api.handle(method, raw_path, headers, body, dispatch)
+        response = wire_api.handle(method, raw_path, headers, body, dispatch)
         assert response is not None, f"no service routed {method} {raw_path}"
         client.last_response = response
         return AWSResponse(request.url, response.status, response.headers, _Raw(response.body))
@@ -152,30 +152,30 @@ class FakeHosting:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def api_home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
 @pytest.fixture
-def credentials(home: Path) -> Credentials:
-    return Credentials.load_or_create(home)
+def api_keys(api_home: Path) -> Credentials:
+    return Credentials.load_or_create(api_home)
 
 
 @pytest.fixture
-def hosting() -> FakeHosting:
+def fake_hosting() -> FakeHosting:
     return FakeHosting()
 
 
 @pytest.fixture
-def api(credentials: Credentials) -> Api:
-    return Api(credentials, strict_output=True)
+def wire_api(api_keys: Credentials) -> Api:
+    return Api(api_keys, strict_output=True)
 
 
 @pytest.fixture
-def make_client(api: Api, hosting: FakeHosting) -> Callable[..., Any]:
+def boto_client(wire_api: Api, fake_hosting: FakeHosting) -> Callable[..., Any]:
     def make(
         service: str, key: AccessKey | None = None, dispatch: Any = None, via: Api | None = None, config: Any = None
     ) -> Any:
-        return in_process_client(via or api, service, key, dispatch or hosting, config)
+        return in_process_client(via or wire_api, service, key, dispatch or fake_hosting, config)
 
     return make

@@ -19,8 +19,8 @@ def _error(exc: pytest.ExceptionInfo[ClientError]) -> dict[str, Any]:
     return dict(exc.value.response["Error"])
 
 
-def test_create_describe_delete_round_trip(make_client: MakeClient, credentials: Credentials) -> None:
-    sm = make_client("sagemaker", credentials.admin)
+def test_create_describe_delete_round_trip(boto_client: MakeClient, api_keys: Credentials) -> None:
+    sm = boto_client("sagemaker", api_keys.admin)
     arn = sm.create_endpoint(EndpointName="ep-1", EndpointConfigName="cfg")["EndpointArn"]
     assert arn.endswith(":endpoint/ep-1")
     described = sm.describe_endpoint(EndpointName="ep-1")
@@ -36,9 +36,9 @@ def test_create_describe_delete_round_trip(make_client: MakeClient, credentials:
 
 
 def test_pattern_violation_is_a_validation_exception_in_the_services_words(
-    make_client: MakeClient, credentials: Credentials
+    boto_client: MakeClient, api_keys: Credentials
 ) -> None:
-    sm = make_client("sagemaker", credentials.admin)
+    sm = boto_client("sagemaker", api_keys.admin)
     with pytest.raises(ClientError) as e:
         sm.create_endpoint(EndpointName="bad name!", EndpointConfigName="x" * 64)
     err = _error(e)
@@ -53,8 +53,8 @@ def test_pattern_violation_is_a_validation_exception_in_the_services_words(
     )
 
 
-def test_nested_list_members_are_named_with_their_index(make_client: MakeClient, credentials: Credentials) -> None:
-    sm = make_client("sagemaker", credentials.admin)
+def test_nested_list_members_are_named_with_their_index(boto_client: MakeClient, api_keys: Credentials) -> None:
+    sm = boto_client("sagemaker", api_keys.admin)
     with pytest.raises(ClientError) as e:
         sm.create_endpoint_config(
             EndpointConfigName="cfg",
@@ -71,17 +71,17 @@ def test_nested_list_members_are_named_with_their_index(make_client: MakeClient,
 
 
 def test_waiter_endpoint_deleted_succeeds_on_validation_exception(
-    make_client: MakeClient, credentials: Credentials
+    boto_client: MakeClient, api_keys: Credentials
 ) -> None:
-    sm = make_client("sagemaker", credentials.admin)
+    sm = boto_client("sagemaker", api_keys.admin)
     sm.get_waiter("endpoint_deleted").wait(EndpointName="never-existed", WaiterConfig={"Delay": 0, "MaxAttempts": 1})
     sm.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
     sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig={"Delay": 0, "MaxAttempts": 1})
 
 
-def test_model_error_extra_fields_reach_the_client(make_client: MakeClient, credentials: Credentials) -> None:
-    make_client("sagemaker", credentials.admin).create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
-    rt = make_client("sagemaker-runtime", credentials.admin)
+def test_model_error_extra_fields_reach_the_client(boto_client: MakeClient, api_keys: Credentials) -> None:
+    boto_client("sagemaker", api_keys.admin).create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
+    rt = boto_client("sagemaker-runtime", api_keys.admin)
     with pytest.raises(ClientError) as e:
         rt.invoke_endpoint(EndpointName="ep", Body=b"fail", ContentType="text/csv")
     response = e.value.response
@@ -94,9 +94,9 @@ def test_model_error_extra_fields_reach_the_client(make_client: MakeClient, cred
     assert isinstance(e.value, rt.exceptions.ModelError)
 
 
-def test_invoke_endpoint_headers_and_body(make_client: MakeClient, credentials: Credentials, hosting: Any) -> None:
-    make_client("sagemaker", credentials.admin).create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
-    rt = make_client("sagemaker-runtime", credentials.admin)
+def test_invoke_endpoint_headers_and_body(boto_client: MakeClient, api_keys: Credentials, fake_hosting: Any) -> None:
+    boto_client("sagemaker", api_keys.admin).create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
+    rt = boto_client("sagemaker-runtime", api_keys.admin)
     out = rt.invoke_endpoint(
         EndpointName="ep", Body=b"1,2,3", ContentType="text/csv", Accept="text/plain", CustomAttributes="k=v",
         TargetVariant="AllTraffic",
@@ -105,15 +105,15 @@ def test_invoke_endpoint_headers_and_body(make_client: MakeClient, credentials: 
     assert out["ContentType"] == "text/plain"
     assert out["InvokedProductionVariant"] == "AllTraffic"
     assert out["CustomAttributes"] == "k=v"
-    params = hosting.calls[-1].params
+    params = fake_hosting.calls[-1].params
     assert params == {
         "EndpointName": "ep", "Body": b"1,2,3", "ContentType": "text/csv", "Accept": "text/plain",
         "CustomAttributes": "k=v", "TargetVariant": "AllTraffic",
     }  # fmt: skip
 
 
-def test_runtime_errors_carry_their_codes(make_client: MakeClient, credentials: Credentials) -> None:
-    rt = make_client("sagemaker-runtime", credentials.admin)
+def test_runtime_errors_carry_their_codes(boto_client: MakeClient, api_keys: Credentials) -> None:
+    rt = boto_client("sagemaker-runtime", api_keys.admin)
     with pytest.raises(rt.exceptions.ValidationError) as e:
         rt.invoke_endpoint(EndpointName="nope", Body=b"x")
     assert e.value.response["Error"]["Message"] == "Endpoint nope of account 000000000000 not found."
@@ -126,8 +126,8 @@ def test_runtime_errors_carry_their_codes(make_client: MakeClient, credentials: 
     assert e2.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
 
 
-def test_runtime_header_members_are_validated(make_client: MakeClient, credentials: Credentials) -> None:
-    rt = make_client("sagemaker-runtime", credentials.admin)
+def test_runtime_header_members_are_validated(boto_client: MakeClient, api_keys: Credentials) -> None:
+    rt = boto_client("sagemaker-runtime", api_keys.admin)
     with pytest.raises(ClientError) as e:
         rt.invoke_endpoint(EndpointName="bad name", Body=b"x", TargetVariant="v" * 64, CustomAttributes="é")
     err = _error(e)
@@ -142,14 +142,14 @@ def test_runtime_header_members_are_validated(make_client: MakeClient, credentia
         "pattern: \\p{ASCII}*" in err["Message"]  # fmt: skip
 
 
-def test_invoke_endpoint_async_binds_headers_and_answers_202(make_client: MakeClient, credentials: Credentials) -> None:
+def test_invoke_endpoint_async_binds_headers_and_answers_202(boto_client: MakeClient, api_keys: Credentials) -> None:
     seen: list[Call] = []
 
     def dispatch(call: Call) -> dict[str, Any]:
         seen.append(call)
         return {"InferenceId": "abc", "OutputLocation": "s3://out/abc.out"}
 
-    rt = make_client("sagemaker-runtime", credentials.admin, dispatch)
+    rt = boto_client("sagemaker-runtime", api_keys.admin, dispatch)
     out = rt.invoke_endpoint_async(EndpointName="ep", InputLocation="s3://b/k", RequestTTLSeconds=100)
     assert out["ResponseMetadata"]["HTTPStatusCode"] == 202
     assert out["InferenceId"] == "abc" and out["OutputLocation"] == "s3://out/abc.out"
@@ -163,40 +163,40 @@ def test_invoke_endpoint_async_binds_headers_and_answers_202(make_client: MakeCl
     )
 
 
-def test_invoke_only_key_is_refused_for_admin_operations(make_client: MakeClient, credentials: Credentials) -> None:
-    invoker = credentials.add_key("invoke", "app")
-    sm = make_client("sagemaker", invoker)
+def test_invoke_only_key_is_refused_for_admin_operations(boto_client: MakeClient, api_keys: Credentials) -> None:
+    invoker = api_keys.add_key("invoke", "app")
+    sm = boto_client("sagemaker", invoker)
     with pytest.raises(ClientError) as e:
         sm.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
     err = _error(e)
     assert err["Code"] == "AccessDeniedException"
     assert "sagemaker:CreateEndpoint" in err["Message"]
     assert invoker.secret_access_key not in err["Message"]
-    make_client("sagemaker", credentials.admin).create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
-    rt = make_client("sagemaker-runtime", invoker)
+    boto_client("sagemaker", api_keys.admin).create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
+    rt = boto_client("sagemaker-runtime", invoker)
     assert rt.invoke_endpoint(EndpointName="ep", Body=b"ab")["Body"].read() == b"ba"
 
 
-def test_wrong_secret_is_invalid_signature(make_client: MakeClient, credentials: Credentials) -> None:
+def test_wrong_secret_is_invalid_signature(boto_client: MakeClient, api_keys: Credentials) -> None:
     from servekit.control.api import AccessKey
 
-    forged = AccessKey(credentials.admin.access_key_id, "wrong" * 8, "admin")
+    forged = AccessKey(api_keys.admin.access_key_id, "wrong" * 8, "admin")
     for service, call in (
         ("sagemaker", lambda c: c.describe_endpoint(EndpointName="x")),
         ("sagemaker-runtime", lambda c: c.invoke_endpoint(EndpointName="x", Body=b"1")),
     ):
-        client = make_client(service, forged)
+        client = boto_client(service, forged)
         with pytest.raises(ClientError) as e:
             call(client)
         err = _error(e)
         assert err["Code"] == "InvalidSignatureException"
         assert err["Message"].startswith("The request signature we calculated does not match the signature")
         assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
-        assert credentials.admin.secret_access_key not in client.last_response.body.decode()
+        assert api_keys.admin.secret_access_key not in client.last_response.body.decode()
 
 
-def test_unknown_access_key_is_unrecognized_client(make_client: MakeClient) -> None:
-    sm = make_client("sagemaker", None)
+def test_unknown_access_key_is_unrecognized_client(boto_client: MakeClient) -> None:
+    sm = boto_client("sagemaker", None)
     with pytest.raises(ClientError) as e:
         sm.list_endpoints()
     assert _error(e) == {
@@ -205,18 +205,18 @@ def test_unknown_access_key_is_unrecognized_client(make_client: MakeClient) -> N
     }
 
 
-def test_unsigned_request_is_missing_authentication_token(make_client: MakeClient) -> None:
+def test_unsigned_request_is_missing_authentication_token(boto_client: MakeClient) -> None:
     from botocore import UNSIGNED
     from botocore.config import Config
 
-    sm = make_client("sagemaker", None, config=Config(signature_version=UNSIGNED))
+    sm = boto_client("sagemaker", None, config=Config(signature_version=UNSIGNED))
     with pytest.raises(ClientError) as e:
         sm.list_endpoints()
     assert _error(e)["Code"] == "MissingAuthenticationTokenException"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
 
 
-def test_timestamps_in_and_out(make_client: MakeClient, credentials: Credentials) -> None:
+def test_timestamps_in_and_out(boto_client: MakeClient, api_keys: Credentials) -> None:
     seen: list[Call] = []
     when = datetime(2024, 5, 6, 7, 8, 9, 500000, tzinfo=UTC)
 
@@ -227,7 +227,7 @@ def test_timestamps_in_and_out(make_client: MakeClient, credentials: Credentials
             "LastModifiedTime": when.replace(tzinfo=None), "EndpointStatus": "InService",
         }]}  # fmt: skip
 
-    sm = make_client("sagemaker", credentials.admin, dispatch)
+    sm = boto_client("sagemaker", api_keys.admin, dispatch)
     out = sm.list_endpoints(CreationTimeAfter=datetime(2024, 1, 1, tzinfo=UTC), MaxResults=5)
     assert seen[0].params == {"CreationTimeAfter": datetime(2024, 1, 1, tzinfo=UTC), "MaxResults": 5}
     assert out["Endpoints"][0]["CreationTime"] == when
@@ -235,9 +235,7 @@ def test_timestamps_in_and_out(make_client: MakeClient, credentials: Credentials
     assert json.loads(sm.last_response.body)["Endpoints"][0]["CreationTime"] == when.timestamp()
 
 
-def test_application_autoscaling_and_cloudwatch_are_served_too(
-    make_client: MakeClient, credentials: Credentials
-) -> None:
+def test_application_autoscaling_and_cloudwatch_are_served_too(boto_client: MakeClient, api_keys: Credentials) -> None:
     seen: list[Call] = []
 
     def dispatch(call: Call) -> dict[str, Any]:
@@ -248,7 +246,7 @@ def test_application_autoscaling_and_cloudwatch_are_served_too(
             return {"MetricAlarms": [{"AlarmName": "a", "StateValue": "OK", "Threshold": 1}]}
         return {"ScalableTargetARN": "arn:aws:application-autoscaling:us-east-1:0:scalable-target/x"}
 
-    aas = make_client("application-autoscaling", credentials.admin, dispatch)
+    aas = boto_client("application-autoscaling", api_keys.admin, dispatch)
     out = aas.register_scalable_target(
         ServiceNamespace="sagemaker", ResourceId="endpoint/ep/variant/v", MinCapacity=1, MaxCapacity=2,
         ScalableDimension="sagemaker:variant:DesiredInstanceCount",
@@ -265,7 +263,7 @@ def test_application_autoscaling_and_cloudwatch_are_served_too(
         in _error(e)["Message"]
     )
 
-    cw = make_client("cloudwatch", credentials.admin, dispatch)
+    cw = boto_client("cloudwatch", api_keys.admin, dispatch)
     alarms = cw.describe_alarms(AlarmNames=["a"])["MetricAlarms"]
     assert alarms == [{"AlarmName": "a", "StateValue": "OK", "Threshold": 1.0}]
     assert cw.sent[-1][2]["X-Amz-Target"] == "GraniteServiceVersion20100801.DescribeAlarms"
@@ -279,7 +277,7 @@ def test_application_autoscaling_and_cloudwatch_are_served_too(
     assert e2.value.response["Error"]["Message"] == "The maximum number of alarms has been reached."
 
 
-def test_unknown_target_and_bad_json(api: Api, credentials: Credentials) -> None:
+def test_unknown_target_and_bad_json(wire_api: Api, api_keys: Credentials) -> None:
     # signed by botocore's own signer, then sent with a target no service has / a body that is not JSON
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
@@ -289,7 +287,7 @@ def test_unknown_target_and_bad_json(api: Api, credentials: Credentials) -> None
         req = AWSRequest("POST", "http://127.0.0.1:8765/", data=body, headers={
             "X-Amz-Target": target, "Content-Type": "application/x-amz-json-1.1",
         })  # fmt: skip
-        key = credentials.admin
+        key = api_keys.admin
         SigV4Auth(BotoCredentials(key.access_key_id, key.secret_access_key), "sagemaker", "us-east-1").add_auth(req)
         return {**dict(req.headers), "Host": "127.0.0.1:8765"}, body
 
@@ -298,7 +296,7 @@ def test_unknown_target_and_bad_json(api: Api, credentials: Credentials) -> None
 
     for target in ("SageMaker.NoSuchOperation", "Nope.ListEndpoints"):
         headers, body = signed(target, b"{}")
-        resp = api.handle("POST", "/", headers, body, dispatch)
+        resp = wire_api.handle("POST", "/", headers, body, dispatch)
         assert resp is not None and resp.status == 400
         assert json.loads(resp.body)["__type"] == "UnknownOperationException"
     for body, fragment in (
@@ -307,35 +305,35 @@ def test_unknown_target_and_bad_json(api: Api, credentials: Credentials) -> None
         (b'{"MaxResults": "5"}', "STRING_VALUE can not be converted to an Integer"),
     ):
         headers, body = signed("SageMaker.ListEndpoints", body)
-        resp = api.handle("POST", "/", headers, body, dispatch)
+        resp = wire_api.handle("POST", "/", headers, body, dispatch)
         assert resp is not None and resp.status == 400
         answer = json.loads(resp.body)
         assert answer["__type"] == "SerializationException"
         assert fragment in answer["message"]
 
 
-def test_not_an_aws_request_is_left_to_the_app(api: Api) -> None:
-    assert api.handle("GET", "/ping", {}, b"", lambda c: {}) is None
-    assert api.handle("GET", "/endpoints/x/invocations", {}, b"", lambda c: {}) is None
+def test_not_an_aws_request_is_left_to_the_app(wire_api: Api) -> None:
+    assert wire_api.handle("GET", "/ping", {}, b"", lambda c: {}) is None
+    assert wire_api.handle("GET", "/endpoints/x/invocations", {}, b"", lambda c: {}) is None
 
 
-def test_a_handler_crash_is_internal_failure_without_details(make_client: MakeClient, credentials: Credentials) -> None:
+def test_a_handler_crash_is_internal_failure_without_details(boto_client: MakeClient, api_keys: Credentials) -> None:
     def dispatch(call: Call) -> dict[str, Any]:
         raise RuntimeError("secret internals")
 
-    sm = make_client("sagemaker", credentials.admin, dispatch)
+    sm = boto_client("sagemaker", api_keys.admin, dispatch)
     with pytest.raises(ClientError) as e:
         sm.list_endpoints()
     assert _error(e)["Code"] == "InternalFailure"
     assert "secret internals" not in _error(e)["Message"]
 
 
-def test_strict_output_refuses_results_that_do_not_fit(make_client: MakeClient, credentials: Credentials) -> None:
-    sm = make_client("sagemaker", credentials.admin, lambda call: {"EndpointArn": "a", "Bogus": 1})
+def test_strict_output_refuses_results_that_do_not_fit(boto_client: MakeClient, api_keys: Credentials) -> None:
+    sm = boto_client("sagemaker", api_keys.admin, lambda call: {"EndpointArn": "a", "Bogus": 1})
     with pytest.raises(ClientError) as e:
         sm.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
     assert _error(e)["Code"] == "InternalFailure"
-    lenient = Api(credentials)
-    sm2 = make_client("sagemaker", credentials.admin, lambda call: {"EndpointArn": "a", "CostPerHour": 0.1}, lenient)
+    lenient = Api(api_keys)
+    sm2 = boto_client("sagemaker", api_keys.admin, lambda call: {"EndpointArn": "a", "CostPerHour": 0.1}, lenient)
     assert sm2.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")["EndpointArn"] == "a"
     assert json.loads(sm2.last_response.body) == {"EndpointArn": "a", "CostPerHour": 0.1}

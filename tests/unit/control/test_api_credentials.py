@@ -74,3 +74,13 @@ def test_client_is_a_botocore_client_signed_with_the_homes_key(tmp_path: Path) -
     invoker = creds.add_key("invoke")
     rt = client(tmp_path, "sagemaker-runtime", "http://127.0.0.1:9", scope="invoke")
     assert rt._request_signer._credentials.get_frozen_credentials().access_key == invoker.access_key_id
+
+
+def test_keys_changed_by_another_process_take_effect(tmp_path: Path) -> None:
+    server_side = Credentials.load_or_create(tmp_path)
+    cli_side = Credentials.load(tmp_path)
+    added = cli_side.add_key("invoke", "later")
+    assert server_side.lookup(added.access_key_id) == added
+    cli_side.remove_key(added.access_key_id)
+    assert server_side.lookup(added.access_key_id) is None
+    assert server_side.lookup(server_side.admin.access_key_id) == server_side.admin

@@ -68,14 +68,26 @@ def authorize(key: AccessKey, needed: Scope, action: str) -> None:
 
 
 class Credentials:
-    """The key pairs in one servekit home."""
+    """The key pairs in one servekit home.
+
+    :meth:`lookup` notices when the file has been replaced (a key added or removed by another process, e.g.
+    the CLI while ``servekit up`` runs) and reads it again, so such changes take effect without a restart.
+    """
 
     def __init__(self, path: Path, keys: Mapping[str, AccessKey]) -> None:
         self.path = path
         self._keys = dict(keys)
+        self._stamp = _stamp(path)
 
     # -- reading
     def lookup(self, access_key_id: str) -> AccessKey | None:
+        stamp = _stamp(self.path)
+        if stamp != self._stamp and stamp is not None:
+            try:
+                self._keys = dict(Credentials.load(self.path.parent)._keys)
+            except (OSError, ValueError):
+                log.warning("could not re-read %s; keeping the keys read before", self.path)
+            self._stamp = stamp
         return self._keys.get(access_key_id)
 
     @property
@@ -136,6 +148,7 @@ class Credentials:
         key = new_key(scope, name)
         self._keys[key.access_key_id] = key
         _publish(self.path, _document(self.keys), exclusive=False)
+        self._stamp = _stamp(self.path)
         return key
 
     def remove_key(self, access_key_id: str) -> bool:
@@ -143,7 +156,16 @@ class Credentials:
             return False
         del self._keys[access_key_id]
         _publish(self.path, _document(self.keys), exclusive=False)
+        self._stamp = _stamp(self.path)
         return True
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _scope(value: Any) -> Scope:

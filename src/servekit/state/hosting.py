@@ -26,7 +26,7 @@ from __future__ import annotations
 import builtins
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -323,7 +323,7 @@ class Hosting:
         name: str,
         to: str,
         *,
-        expected: str | Sequence[str],
+        expected: str | Collection[str],
         reason: str = "",
         failure_reason: str | Unset = UNSET,
         config_name: str | Unset = UNSET,
@@ -335,7 +335,7 @@ class Hosting:
         along (an update's end swaps ``config_name`` and clears ``pending_config_name`` in the same write), and
         append the history row. :class:`StaleStatus` when the endpoint is in another status, :class:`NotFound`
         when it is gone. Setting ``pending_config_name`` to a name stamps ``pending_since``; None clears both."""
-        allowed = (expected,) if isinstance(expected, str) else tuple(expected)
+        allowed = (expected,) if isinstance(expected, str) else tuple(sorted(expected))
         now = self._clock()
         sets = ["status = ?", "last_modified = ?"]
         args: list[Any] = [to, now]
@@ -466,7 +466,7 @@ class Hosting:
         instance_id: str,
         *,
         state: str | None = None,
-        expected: str | Sequence[str] | None = None,
+        expected: str | Collection[str] | None = None,
         port: int | Unset | None = UNSET,
         handle: str | Unset = UNSET,
         last_error: str | Unset = UNSET,
@@ -501,7 +501,7 @@ class Hosting:
             if current is None:
                 raise NotFound(f"instance {instance_id!r} does not exist", name=instance_id)
             if expected is not None:
-                allowed = (expected,) if isinstance(expected, str) else tuple(expected)
+                allowed = (expected,) if isinstance(expected, str) else tuple(sorted(expected))
                 if current[0] not in allowed:
                     raise StaleStatus(
                         f"instance {instance_id!r} is {current[0]}, not {' or '.join(allowed)}",

@@ -337,3 +337,28 @@ def test_strict_output_refuses_results_that_do_not_fit(boto_client: MakeClient, 
     sm2 = boto_client("sagemaker", api_keys.admin, lambda call: {"EndpointArn": "a", "CostPerHour": 0.1}, lenient)
     assert sm2.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")["EndpointArn"] == "a"
     assert json.loads(sm2.last_response.body) == {"EndpointArn": "a", "CostPerHour": 0.1}
+
+
+def test_response_stream_events_are_read_by_boto3(boto_client: MakeClient, api_keys: Credentials) -> None:
+    from servekit.control.api.eventstream import payload_part, stream_error
+
+    stream = payload_part(b"hel") + payload_part(b"lo") + stream_error("ModelStreamError", "died", "MODEL_ERR")
+
+    def dispatch(call: Call) -> dict[str, Any]:
+        assert call.operation == "InvokeEndpointWithResponseStream"
+        assert call.params["Body"] == b"x"
+        # a streaming gateway writes the frames as they come; here the whole stream is one body
+        return {"Body": stream, "ContentType": "text/plain", "InvokedProductionVariant": "AllTraffic"}
+
+    rt = boto_client("sagemaker-runtime", api_keys.admin, dispatch)
+    out = rt.invoke_endpoint_with_response_stream(EndpointName="ep", Body=b"x")
+    assert out["ContentType"] == "text/plain"
+    assert out["InvokedProductionVariant"] == "AllTraffic"
+    assert rt.last_response.headers["Content-Type"] == "application/vnd.amazon.eventstream"
+    events = iter(out["Body"])
+    assert next(events) == {"PayloadPart": {"Bytes": b"hel"}}
+    assert next(events) == {"PayloadPart": {"Bytes": b"lo"}}
+    with pytest.raises(ClientError) as e:
+        next(events)
+    assert e.value.response["Error"]["Code"] == "ModelStreamError"
+    assert e.value.response["Error"]["Message"] == "died"

@@ -158,7 +158,11 @@ def rest_output(operation: OperationModel, data: Mapping[str, Any], strict: bool
         elif location == "statusCode":
             status = int(value)
         elif key == payload_name:
-            if member.type_name == "blob":
+            if member.serialization.get("eventstream"):
+                # already framed by eventstream.py (a streaming gateway writes the frames itself)
+                body = bytes(value)
+                headers["Content-Type"] = "application/vnd.amazon.eventstream"
+            elif member.type_name == "blob":
                 body = value if isinstance(value, bytes) else str(value).encode()
             elif member.type_name == "string":
                 body = str(value).encode()

@@ -13,6 +13,7 @@ bytes in; a :class:`Response` out.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
@@ -288,8 +289,6 @@ def _header_value(member: Shape, text: str, path: str, problems: list[str]) -> A
         if kind == "timestamp":
             return parse_timestamp(text)
         if member.serialization.get("jsonvalue"):
-            import base64
-
             return json.loads(base64.b64decode(text))
     except (ValueError, TypeError):
         problems.append(f"Value '{text}' at '{path}' failed to satisfy constraint: Member must be {_A[kind]}")

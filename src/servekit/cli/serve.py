@@ -8,6 +8,7 @@ Prometheus metrics are aggregated across workers through prometheus_client's mul
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import multiprocessing as mp
 import os
@@ -21,24 +22,44 @@ from types import FrameType
 
 import uvicorn
 
+from servekit.cli.connections import guarded_protocol, resolve
 from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
 
 log = logging.getLogger("servekit")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+KEEP_ALIVE_S = 5  # uvicorn's default: an idle kept-alive connection is closed after this long
 
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY on accepted connections only when the socket's
+    # proto says TCP (accepted sockets inherit it); with proto 0 small responses wait on Nagle's algorithm.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: whatever it resolves to may be reachable from elsewhere
+        return False
+
+
 def _sockets(config: ServerConfig) -> list[socket.socket]:
+    if not is_loopback(config.host) and config.auth is None:
+        log.warning(
+            "listening on %s without authentication: anyone who can reach this address can run and inspect "
+            "the models (give --auth_token_file, or --host 127.0.0.1 behind a proxy that authenticates)",
+            config.host,
+        )
     sockets = [bind(config.host, config.rest_api_port)]
     if config.sagemaker_port is not None and config.sagemaker_port != config.rest_api_port:
         sockets.append(bind(config.host, config.sagemaker_port))
@@ -50,6 +71,15 @@ def _sockets(config: ServerConfig) -> list[socket.socket]:
 
 def _uvicorn(config: ServerConfig, log_level: str) -> uvicorn.Server:
     app = build_app(config)
+    limits = resolve(config.connections)
+    log.info(
+        "connections: idle timeout %gs, request head %gs, body %gs, keep-alive %ds, at most %d open",
+        limits.idle_timeout_seconds,
+        limits.header_timeout_seconds,
+        limits.body_timeout_seconds,
+        KEEP_ALIVE_S,
+        limits.max_connections,
+    )
     # No proxy-header rewriting, no Server/Date headers: each costs time on every request and servekit
     # does not use them.
     uv = uvicorn.Config(
@@ -61,6 +91,8 @@ def _uvicorn(config: ServerConfig, log_level: str) -> uvicorn.Server:
         proxy_headers=False,
         server_header=False,
         date_header=False,
+        http=guarded_protocol(limits),
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
     return uvicorn.Server(uv)
 

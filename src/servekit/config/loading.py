@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from servekit.config.models import BatchingConfig, ModelConfig, VersionPolicy
+from servekit.config.models import AuthTokens, BatchingConfig, ModelConfig, VersionPolicy
 from servekit.config.textproto import parse_textproto
 from servekit.errors import ConfigError
 
@@ -243,3 +243,40 @@ def load_batching_file(path: str | os.PathLike[str]) -> BatchingConfig:
     else:
         raw = parse_textproto(text, str(p))
     return batching_from_mapping(raw, str(p))
+
+
+_SCOPES = ("inference", "admin")
+
+
+def parse_auth_tokens(text: str, source: str) -> AuthTokens:
+    """Bearer tokens, one a line: ``inference:<token>`` (inference endpoints only), ``admin:<token>`` (status,
+    metadata and metrics only) or a plain ``<token>`` (both). Blank lines and ``#`` comments are skipped.
+    Errors name the line, never the token."""
+    scopes: dict[str, set[str]] = {scope: set() for scope in _SCOPES}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        prefix, sep, rest = line.partition(":")
+        wanted: tuple[str, ...]
+        if sep and prefix in _SCOPES:
+            token, wanted = rest.strip(), (prefix,)
+        else:
+            token, wanted = line, _SCOPES
+        if not token:
+            raise ConfigError(f"{source}, line {lineno}: no token after {prefix}:")
+        for scope in wanted:
+            scopes[scope].add(token)
+    return AuthTokens(frozenset(scopes["inference"]), frozenset(scopes["admin"]), source)
+
+
+def load_auth_token_file(path: str | os.PathLike[str]) -> AuthTokens:
+    """``--auth_token_file``: see :func:`parse_auth_tokens`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read auth token file {p}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: auth token file is not UTF-8 text") from None
+    return parse_auth_tokens(text, str(p))

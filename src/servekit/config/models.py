@@ -155,10 +155,54 @@ class ModelConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthTokens:
+    """Bearer tokens for ``serve``: ``inference`` ones may call the inference endpoints, ``admin`` ones the
+    status, metadata and metrics endpoints; a token in both sets may call both. Health checks need none.
+
+    The tokens never appear in a repr (configs are logged and pickled to worker processes)."""
+
+    inference: frozenset[str] = field(default=frozenset(), repr=False)
+    admin: frozenset[str] = field(default=frozenset(), repr=False)
+    source: str = ""  # where they came from, for messages
+
+    def __post_init__(self) -> None:
+        where = f"{self.source}: " if self.source else ""
+        if not (self.inference or self.admin):
+            raise ConfigError(f"{where}no bearer tokens given")
+        for token in self.inference | self.admin:
+            if not token or not token.isprintable() or any(c.isspace() for c in token) or not token.isascii():
+                raise ConfigError(f"{where}a bearer token must be printable ASCII without spaces")
+            if len(token) < 16:
+                raise ConfigError(f"{where}a bearer token must be at least 16 characters long")
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """How long a connection may take to send a request, and how many may be open (per worker process).
+
+    A timeout of 0 turns it off; ``max_connections`` 0 means derived from the process's file limit. Between
+    requests on a kept-alive connection uvicorn's keep-alive timeout (5 s) applies."""
+
+    idle_timeout_seconds: float = 10.0  # connection open, first byte of the first request not yet sent
+    header_timeout_seconds: float = 10.0  # first byte of a request to the end of its head
+    body_timeout_seconds: float = 60.0  # end of the head to the end of the body (16 MiB in 60 s is 280 KB/s)
+    max_connections: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("idle_timeout_seconds", "header_timeout_seconds", "body_timeout_seconds"):
+            value = getattr(self, name)
+            if not value >= 0:  # also refuses NaN
+                raise ConfigError(f"{name} must be >= 0 (0 = no timeout), got {value}")
+        if self.max_connections < 0:
+            raise ConfigError(f"max_connections must be >= 0 (0 = from the file limit), got {self.max_connections}")
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     models: tuple[ModelConfig, ...] = ()
     model_config_file: str | None = None
-    host: str = "0.0.0.0"
+    # Loopback unless asked: anything else is reachable from the network (and warned about without auth).
+    host: str = "127.0.0.1"
     rest_api_port: int = 8501
     sagemaker_port: int | None = None
     file_system_poll_wait_seconds: float = 1.0  # 0 = only at start, < 0 = never
@@ -182,6 +226,8 @@ class ServerConfig:
     enable_model_warmup: bool = True
     num_request_iterations_for_warmup: int = 1
     capture: CaptureConfig | None = None
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    auth: AuthTokens | None = None  # None = no authentication
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.models]

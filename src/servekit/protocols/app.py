@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from servekit.config.models import ServerConfig
 from servekit.observability.metrics import CONTENT_TYPE
+from servekit.protocols.auth import BearerAuth
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.http import json_response
 from servekit.protocols.kserve_v2 import KServeV2, infer_target
@@ -27,29 +28,45 @@ class FastPath:
 
     Inference is the hot path; skipping Starlette's middleware layers and its scan over every route saves
     a measurable share of each request. The adapters already answer every error themselves.
+
+    With authentication on, every HTTP request is checked here first, before either path.
     """
 
-    def __init__(self, app: Starlette, tf: TfServingRest, kserve: KServeV2, sagemaker: SageMaker) -> None:
+    def __init__(
+        self,
+        app: Starlette,
+        tf: TfServingRest,
+        kserve: KServeV2,
+        sagemaker: SageMaker,
+        auth: BearerAuth | None = None,
+    ) -> None:
         self.app = app
         self.state = app.state
         self._tf = tf.dispatch
         self._kserve = kserve.infer
         self._sagemaker = sagemaker.invocations
+        self._auth = auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            path: str = scope["path"]
-            handler = None
-            if path.startswith("/v1/models/") and ":" in path:
-                handler = self._tf
-            elif path == "/invocations":
-                handler = self._sagemaker
-            elif infer_target(path) is not None:
-                handler = self._kserve
-            if handler is not None:
-                response = await handler(Request(scope, receive))
-                await response(scope, receive, send)
-                return
+        handler = None
+        if scope["type"] == "http":
+            if scope["method"] == "POST":
+                path: str = scope["path"]
+                if path.startswith("/v1/models/") and ":" in path:
+                    handler = self._tf
+                elif path == "/invocations":
+                    handler = self._sagemaker
+                elif infer_target(path) is not None:
+                    handler = self._kserve
+            if self._auth is not None:
+                refused = self._auth.check(scope, inference=handler is not None)
+                if refused is not None:
+                    await refused(scope, receive, send)
+                    return
+        if handler is not None:
+            response = await handler(Request(scope, receive))
+            await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 
@@ -97,4 +114,4 @@ def build_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     app.state.core = core
-    return FastPath(app, tf, kserve, sagemaker)
+    return FastPath(app, tf, kserve, sagemaker, BearerAuth(config.auth) if config.auth is not None else None)

@@ -63,8 +63,16 @@ def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | No
     return Response(dumps(value), status_code=status, media_type=JSON_TYPE, headers=dict(headers or {}))
 
 
+# Statuses that mean "try again later": each carries Retry-After, so clients and proxies back off instead of
+# retrying at once (a model still loading, a full queue, a deadline passed under load).
+RETRY_STATUSES = frozenset({429, 503, 504})
+RETRY_AFTER_SECONDS = "1"
+
+
 def error_response(exc: ServekitError, table: Mapping[ErrorCode, int]) -> Response:
-    return json_response({"error": exc.message}, status=table.get(exc.code, 500))
+    status = table.get(exc.code, 500)
+    headers = {"Retry-After": RETRY_AFTER_SECONDS} if status in RETRY_STATUSES else None
+    return json_response({"error": exc.message}, status=status, headers=headers)
 
 
 class InferenceHTTPResponse(Response):

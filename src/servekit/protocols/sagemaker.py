@@ -34,7 +34,7 @@ from servekit.errors import ServekitError, invalid
 from servekit.inference.schema import InferenceRequest, RawBody
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import SAGEMAKER_STATUS
-from servekit.protocols.http import InferenceHTTPResponse, RequestRunner, read_body
+from servekit.protocols.http import RETRY_AFTER_SECONDS, InferenceHTTPResponse, RequestRunner, read_body
 from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD
 
 _ATTR = re.compile(r"(tfs-[a-z\-]+)=([^,]+)")
@@ -57,7 +57,9 @@ class SageMaker:
         ]
 
     async def ping(self, request: Request) -> Response:
-        return Response(status_code=200 if self._ctx.service.all_ready() else 503)
+        if self._ctx.service.all_ready():
+            return Response(status_code=200)
+        return Response(status_code=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
 
     def _route(self, request: Request) -> tuple[str, int | None, str]:
         attrs = parse_custom_attributes(request.headers.get("x-amzn-sagemaker-custom-attributes", ""))

@@ -1,0 +1,312 @@
+"""Connection hygiene for ``serve``: read timeouts and a cap on open connections, in uvicorn's HTTP protocols.
+
+uvicorn closes a kept-alive connection that sends nothing after a response (``timeout_keep_alive``), but a
+connection that never sends a first byte, dribbles its request head a byte at a time, or stalls below its
+Content-Length stays open forever; enough of them exhaust the process's file descriptors. Each connection here
+gets a :class:`_Guard` that tracks where it is in its request and keeps one timer:
+
+- ``idle``: open, no byte yet (``idle_timeout_seconds``), closed silently;
+- ``head``: the first byte of a request has arrived and the head must be complete within
+  ``header_timeout_seconds`` of it, however it is dribbled; answered 408 and closed;
+- ``body``: the head is complete and the body must be complete within ``body_timeout_seconds``; answered 408
+  (unless a response has started) and closed. Time during which the server itself stopped reading (its flow
+  control, the application not consuming the body yet) is not held against the client;
+- ``busy`` (the request is being answered) and ``wait`` (between requests: uvicorn's keep-alive timer) have no
+  timer of ours.
+
+Over ``max_connections`` open connections, a new one is answered 503 with ``Retry-After`` and closed at once.
+Both the timeouts and the refusals are logged, rate limited. The same guard wraps uvicorn's h11 protocol (the
+plain install) and its httptools one (``[fast]``), whichever event loop runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import resource
+import time
+from collections import Counter
+from typing import Any, ClassVar, Literal, Protocol, cast
+
+import h11
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from servekit.config.models import ConnectionLimits
+
+log = logging.getLogger("servekit.connections")
+
+Phase = Literal["idle", "head", "body", "busy", "wait"]
+HttpImpl = Literal["auto", "h11", "httptools"]
+LOG_INTERVAL_S = 10.0
+
+
+def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
+    body = b'{"error":"' + message.encode() + b'"}'
+    return (
+        b"HTTP/1.1 "
+        + status
+        + b"\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % len(body)
+        + extra
+        + b"connection: close\r\n\r\n"
+        + body
+    )
+
+
+_408 = _raw_response(b"408 Request Timeout", "the request was not received in time")
+_503 = _raw_response(b"503 Service Unavailable", "too many open connections", b"retry-after: 1\r\n")
+
+
+def default_max_connections() -> int:
+    """Open connections a process may hold: its file limit less a reserve for models, polling and logs."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        soft = 65536
+    return max(16, soft - max(64, soft // 4))
+
+
+def resolve(limits: ConnectionLimits) -> ConnectionLimits:
+    """``limits`` with ``max_connections`` 0 replaced by :func:`default_max_connections`."""
+    if limits.max_connections:
+        return limits
+    return dataclasses.replace(limits, max_connections=default_max_connections())
+
+
+class _Every:
+    """Counts events and logs them at most once per interval (the first at once), with the count since the
+    previous line."""
+
+    def __init__(self, level: int, interval: float = LOG_INTERVAL_S) -> None:
+        self._level = level
+        self._interval = interval
+        self._next = 0.0
+        self._since = time.monotonic()
+        self.pending: Counter[str] = Counter()
+
+    def note(self, kind: str, describe: Any) -> None:
+        """Count one ``kind``; when a line is due, log ``describe(pending, seconds)``."""
+        self.pending[kind] += 1
+        now = time.monotonic()
+        if now < self._next:
+            return
+        log.log(self._level, "%s", describe(self.pending, now - self._since))
+        self.pending = Counter()
+        self._next = now + self._interval
+        self._since = now
+
+
+class GuardStats:
+    """Per process (all connections of one server): counts and rate-limited log lines."""
+
+    def __init__(self, limits: ConnectionLimits, interval: float = LOG_INTERVAL_S) -> None:
+        self.limits = limits
+        self.refused = _Every(logging.WARNING, interval)
+        self.timed_out = _Every(logging.INFO, interval)
+        self.totals: Counter[str] = Counter()
+
+    def note_refused(self, open_connections: int) -> None:
+        self.totals["refused"] += 1
+        cap = self.limits.max_connections
+
+        def describe(pending: Counter[str], seconds: float) -> str:
+            return (
+                f"connection cap reached: refused {pending['refused']} new connection(s) with 503 in the last "
+                f"{seconds:.0f}s ({open_connections} open, --max_connections {cap})"
+            )
+
+        self.refused.note("refused", describe)
+
+    def note_timeout(self, phase: str) -> None:
+        self.totals[phase] += 1
+        lim = self.limits
+
+        def describe(pending: Counter[str], seconds: float) -> str:
+            parts = [
+                f"{pending[name]} {what} (--{flag} {value:g})"
+                for name, what, flag, value in (
+                    ("idle", "sent nothing", "idle_timeout_seconds", lim.idle_timeout_seconds),
+                    ("head", "did not finish a request head", "header_timeout_seconds", lim.header_timeout_seconds),
+                    ("body", "did not finish a request body", "body_timeout_seconds", lim.body_timeout_seconds),
+                )
+                if pending[name]
+            ]
+            return f"closed slow connections in the last {seconds:.0f}s: " + ", ".join(parts)
+
+        self.timed_out.note(phase, describe)
+
+
+class _Guarded(Protocol):
+    """What a guard needs of its uvicorn protocol."""
+
+    transport: asyncio.Transport
+    flow: FlowControl
+    loop: asyncio.AbstractEventLoop
+    connections: set[Any]
+    cycle: Any
+
+
+class _Guard:
+    __slots__ = ("_limits", "_proto", "_stats", "_timer", "phase")
+
+    def __init__(self, proto: _Guarded, stats: GuardStats) -> None:
+        self._proto = proto
+        self._limits = stats.limits
+        self._stats = stats
+        self.phase: Phase = "idle"
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> bool:
+        """On a new connection: False (and the connection refused) when over the cap."""
+        proto = self._proto
+        if len(proto.connections) > self._limits.max_connections:
+            self._stats.note_refused(len(proto.connections) - 1)
+            proto.transport.write(_503)
+            proto.transport.close()
+            return False
+        self._arm("idle", self._limits.idle_timeout_seconds)
+        return True
+
+    def bytes_arrived(self) -> None:
+        if self.phase in ("idle", "wait"):
+            self._arm("head", self._limits.header_timeout_seconds)
+
+    def head_done(self) -> None:
+        if self.phase != "body":
+            self._arm("body", self._limits.body_timeout_seconds)
+
+    def body_done(self) -> None:
+        if self.phase in ("idle", "head", "body"):
+            self._cancel("busy")
+
+    def response_done(self) -> None:
+        if self.phase == "busy":
+            self._cancel("wait")
+
+    def stop(self) -> None:
+        self._cancel("busy")
+
+    def _arm(self, phase: Phase, seconds: float) -> None:
+        self._cancel(phase)
+        if seconds > 0:
+            self._timer = self._proto.loop.call_later(seconds, self._expired)
+
+    def _cancel(self, phase: Phase) -> None:
+        self.phase = phase
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        proto = self._proto
+        transport = proto.transport
+        if transport.is_closing():
+            return
+        if self.phase == "body" and proto.flow.read_paused:  # we stopped reading, not the client: wait again
+            self._timer = proto.loop.call_later(self._limits.body_timeout_seconds, self._expired)
+            return
+        self._stats.note_timeout(self.phase)
+        started = proto.cycle is not None and proto.cycle.response_started
+        if self.phase in ("head", "body") and not started:
+            transport.write(_408)
+        transport.close()
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a :class:`_Guard`; h11 has no callbacks, so its state after each batch of
+    events tells where the request is."""
+
+    guard_stats: ClassVar[GuardStats]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._guard = _Guard(self, self.guard_stats)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._guard.start()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._guard.stop()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._guard.bytes_arrived()
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            self._guard.head_done()
+        elif state is h11.IDLE:
+            if self.conn.trailing_data[0]:  # part of the next request's head is buffered
+                self._guard.bytes_arrived()
+        else:
+            self._guard.body_done()
+
+    def on_response_complete(self) -> None:
+        self._guard.response_done()
+        super().on_response_complete()
+
+
+def _httptools_class() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        """uvicorn's httptools protocol with a :class:`_Guard`, moved on by the parser's callbacks."""
+
+        guard_stats: ClassVar[GuardStats]
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._guard = _Guard(self, self.guard_stats)
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._guard.start()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._guard.stop()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            self._guard.bytes_arrived()
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._guard.head_done()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._guard.body_done()
+
+        def on_response_complete(self) -> None:
+            self._guard.response_done()
+            super().on_response_complete()
+
+    return GuardedHttpToolsProtocol
+
+
+def guarded_protocol(
+    limits: ConnectionLimits, http: HttpImpl = "auto", stats: GuardStats | None = None
+) -> type[asyncio.Protocol]:
+    """The uvicorn HTTP protocol class (``http`` as uvicorn's ``http`` setting: auto = httptools when installed)
+    with ``limits`` enforced; pass it as ``uvicorn.Config(http=...)``. ``limits.max_connections`` must be
+    resolved (see :func:`resolve`)."""
+    if limits.max_connections < 1:
+        raise ValueError("resolve max_connections first")
+    base: type[asyncio.Protocol]
+    if http == "h11":
+        base = GuardedH11Protocol
+    elif http == "httptools":
+        base = _httptools_class()
+    else:
+        try:
+            base = _httptools_class()
+        except ImportError:
+            base = GuardedH11Protocol
+    attrs = {"guard_stats": stats or GuardStats(limits)}
+    return cast("type[asyncio.Protocol]", type(base.__name__, (base,), attrs))

@@ -8,6 +8,7 @@ TF Serving's ``--flag=true|false`` booleans are accepted too. Older spellings st
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,8 +20,15 @@ from servekit._version import __version__
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
 from servekit.cli.transform_cmd import transform_app
-from servekit.config.loading import load_batching_file, load_model_config_file
-from servekit.config.models import BatchingConfig, CaptureConfig, ModelConfig, RuntimeOptions, ServerConfig
+from servekit.config.loading import load_auth_token_file, load_batching_file, load_model_config_file
+from servekit.config.models import (
+    BatchingConfig,
+    CaptureConfig,
+    ConnectionLimits,
+    ModelConfig,
+    RuntimeOptions,
+    ServerConfig,
+)
 from servekit.errors import ConfigError
 
 # Help is rendered at the terminal's width; the option tables are laid out so that every option name shows in
@@ -126,7 +134,9 @@ def serve(
         str | None, _tf("--model_config_file", help="TF Serving model_config_list (text), YAML or TOML.")
     ] = None,
     rest_api_port: Annotated[int, _tf("--rest_api_port", help="REST port (all protocols).")] = 8501,
-    host: Annotated[str, _tf("--host", help="Address to listen on.")] = "0.0.0.0",
+    host: Annotated[
+        str, _tf("--host", help="Address to listen on; 0.0.0.0 = every interface (warned about without auth).")
+    ] = "127.0.0.1",
     sagemaker_port: Annotated[
         int | None, _tf("--sagemaker_port", help="Also listen here (SageMaker uses 8080).")
     ] = None,
@@ -185,6 +195,26 @@ def serve(
     capture_buffer_records: Annotated[
         int, _tf("--capture_buffer_records", help="Buffered records before capture drops (and counts).")
     ] = 10_000,
+    auth_token_file: Annotated[
+        str | None,
+        _tf(
+            "--auth_token_file",
+            help="Bearer tokens, one a line: inference:<t>, admin:<t> (status, metrics) or <t> (both). "
+            "Health checks stay open.",
+        ),
+    ] = None,
+    idle_timeout_seconds: Annotated[
+        float, _tf("--idle_timeout_seconds", help="Close a connection that sends nothing this long (0 = never).")
+    ] = 10.0,
+    header_timeout_seconds: Annotated[
+        float, _tf("--header_timeout_seconds", help="A request head must arrive within this (408; 0 = no limit).")
+    ] = 10.0,
+    body_timeout_seconds: Annotated[
+        float, _tf("--body_timeout_seconds", help="A body must arrive within this after its head (408; 0 = none).")
+    ] = 60.0,
+    max_connections: Annotated[
+        int, _tf("--max_connections", help="Open connections per worker; more get 503 (0 = from the file limit).")
+    ] = 0,
     log_level: Annotated[str, _tf("--log_level", help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
@@ -227,6 +257,13 @@ def serve(
             capture=_capture_config(
                 capture_destination, capture_sampling_percentage, capture_mode, capture_buffer_records
             ),
+            connections=ConnectionLimits(
+                idle_timeout_seconds=idle_timeout_seconds,
+                header_timeout_seconds=header_timeout_seconds,
+                body_timeout_seconds=body_timeout_seconds,
+                max_connections=max_connections,
+            ),
+            auth=load_auth_token_file(auth_token_file) if auth_token_file else None,
         )
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
@@ -251,6 +288,26 @@ def inspect(version_dir: Annotated[Path, typer.Argument(help="A model version di
         typer.echo(render_signatures(servable.signatures, servable.platform))
     finally:
         servable.unload()
+
+
+@app.command()
+def up(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port of the SageMaker control-plane and runtime APIs.")] = 8765,
+    home: Annotated[
+        str | None,
+        typer.Option("--home", help="State, keys and instance logs (default $SERVEKIT_HOME or ./.servekit)."),
+    ] = None,
+    instance_types: Annotated[
+        str | None, typer.Option("--instance-types", help="YAML/TOML file of extra local instance types.")
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")] = "info",
+) -> None:
+    """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
+    from servekit.cli.up import run_up
+    from servekit.state.home import resolve_home
+
+    run_up(resolve_home(home, os.environ), host, port, log_level, instance_types)
 
 
 @app.command()

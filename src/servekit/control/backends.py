@@ -131,6 +131,7 @@ class LocalProcessBackend:
         if spec.cpus:  # set before the interpreter has started any thread, so every thread inherits it
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(proc.pid, spec.cpus)
+        (self._log_dir / f"{spec.instance_id}.pid").write_text(str(proc.pid))
         handle = InstanceHandle(spec, f"http://127.0.0.1:{port}", proc.pid, log_path=str(log_path))
         self._procs[spec.instance_id] = proc
         self._watchers[spec.instance_id] = asyncio.get_running_loop().create_task(self._watch(handle, proc))
@@ -155,7 +156,28 @@ class LocalProcessBackend:
         if handle.exit_reason is None:
             handle.exit_reason = f"instance {handle.spec.instance_id} exited with status {code}"
 
+    def reap_orphans(self) -> list[int]:
+        """Stop instances a previous control process left running (it was killed before it could stop them):
+        every pid file under the log directory whose process is still a ``servekit serve``. Returns the pids."""
+        reaped: list[int] = []
+        if not self._log_dir.is_dir():
+            return reaped
+        for pidfile in self._log_dir.glob("*.pid"):
+            try:
+                pid = int(pidfile.read_text().strip())
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except (OSError, ValueError):
+                pidfile.unlink(missing_ok=True)
+                continue
+            if b"servekit.cli.main" in cmdline and b"serve" in cmdline:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                reaped.append(pid)
+            pidfile.unlink(missing_ok=True)
+        return reaped
+
     async def stop(self, handle: InstanceHandle, grace_s: float = 10.0) -> None:
+        (self._log_dir / f"{handle.spec.instance_id}.pid").unlink(missing_ok=True)
         proc = self._procs.pop(handle.spec.instance_id, None)
         if proc is None:
             return

@@ -83,7 +83,8 @@ class EndpointController:
         self.name = name
         self._backend = backend
         self._table = table
-        self._on_status = on_status
+        self._report = on_status
+        self.last_reason: str | None = None  # the reason of the last status reported (a failure's, or None)
         self._startup_timeout_s = startup_timeout_s
         self._poll_s = poll_s
         self._clock = clock
@@ -92,6 +93,10 @@ class EndpointController:
         self.fleets: dict[str, Fleet] = {}
         self._lock = asyncio.Lock()  # one change at a time: create, update, capacity, delete, tick
         self._session: aiohttp.ClientSession | None = None
+
+    async def _on_status(self, status: str, reason: str | None) -> None:
+        self.last_reason = reason
+        await self._report(status, reason)
 
     # ---- what the API calls ---------------------------------------------------------------------------
     async def create(self, plan: EndpointPlan) -> bool:

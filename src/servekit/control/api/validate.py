@@ -98,6 +98,13 @@ def _number_text(bound: object) -> str:
     return str(bound)
 
 
+def _local_location(pattern: str, value: str) -> bool:
+    """servekit's one widening of the models: where SageMaker takes an S3 (or HTTPS) location — ModelDataUrl,
+    capture and transform destinations — a local path or a ``file://`` URI is accepted too (the point of
+    hosting locally), and storage resolves it."""
+    return "s3)://" in pattern and value.startswith(("file://", "/"))
+
+
 class _Checker:
     def __init__(self) -> None:
         self.errors: list[str] = []
@@ -134,7 +141,7 @@ class _Checker:
             pattern = meta.get("pattern")
             if pattern is not None:
                 compiled = compile_pattern(pattern)
-                if compiled is not None and compiled.fullmatch(value) is None:
+                if compiled is not None and compiled.fullmatch(value) is None and not _local_location(pattern, value):
                     found.append(f"Member must satisfy regular expression pattern: {pattern}")
         return found
 

@@ -1,0 +1,80 @@
+"""``servekit up``: wire the control plane (state, credentials, backend, gateway, hosting, API) and serve it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from pathlib import Path
+
+import uvicorn
+
+from servekit.control.api import Api, Credentials
+from servekit.control.artifacts import ArtifactResolver
+from servekit.control.backends import LocalProcessBackend
+from servekit.control.gateway import Gateway, RoutingTable
+from servekit.control.hosting import Envelope, HostingService
+from servekit.control.instance_types import InstanceTypes, load_instance_types
+from servekit.control.names import Account
+from servekit.control.server import ControlPlane
+from servekit.state.database import StateDB
+
+log = logging.getLogger("servekit")
+
+
+class TableEnvelopes:
+    """Instance types from the bundled table plus the ``--instance-types`` file, as envelopes."""
+
+    def __init__(self, table: InstanceTypes) -> None:
+        self._table = table
+
+    def envelope(self, instance_type: str) -> Envelope | None:
+        t = self._table.get(instance_type)
+        if t is None:
+            return None
+        return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour))
+
+
+def build(home: Path, instance_types_file: str | None = None, strict_output: bool = False) -> ControlPlane:
+    db = StateDB.open(home)
+    credentials = Credentials.load_or_create(home)
+    backend = LocalProcessBackend(home / "instances")
+    reaped = backend.reap_orphans()
+    if reaped:
+        log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
+    table = RoutingTable()
+    gateway = Gateway(table, random.Random())
+    artifacts = ArtifactResolver(home / "models")
+    hosting = HostingService(
+        db.hosting,
+        backend,
+        table,
+        TableEnvelopes(load_instance_types(instance_types_file)),
+        lambda url: str(artifacts.resolve(url).base_path),
+        Account(),
+    )
+    return ControlPlane(Api(credentials, strict_output=strict_output), hosting, gateway)
+
+
+def run_up(home: Path, host: str, port: int, log_level: str = "info", instance_types_file: str | None = None) -> None:
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    first = not (home / "credentials.json").exists()
+    plane = build(home, instance_types_file)
+    key = Credentials.load_or_create(home).first("admin")
+    url = f"http://{host}:{port}"
+    if first:
+        print(f"servekit up: new home {home}; its admin key is in {home / 'credentials.json'} (mode 0600).")
+    print(
+        "To use boto3 against this control plane:\n"
+        f"  export AWS_ENDPOINT_URL_SAGEMAKER={url} AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME={url}\n"
+        f"  export AWS_ACCESS_KEY_ID={key.access_key_id} AWS_SECRET_ACCESS_KEY=<see {home / 'credentials.json'}>"
+        " AWS_DEFAULT_REGION=us-east-1",
+        flush=True,
+    )
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("servekit up listens on %s: every caller still needs a signed request (SigV4)", host)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    config = uvicorn.Config(
+        plane, host=host, port=port, lifespan="on", log_level=log_level, access_log=False, server_header=False
+    )
+    uvicorn.Server(config).run()

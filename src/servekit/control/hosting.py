@@ -1,0 +1,558 @@
+"""The SageMaker hosting operations: models, endpoint configs and endpoints, with SageMaker's semantics and errors.
+
+Requests arrive validated against botocore's input shapes (``control.api``); this module decides: it keeps the
+records in the hosting state, moves endpoints through their lifecycle (``control.lifecycle``) and drives each
+endpoint's fleets (``control.fleet``) in the background, so CreateEndpoint answers at once with ``Creating`` as
+the real service does and the waiters see ``InService`` (or ``Failed`` with the reason) when it is so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from servekit.control.api.errors import ApiError, validation_exception
+from servekit.control.backends import ReplicaBackend
+from servekit.control.fleet import EndpointController, EndpointPlan, VariantPlan
+from servekit.control.gateway import RoutingTable
+from servekit.control.lifecycle import EndpointStatus, check_transition, predecessors
+from servekit.control.names import Account, ResourceKind
+from servekit.state.hosting import Hosting
+from servekit.state.hosting_rows import AlreadyExists, ContainerSpec, EndpointRow, NotFound, StaleStatus, VariantState
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+_E = EndpointStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    vcpus: int
+    memory_bytes: int | None
+    price_per_hour: float
+
+
+class Envelopes(Protocol):
+    def envelope(self, instance_type: str) -> Envelope | None:
+        """The resources an instance type gives an instance; None for a type this control plane does not know."""
+        ...
+
+
+ModelResolver = Callable[[str], str]  # ModelDataUrl -> a local servekit model directory (raises with a reason)
+
+
+class HostingService:
+    def __init__(
+        self,
+        repo: Hosting,
+        backend: ReplicaBackend,
+        table: RoutingTable,
+        envelopes: Envelopes,
+        resolve_model: ModelResolver,
+        account: Account | None = None,
+        startup_timeout_s: float = 300.0,
+    ) -> None:
+        self.repo = repo
+        self._backend = backend
+        self._table = table
+        self._envelopes = envelopes
+        self._resolve_model = resolve_model
+        self.account = account or Account()
+        self._startup_timeout_s = startup_timeout_s
+        self.controllers: dict[str, EndpointController] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def handlers(self) -> dict[str, Handler]:
+        """Operation name -> handler, for the API front."""
+        names = (
+            "CreateModel DescribeModel ListModels DeleteModel CreateEndpointConfig DescribeEndpointConfig "
+            "ListEndpointConfigs DeleteEndpointConfig CreateEndpoint DescribeEndpoint ListEndpoints UpdateEndpoint "
+            "UpdateEndpointWeightsAndCapacities DeleteEndpoint"
+        ).split()
+        return {name: getattr(self, _snake(name)) for name in names}
+
+    def _arn(self, kind: ResourceKind, name: str) -> str:
+        return self.account.arn(kind, name)
+
+    # ---- models ------------------------------------------------------------------------------------------------
+    async def create_model(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["ModelName"]
+        container = p.get("PrimaryContainer") or (p.get("Containers") or [None])[0]
+        if not container:
+            raise validation_exception("Either PrimaryContainer or Containers must be specified.")
+        if not container.get("ModelDataUrl"):
+            raise validation_exception("The container must name its model artifacts: ModelDataUrl is required.")
+        arn = self._arn(ResourceKind.MODEL, name)
+        record = {k: v for k, v in p.items() if k not in ("Tags",)}
+        record["ModelArn"] = arn
+        try:
+            self.repo.create_model(name, arn, ContainerSpec.from_json(container), record)
+        except AlreadyExists:
+            raise validation_exception(f'Cannot create already existing model "{arn}".') from None
+        return {"ModelArn": arn}
+
+    async def describe_model(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self.repo.get_model(p["ModelName"])
+        if row is None:
+            raise validation_exception(f'Could not find model "{self._arn(ResourceKind.MODEL, p["ModelName"])}".')
+        return {**row.record, "ModelName": row.name, "ModelArn": row.arn, "CreationTime": row.created}
+
+    async def list_models(self, p: dict[str, Any]) -> dict[str, Any]:
+        page = _list(self.repo.list_models, p)
+        out: dict[str, Any] = {
+            "Models": [{"ModelName": m.name, "ModelArn": m.arn, "CreationTime": m.created} for m in page.items]
+        }
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def delete_model(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            self.repo.delete_model(p["ModelName"])
+        except NotFound:
+            raise validation_exception(
+                f'Could not find model "{self._arn(ResourceKind.MODEL, p["ModelName"])}".'
+            ) from None
+        return {}
+
+    # ---- endpoint configs --------------------------------------------------------------------------------------
+    async def create_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["EndpointConfigName"]
+        variants = [dict(v) for v in p["ProductionVariants"]]
+        seen: set[str] = set()
+        for v in variants:
+            if v["VariantName"].lower() in seen:
+                raise validation_exception(f"The variant name {v['VariantName']} is used more than once.")
+            seen.add(v["VariantName"].lower())
+            if v.get("ServerlessConfig") is not None:
+                raise validation_exception("Serverless variants are not supported by servekit; use instances.")
+            model = v.get("ModelName")
+            if not model or self.repo.get_model(model) is None:
+                arn = self._arn(ResourceKind.MODEL, model or "-")
+                raise validation_exception(f'Could not find model "{arn}".')
+            if self._envelopes.envelope(v.get("InstanceType", "")) is None:
+                raise validation_exception(
+                    f"The instance type {v.get('InstanceType')!r} of variant {v['VariantName']} is not known to this "
+                    "control plane; add it to the instance types file or pick an ml.* type from the docs."
+                )
+            v.setdefault("InitialVariantWeight", 1.0)
+            v.setdefault("InitialInstanceCount", 1)
+        arn = self._arn(ResourceKind.ENDPOINT_CONFIG, name)
+        record = {k: v for k, v in p.items() if k != "Tags"}
+        record.update({"ProductionVariants": variants, "EndpointConfigArn": arn})
+        try:
+            self.repo.create_endpoint_config(name, arn, variants, p.get("DataCaptureConfig"), record)
+        except AlreadyExists:
+            raise validation_exception(f'Cannot create already existing endpoint configuration "{arn}".') from None
+        return {"EndpointConfigArn": arn}
+
+    async def describe_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._config(p["EndpointConfigName"])
+        return {**row.record, "EndpointConfigName": row.name, "EndpointConfigArn": row.arn, "CreationTime": row.created}
+
+    async def list_endpoint_configs(self, p: dict[str, Any]) -> dict[str, Any]:
+        page = _list(self.repo.list_endpoint_configs, p)
+        out: dict[str, Any] = {
+            "EndpointConfigs": [
+                {"EndpointConfigName": c.name, "EndpointConfigArn": c.arn, "CreationTime": c.created}
+                for c in page.items
+            ]
+        }
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def delete_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            self.repo.delete_endpoint_config(p["EndpointConfigName"])
+        except NotFound:
+            raise self._no_config(p["EndpointConfigName"]) from None
+        return {}
+
+    def _config(self, name: str) -> Any:
+        row = self.repo.get_endpoint_config(name)
+        if row is None:
+            raise self._no_config(name)
+        return row
+
+    def _no_config(self, name: str) -> ApiError:
+        return validation_exception(
+            f'Could not find endpoint configuration "{self._arn(ResourceKind.ENDPOINT_CONFIG, name)}".'
+        )
+
+    # ---- endpoints ---------------------------------------------------------------------------------------------
+    async def create_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        name, config_name = p["EndpointName"], p["EndpointConfigName"]
+        config = self._config(config_name)
+        arn = self._arn(ResourceKind.ENDPOINT, name)
+        variants = [
+            VariantState(
+                v["VariantName"],
+                float(v["InitialVariantWeight"]),
+                float(v["InitialVariantWeight"]),
+                0,
+                int(v["InitialInstanceCount"]),
+            )
+            for v in config.variants
+        ]
+        record = {k: v for k, v in p.items() if k not in ("EndpointName", "EndpointConfigName", "Tags")}
+        try:
+            self.repo.create_endpoint(name, arn, config.name, _E.CREATING, variants, record, reason="CreateEndpoint")
+        except AlreadyExists:
+            raise validation_exception(f'Cannot create already existing endpoint "{arn}".') from None
+        controller = self._controller(name)
+        self._background(self._bring_up(controller, config.name, created=True))
+        return {"EndpointArn": arn}
+
+    async def describe_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._endpoint(p["EndpointName"])
+        controller = self.controllers.get(row.name)
+        variants = controller.summary() if controller and controller.plan else [v.to_json() for v in row.variants]
+        out: dict[str, Any] = {
+            "EndpointName": row.name,
+            "EndpointArn": row.arn,
+            "EndpointConfigName": row.config_name,
+            "ProductionVariants": variants,
+            "EndpointStatus": row.status,
+            "CreationTime": row.created,
+            "LastModifiedTime": row.last_modified,
+        }
+        if row.failure_reason:
+            out["FailureReason"] = row.failure_reason
+        config = self.repo.get_endpoint_config(row.config_name)
+        capture = config.data_capture if config is not None else None
+        if capture:
+            out["DataCaptureConfig"] = {
+                "EnableCapture": bool(capture.get("EnableCapture", True)),
+                "CaptureStatus": "Started" if capture.get("EnableCapture", True) else "Stopped",
+                "CurrentSamplingPercentage": int(capture.get("InitialSamplingPercentage", 0)),
+                "DestinationS3Uri": capture.get("DestinationS3Uri", ""),
+                "KmsKeyId": capture.get("KmsKeyId", ""),
+            }
+        if row.pending_config_name:
+            out["PendingDeploymentSummary"] = {"EndpointConfigName": row.pending_config_name}
+            if row.pending_since is not None:
+                out["PendingDeploymentSummary"]["StartTime"] = row.pending_since
+        return out
+
+    async def list_endpoints(self, p: dict[str, Any]) -> dict[str, Any]:
+        page = _list(
+            self.repo.list_endpoints,
+            p,
+            status_equals=p.get("StatusEquals"),
+            last_modified_time_before=_epoch(p.get("LastModifiedTimeBefore")),
+            last_modified_time_after=_epoch(p.get("LastModifiedTimeAfter")),
+        )
+        out: dict[str, Any] = {
+            "Endpoints": [
+                {
+                    "EndpointName": e.name,
+                    "EndpointArn": e.arn,
+                    "CreationTime": e.created,
+                    "LastModifiedTime": e.last_modified,
+                    "EndpointStatus": e.status,
+                }
+                for e in page.items
+            ]
+        }
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def update_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        name, config_name = p["EndpointName"], p["EndpointConfigName"]
+        row = self._endpoint(name)
+        config = self._config(config_name)
+        self._move(row, _E.UPDATING, "UpdateEndpoint", pending_config_name=config.name)
+        self._background(self._bring_up(self._controller(name), config.name, created=False))
+        return {"EndpointArn": row.arn}
+
+    async def update_endpoint_weights_and_capacities(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["EndpointName"]
+        row = self._endpoint(name)
+        known = {v.name for v in row.variants}
+        wanted = {d["VariantName"] for d in p["DesiredWeightsAndCapacities"]}
+        missing = sorted(wanted - known)
+        if missing:
+            raise validation_exception(f'The variant(s) "{missing}" are not present in endpoint "{row.arn}".')
+        changes = {
+            d["VariantName"]: (
+                None if d.get("DesiredWeight") is None else float(d["DesiredWeight"]),
+                None if d.get("DesiredInstanceCount") is None else int(d["DesiredInstanceCount"]),
+            )
+            for d in p["DesiredWeightsAndCapacities"]
+        }
+        self._move(row, _E.UPDATING, "UpdateEndpointWeightsAndCapacities")
+        self._background(self._scale(name, changes))
+        return {"EndpointArn": row.arn}
+
+    async def delete_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._endpoint(p["EndpointName"])
+        if row.status != _E.DELETING:
+            self._move(row, _E.DELETING, "DeleteEndpoint")
+        self._background(self._tear_down(row.name))
+        return {}
+
+    async def recover(self, row: EndpointRow) -> None:
+        """After a restart: bring an endpoint's fleets back from its current config. An endpoint that was
+        InService is serving again when this returns; one that was Creating carries on in the background; an
+        update that was under way is abandoned (the endpoint stays on its current config, with the reason)."""
+        controller = self._controller(row.name)
+        if row.status == _E.CREATING:
+            self._background(self._bring_up(controller, row.config_name, created=True))
+            return
+        try:
+            plan = await asyncio.to_thread(self._plan, row.name, row.config_name)
+            ok = await controller.create(plan)
+            why = controller.last_reason
+        except _Unservable as exc:
+            ok, why = False, str(exc)
+        if row.status == _E.UPDATING:
+            self._settle(
+                row.name,
+                _E.UPDATING,
+                _E.IN_SERVICE,
+                "restart",
+                pending_config_name=None,
+                failure_reason=f"The update to {row.pending_config_name} was interrupted by a restart.",
+            )
+        if not ok:
+            self._settle(
+                row.name,
+                _E.IN_SERVICE,
+                _E.OUT_OF_SERVICE,
+                why or "restart",
+                failure_reason=f"The endpoint could not be brought back after a restart: {why}",
+            )
+
+    # ---- the background work ----------------------------------------------------------------------------------
+    def _controller(self, name: str) -> EndpointController:
+        controller = self.controllers.get(name)
+        if controller is None:
+
+            async def on_status(status: str, reason: str | None) -> None:  # fleet events land via _settle
+                log.debug("endpoint %s fleet: %s %s", name, status, reason or "")
+
+            controller = EndpointController(
+                name, self._backend, self._table, on_status, startup_timeout_s=self._startup_timeout_s
+            )
+            self.controllers[name] = controller
+        return controller
+
+    def _plan(self, name: str, config_name: str) -> EndpointPlan:
+        config = self._config(config_name)
+        variants = []
+        for v in config.variants:
+            model = self.repo.get_model(v["ModelName"])
+            if model is None:
+                raise _Unservable(f"the model {v['ModelName']} of variant {v['VariantName']} does not exist")
+            if model.container.mode == "MultiModel":
+                raise _Unservable(f"model {model.name} is a multi-model container, which servekit cannot host yet")
+            env = self._envelopes.envelope(v["InstanceType"])
+            if env is None:
+                raise _Unservable(f"instance type {v['InstanceType']} is not known")
+            try:
+                model_dir = self._resolve_model(model.container.model_data_url)
+            except Exception as exc:
+                raise _Unservable(f"the model data of {model.name} cannot be used: {exc}") from exc
+            variants.append(
+                VariantPlan(
+                    name=v["VariantName"],
+                    model_name=model.name,
+                    model_dir=model_dir,
+                    instance_type=v["InstanceType"],
+                    vcpus=env.vcpus,
+                    memory_bytes=env.memory_bytes,
+                    count=int(v["InitialInstanceCount"]),
+                    weight=float(v["InitialVariantWeight"]),
+                    environment=dict(model.container.environment),
+                )
+            )
+        return EndpointPlan(name, config.name, tuple(variants))
+
+    async def _bring_up(self, controller: EndpointController, config_name: str, created: bool) -> None:
+        name = controller.name
+        try:
+            plan = await asyncio.to_thread(self._plan, name, config_name)
+        except (_Unservable, ApiError) as exc:
+            reason = str(exc) if isinstance(exc, _Unservable) else exc.message
+            if created:
+                self._settle(name, _E.CREATING, _E.FAILED, reason, failure_reason=reason)
+            else:
+                self._settle(
+                    name,
+                    _E.UPDATING,
+                    _E.IN_SERVICE,
+                    reason,
+                    failure_reason=f"The update failed: {reason}",
+                    pending_config_name=None,
+                )
+            return
+        if created:
+            ok = await controller.create(plan)
+            why = controller.last_reason
+            if ok:
+                self._settle(
+                    name,
+                    _E.CREATING,
+                    _E.IN_SERVICE,
+                    "fleet healthy",
+                    failure_reason="",
+                    variants=_variant_states(controller),
+                )
+            else:
+                self._settle(
+                    name,
+                    _E.CREATING,
+                    _E.FAILED,
+                    why or "the fleet did not start",
+                    failure_reason=why or "the fleet did not start",
+                )
+        else:
+            ok = await controller.update(plan)
+            why = controller.last_reason
+            self._settle(
+                name,
+                _E.UPDATING,
+                _E.IN_SERVICE,
+                "update done" if ok else why or "update failed",
+                failure_reason="" if ok else (why or "update failed"),
+                config_name=config_name if ok else None,
+                pending_config_name=None,
+                variants=_variant_states(controller),
+            )
+
+    async def _scale(self, name: str, changes: Mapping[str, tuple[float | None, int | None]]) -> None:
+        controller = self._controller(name)
+        await controller.set_capacity(changes)
+        self._settle(name, _E.UPDATING, _E.IN_SERVICE, "capacity changed", variants=_variant_states(controller))
+
+    async def _tear_down(self, name: str) -> None:
+        controller = self.controllers.pop(name, None)
+        if controller is not None:
+            await controller.delete()
+        self._table.remove_endpoint(name)
+        try:
+            self.repo.delete_endpoint(name)
+        except NotFound:
+            pass
+
+    def _settle(self, name: str, expected: EndpointStatus, to: EndpointStatus, reason: str, **fields: Any) -> None:
+        """Record a background result, unless the endpoint has moved on meanwhile (deleted, or deleting)."""
+        check_transition(expected, to)
+        kwargs = {k: v for k, v in fields.items() if not (k == "config_name" and v is None)}
+        if "variants" in kwargs and not kwargs["variants"]:
+            del kwargs["variants"]
+        try:
+            self.repo.transition(name, to, expected=expected, reason=reason, **kwargs)
+        except (NotFound, StaleStatus) as exc:
+            log.info("endpoint %s: not recording %s -> %s: %s", name, expected, to, exc)
+
+    def _move(self, row: EndpointRow, to: EndpointStatus, reason: str, **fields: Any) -> None:
+        """A status change asked for by a request: refused (ValidationException) when the endpoint's status
+        does not allow it, e.g. updating an endpoint that is still Creating."""
+        current = EndpointStatus(row.status)
+        if to not in _ALLOWED_FROM.get(current, frozenset()):
+            raise validation_exception(_busy_message(row, current, to))
+        try:
+            self.repo.transition(row.name, to, expected=sorted(predecessors(to) & {current}), reason=reason, **fields)
+        except StaleStatus as exc:
+            raise validation_exception(_busy_message(row, EndpointStatus(exc.actual), to)) from None
+
+    def _endpoint(self, name: str) -> EndpointRow:
+        row = self.repo.get_endpoint(name)
+        if row is None:
+            raise validation_exception(f'Could not find endpoint "{self._arn(ResourceKind.ENDPOINT, name)}".')
+        return row
+
+    def _background(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("hosting background work failed")
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait_idle(self) -> None:
+        """Wait for every background change under way (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def tick(self) -> None:
+        """Replace dead instances of every endpoint."""
+        for controller in list(self.controllers.values()):
+            await controller.tick()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        for controller in list(self.controllers.values()):
+            await controller.delete()
+
+
+# What a request may move an endpoint into, from where (the background results have their own edges).
+_ALLOWED_FROM: dict[EndpointStatus, frozenset[EndpointStatus]] = {
+    _E.IN_SERVICE: frozenset({_E.UPDATING, _E.DELETING}),
+    _E.CREATING: frozenset({_E.DELETING}),
+    _E.UPDATING: frozenset({_E.DELETING}),
+    _E.FAILED: frozenset({_E.DELETING}),
+    _E.SYSTEM_UPDATING: frozenset({_E.DELETING}),
+    _E.ROLLING_BACK: frozenset({_E.DELETING}),
+    _E.OUT_OF_SERVICE: frozenset({_E.DELETING}),
+    _E.UPDATE_ROLLBACK_FAILED: frozenset({_E.UPDATING, _E.DELETING}),
+}
+
+
+class _Unservable(Exception):
+    """The endpoint's config cannot be turned into fleets: the message is its FailureReason."""
+
+
+def _busy_message(row: EndpointRow, current: EndpointStatus, to: EndpointStatus) -> str:
+    verb = {_E.UPDATING: "update", _E.DELETING: "delete"}.get(to, str(to))
+    return f'Cannot {verb} in-progress endpoint "{row.arn}" (status {current}).'
+
+
+def _variant_states(controller: EndpointController) -> list[VariantState]:
+    return [VariantState.from_json(s) for s in controller.summary()]
+
+
+def _snake(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    return value.timestamp() if isinstance(value, datetime) else float(value)
+
+
+def _list(fetch: Callable[..., Any], p: dict[str, Any], **extra: Any) -> Any:
+    kwargs: dict[str, Any] = {
+        "name_contains": p.get("NameContains"),
+        "creation_time_before": _epoch(p.get("CreationTimeBefore")),
+        "creation_time_after": _epoch(p.get("CreationTimeAfter")),
+        "sort_by": p.get("SortBy") or "CreationTime",
+        "sort_order": p.get("SortOrder") or "Descending",
+        "next_token": p.get("NextToken"),
+        **{k: v for k, v in extra.items() if v is not None},
+    }
+    if p.get("MaxResults") is not None:
+        kwargs["max_results"] = int(p["MaxResults"])
+    try:
+        return fetch(**kwargs)
+    except ValueError as exc:  # InvalidNextToken
+        raise validation_exception(str(exc)) from None

@@ -1,0 +1,219 @@
+"""The ``servekit up`` process: the SageMaker control plane and runtime APIs (and later autoscaling and CloudWatch)
+on one port, the gateway behind InvokeEndpoint, and the hosting service that keeps endpoints running.
+
+It is a plain ASGI app: AWS API requests go to :class:`~servekit.control.api.Api` (SigV4, validation, wire
+format); ``GET /ping`` answers 200 once the endpoints that were InService before a restart are serving again;
+``GET /metrics`` is Prometheus text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from starlette.types import Receive, Scope, Send
+
+from servekit.control.api import Api, ApiError, Call
+from servekit.control.api.errors import model_error as model_error_response
+from servekit.control.api.errors import service_unavailable, validation_error
+from servekit.control.gateway import Gateway, GatewayError
+from servekit.control.hosting import HostingService
+from servekit.control.lifecycle import EndpointStatus
+
+log = logging.getLogger(__name__)
+
+_MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
+_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ControlPlane:
+    def __init__(self, api: Api, hosting: HostingService, gateway: Gateway, tick_s: float = 1.0) -> None:
+        self.api = api
+        self.hosting = hosting
+        self.gateway = gateway
+        self._handlers = hosting.handlers()
+        self._tick_s = tick_s
+        self._ready = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self.registry = CollectorRegistry()
+        self._invocations = Counter(
+            "servekit_endpoint_invocations",
+            "InvokeEndpoint calls by endpoint, variant and outcome.",
+            ["endpoint", "variant", "outcome"],
+            registry=self.registry,
+        )
+        self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bring back what was serving before a restart, then answer /ping and keep instances replaced."""
+        await self._recover()
+        self._ready.set()
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+
+    async def _recover(self) -> None:
+        rows = self.hosting.repo.all_endpoints()
+        for row in rows:
+            if row.status in (EndpointStatus.IN_SERVICE, EndpointStatus.UPDATING, EndpointStatus.SYSTEM_UPDATING):
+                await self.hosting.recover(row)
+            elif row.status == EndpointStatus.CREATING:
+                await self.hosting.recover(row)
+            elif row.status == EndpointStatus.DELETING:
+                await self.hosting.delete_endpoint({"EndpointName": row.name})
+        await self.hosting.wait_idle()
+
+    async def _supervise(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick_s)
+            try:
+                await self.hosting.tick()
+            except Exception:
+                log.exception("supervising instances failed")
+
+    async def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        await self.hosting.close()
+        await self.gateway.close()
+
+    # ---- requests ----------------------------------------------------------------------------------------------
+    async def dispatch(self, call: Call) -> Mapping[str, Any] | None:
+        if call.service == "sagemaker":
+            handler = self._handlers.get(call.operation)
+            if handler is None:
+                raise ApiError(
+                    "UnknownOperationException", f"servekit does not implement SageMaker.{call.operation} yet", 400
+                )
+            return await handler(call.params)
+        if call.service == "sagemaker-runtime" and call.operation == "InvokeEndpoint":
+            return await self._invoke(call.params)
+        raise ApiError("UnknownOperationException", f"servekit does not implement {call.operation} yet", 400)
+
+    async def _invoke(self, p: dict[str, Any]) -> dict[str, Any]:
+        endpoint = p["EndpointName"]
+        if p.get("TargetModel"):
+            raise validation_error(
+                "TargetModel is for multi-model endpoints, which servekit does not host yet.",
+                "TARGET_MODEL_HEADER_NOT_SUPPORTED",
+            )
+        body = p.get("Body") or b""
+        if isinstance(body, str):
+            body = body.encode()
+        try:
+            out = await self.gateway.invoke(
+                endpoint,
+                body,
+                p.get("ContentType"),
+                p.get("Accept"),
+                p.get("CustomAttributes"),
+                p.get("TargetVariant"),
+            )
+        except GatewayError as exc:
+            self._invocations.labels(endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
+            if exc.code == "ModelError":
+                status = exc.extra.get("OriginalStatusCode", 0)
+                original = str(exc.extra.get("OriginalMessage", ""))
+                raise model_error_response(exc.message, status if isinstance(status, int) else 0, original) from None
+            if exc.code == "ServiceUnavailable":
+                raise service_unavailable(exc.message) from None
+            raise validation_error(exc.message) from None
+        self._invocations.labels(endpoint, out.variant, "ok").inc()
+        result: dict[str, Any] = {
+            "Body": out.body,
+            "ContentType": out.content_type,
+            "InvokedProductionVariant": out.variant,
+        }
+        if out.custom_attributes:
+            result["CustomAttributes"] = out.custom_attributes
+        return result
+
+    def metrics(self) -> bytes:
+        counts: dict[str, int] = {}
+        for row in self.hosting.repo.all_endpoints():
+            counts[row.status] = counts.get(row.status, 0) + 1
+        for status in EndpointStatus:
+            self._endpoints.labels(str(status)).set(counts.get(str(status), 0))
+        return generate_latest(self.registry)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        method: str = scope["method"]
+        path: str = scope["path"]
+        if method == "GET" and path == "/ping":
+            await _send(send, 200 if self._ready.is_set() else 503, b"", "text/plain")
+            return
+        if method == "GET" and path == "/metrics":
+            await _send(send, 200, self.metrics(), _TEXT)
+            return
+        body = await _read(receive, _MAX_BODY)
+        raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded
+        if scope.get("query_string"):  # ASGI's raw_path has no query; SigV4 signs it
+            raw_path += "?" + scope["query_string"].decode("latin-1")
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if body is None:
+            await _send(send, 413, b'{"message": "request body too large"}', "application/json")
+            return
+        response = await self.api.handle_async(method, raw_path, headers, body, self.dispatch)
+        if response is None:
+            await _send(send, 404, b'{"message": "no such API on servekit up"}', "application/json")
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as exc:
+                    log.exception("servekit up could not start")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+async def _read(receive: Receive, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+async def _send(send: Send, status: int, body: bytes, content_type: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

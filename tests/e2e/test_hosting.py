@@ -1,0 +1,287 @@
+"""The hosting control plane end to end: a real `servekit up`, real `servekit serve` instances, real boto3 clients
+and botocore's own waiters."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import botocore.exceptions
+import botocore.session
+import pytest
+import requests
+from scipy.stats import binomtest
+
+from servekit.control.api import client as servekit_client
+from servekit.control.backends import free_port
+
+pytestmark = pytest.mark.e2e
+FAST = {"Delay": 1, "MaxAttempts": 120}  # the waiters' own acceptors, polled every second
+
+
+def handler_model(root: Path, name: str, factor: float, broken: bool = False) -> Path:
+    version = root / name / "1"
+    (version / "code").mkdir(parents=True)
+    body = "raise RuntimeError('weights file is corrupt')" if broken else f"return {factor}"
+    (version / "code" / "inference.py").write_text(
+        textwrap.dedent(
+            f"""
+            import json
+
+            def model_fn(model_dir):
+                {body}
+
+            def transform_fn(model, data, content_type, accept):
+                return json.dumps({{"out": [x * model for x in json.loads(data)]}}), "application/json"
+            """
+        )
+    )
+    return root / name
+
+
+class Up:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = self.home.parent / "up.log"
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(self.home), "--port", str(self.port)],
+                stdout=log,
+                stderr=log,
+            )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("servekit up did not answer /ping")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def sm(self) -> Any:
+        return servekit_client(self.home, "sagemaker", self.url)
+
+    def rt(self) -> Any:
+        return servekit_client(self.home, "sagemaker-runtime", self.url)
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    u = Up(tmp_path / "home")
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()
+
+
+def deploy(sm: Any, tmp: Path, endpoint: str, variants: list[tuple[str, float, float]], config: str = "") -> None:
+    """Models, one endpoint config with a variant per (name, factor, weight), and the endpoint (not waited for)."""
+    specs = []
+    for name, factor, weight in variants:
+        model = f"{endpoint}-{name}-m"
+        sm.create_model(
+            ModelName=model,
+            PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(handler_model(tmp, model, factor))},
+        )
+        specs.append(
+            {
+                "VariantName": name,
+                "ModelName": model,
+                "InitialInstanceCount": 1,
+                "InstanceType": "ml.t2.medium",
+                "InitialVariantWeight": weight,
+            }
+        )
+    sm.create_endpoint_config(EndpointConfigName=config or f"{endpoint}-cfg", ProductionVariants=specs)
+    sm.create_endpoint(EndpointName=endpoint, EndpointConfigName=config or f"{endpoint}-cfg")
+
+
+def invoke(rt: Any, endpoint: str, x: float = 1.0, **kw: Any) -> tuple[str, float]:
+    r = rt.invoke_endpoint(EndpointName=endpoint, Body=json.dumps([x]), ContentType="application/json", **kw)
+    return r["InvokedProductionVariant"], json.loads(r["Body"].read())["out"][0]
+
+
+def test_lifecycle_weights_target_variant_update_and_delete(up: Up, tmp_path: Path) -> None:
+    sm, rt = up.sm(), up.rt()
+    deploy(sm, tmp_path, "ep", [("A", 2.0, 70.0), ("B", 3.0, 30.0)])
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Creating"
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    desc = sm.describe_endpoint(EndpointName="ep")
+    assert {v["VariantName"]: v["CurrentInstanceCount"] for v in desc["ProductionVariants"]} == {"A": 1, "B": 1}
+
+    n = 2000
+    seen = [invoke(rt, "ep") for _ in range(n)]
+    assert {(v, out) for v, out in seen} == {("A", 2.0), ("B", 3.0)}
+    hits = sum(v == "A" for v, _ in seen)
+    assert binomtest(hits, n, 0.7).pvalue > 1e-4, hits
+    assert {invoke(rt, "ep", TargetVariant="B")[0] for _ in range(10)} == {"B"}
+
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName="ep", DesiredWeightsAndCapacities=[{"VariantName": "A", "DesiredWeight": 0.0}]
+    )
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    assert {invoke(rt, "ep")[0] for _ in range(30)} == {"B"}
+
+    # Blue/green to a new config under steady load: nothing fails while the fleets change.
+    deploy_config = [("C", 5.0, 1.0)]
+    sm.create_model(
+        ModelName="ep-C-m",
+        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(handler_model(tmp_path, "ep-C-m", 5.0))},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="ep-cfg2",
+        ProductionVariants=[
+            {"VariantName": "C", "ModelName": "ep-C-m", "InitialInstanceCount": 1, "InstanceType": "ml.t2.medium"}
+        ],
+    )
+    assert deploy_config
+    failures: list[str] = []
+    answers: list[tuple[str, float]] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        client = up.rt()
+        while not stop.is_set():
+            try:
+                answers.append(invoke(client, "ep"))
+            except Exception as exc:  # counted, not raised: the assertion below says how many
+                failures.append(repr(exc))
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    try:
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="ep-cfg2")
+        assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Updating"
+        sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+        while not any(v == "C" for v, _ in answers[-5:]):
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join(30)
+    assert failures == []
+    assert {v for v, _ in answers} <= {"B", "C"} and answers[-1] == ("C", 5.0)
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointConfigName"] == "ep-cfg2"
+
+    sm.delete_endpoint(EndpointName="ep")
+    sm.get_waiter("endpoint_deleted").wait(EndpointName="ep", WaiterConfig=FAST)
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        sm.describe_endpoint(EndpointName="ep")
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    assert "Could not find endpoint" in err.value.response["Error"]["Message"]
+
+
+def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(up: Up, tmp_path: Path) -> None:
+    sm = up.sm()
+    sm.create_model(
+        ModelName="bad",
+        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(handler_model(tmp_path, "bad", 1, broken=True))},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="bad-cfg",
+        ProductionVariants=[
+            {"VariantName": "A", "ModelName": "bad", "InitialInstanceCount": 1, "InstanceType": "ml.t2.medium"}
+        ],
+    )
+    sm.create_endpoint(EndpointName="bad-ep", EndpointConfigName="bad-cfg")
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("endpoint_in_service").wait(EndpointName="bad-ep", WaiterConfig=FAST)
+    desc = sm.describe_endpoint(EndpointName="bad-ep")
+    assert desc["EndpointStatus"] == "Failed"
+    assert "weights file is corrupt" in desc["FailureReason"]
+
+
+def test_errors_as_boto3_sees_them(up: Up, tmp_path: Path) -> None:
+    sm, rt = up.sm(), up.rt()
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        sm.create_endpoint(EndpointName="bad name!", EndpointConfigName="x")
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        sm.create_endpoint(EndpointName="nocfg", EndpointConfigName="missing")
+    assert "Could not find endpoint configuration" in err.value.response["Error"]["Message"]
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        invoke(rt, "no-such-endpoint")
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        invoke(rt, "no-such-endpoint", TargetModel="a.tar.gz")
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+
+    # A model error is ModelError (424) with the instance's own status and message.
+    deploy(sm, tmp_path, "strict", [("A", 2.0, 1.0)])
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="strict", WaiterConfig=FAST)
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        rt.invoke_endpoint(EndpointName="strict", Body=b"not json", ContentType="application/json")
+    assert err.value.response["Error"]["Code"] == "ModelError"
+    assert err.value.response["OriginalStatusCode"] in (400, 500)
+
+    # A wrong secret is refused as AWS does.
+    bad = botocore.session.get_session().create_client(
+        "sagemaker",
+        endpoint_url=up.url,
+        region_name="us-east-1",
+        aws_access_key_id="AKIAWRONG",
+        aws_secret_access_key="nope",
+    )
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        bad.list_endpoints()
+    assert err.value.response["Error"]["Code"] in ("UnrecognizedClientException", "InvalidSignatureException")
+
+
+def test_an_instance_killed_is_replaced_and_a_control_plane_restart_brings_endpoints_back(
+    up: Up, tmp_path: Path
+) -> None:
+    sm, rt = up.sm(), up.rt()
+    deploy(sm, tmp_path, "keep", [("A", 2.0, 1.0)])
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="keep", WaiterConfig=FAST)
+    assert invoke(rt, "keep") == ("A", 2.0)
+
+    pids = [int(p.read_text()) for p in (up.home / "instances").glob("*.pid")]
+    assert len(pids) == 1
+    os.kill(pids[0], signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the supervisor replaces it; the endpoint never leaves InService
+        assert sm.describe_endpoint(EndpointName="keep")["EndpointStatus"] == "InService"
+        now = [int(p.read_text()) for p in (up.home / "instances").glob("*.pid")]
+        if now and now != pids:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the killed instance was not replaced")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="keep", WaiterConfig=FAST)
+    assert invoke(rt, "keep") == ("A", 2.0)
+
+    up.kill()  # SIGKILL: no chance to stop anything
+    up.start()  # returns once /ping answers: the endpoint must serve from then on
+    sm, rt = up.sm(), up.rt()
+    assert sm.describe_endpoint(EndpointName="keep")["EndpointStatus"] == "InService"
+    assert invoke(rt, "keep") == ("A", 2.0)

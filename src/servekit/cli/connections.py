@@ -37,9 +37,13 @@ from servekit.config.models import ConnectionLimits
 
 log = logging.getLogger("servekit.connections")
 
-Phase = Literal["idle", "head", "body", "busy", "wait"]
+Phase = Literal["idle", "head", "body", "busy", "wait", "closing"]
 HttpImpl = Literal["auto", "h11", "httptools"]
 LOG_INTERVAL_S = 10.0
+# After an error answer the write side is shut and what the client still sends is read and dropped for at most
+# this long before the connection closes: closing with unread input would send a reset, which can destroy the
+# answer before the client reads it.
+LINGER_S = 1.0
 
 
 def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
@@ -161,8 +165,7 @@ class _Guard:
         proto = self._proto
         if len(proto.connections) > self._limits.max_connections:
             self._stats.note_refused(len(proto.connections) - 1)
-            proto.transport.write(_503)
-            proto.transport.close()
+            self._answer_and_close(_503)
             return False
         self._arm("idle", self._limits.idle_timeout_seconds)
         return True
@@ -184,7 +187,12 @@ class _Guard:
             self._cancel("wait")
 
     def stop(self) -> None:
-        self._cancel("busy")
+        self._cancel("closing")
+
+    @property
+    def discarding(self) -> bool:
+        """True once the connection is being closed: what arrives is dropped unparsed."""
+        return self.phase == "closing"
 
     def _arm(self, phase: Phase, seconds: float) -> None:
         self._cancel(phase)
@@ -207,10 +215,31 @@ class _Guard:
             self._timer = proto.loop.call_later(self._limits.body_timeout_seconds, self._expired)
             return
         self._stats.note_timeout(self.phase)
-        started = proto.cycle is not None and proto.cycle.response_started
-        if self.phase in ("head", "body") and not started:
-            transport.write(_408)
-        transport.close()
+        # In the body phase the protocol's current cycle is this request's (in the head phase, the previous one's).
+        cycle = proto.cycle if self.phase == "body" else None
+        answered = cycle is not None and cycle.response_started
+        if cycle is not None:
+            # The application stops waiting for the rest of the body (it reads a disconnect, and whatever it
+            # sends is dropped), as if the client had gone.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        if self.phase == "idle" or answered:
+            self._cancel("closing")
+            transport.close()
+        else:
+            self._answer_and_close(_408)
+
+    def _answer_and_close(self, response: bytes) -> None:
+        self._cancel("closing")
+        proto = self._proto
+        transport = proto.transport
+        transport.write(response)
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        proto.flow.resume_reading()  # drain what the client still sends (dropped), until it closes or LINGER_S
+        self._timer = proto.loop.call_later(LINGER_S, transport.close)
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -232,6 +261,8 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._guard.discarding:
+            return
         self._guard.bytes_arrived()
         super().data_received(data)
 
@@ -272,6 +303,8 @@ def _httptools_class() -> type[asyncio.Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._guard.discarding:
+                return
             self._guard.bytes_arrived()
             super().data_received(data)
 

@@ -18,6 +18,7 @@ from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.names import Account
 from servekit.control.server import ControlPlane
 from servekit.state.database import StateDB
+from servekit.storage import Storage
 
 log = logging.getLogger("servekit")
 
@@ -44,7 +45,10 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
     table = RoutingTable()
     gateway = Gateway(table, random.Random())
-    artifacts = ArtifactResolver(home / "models")
+    # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
+    s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
+    artifacts = ArtifactResolver(home / "models", storage=storage)
     hosting = HostingService(
         db.hosting,
         backend,

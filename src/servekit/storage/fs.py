@@ -13,7 +13,7 @@ import os
 import posixpath
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,13 +32,16 @@ class Storage:
     copied once into ``cache_dir`` and the local copy is handed to the runtime.
     """
 
-    def __init__(self, cache_dir: str | None = None) -> None:
+    def __init__(self, cache_dir: str | None = None, options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """``options`` per scheme go to that scheme's filesystem, e.g. ``{"s3": {"endpoint_url": ...}}`` for an
+        S3-compatible store (the caller reads the environment; this class never does)."""
         self._cache_dir = Path(cache_dir or os.path.join(tempfile.gettempdir(), "servekit-cache"))
+        self._options = {k: dict(v) for k, v in (options or {}).items()}
 
-    @staticmethod
-    def _resolve(uri: str) -> tuple[Any, str]:
+    def _resolve(self, uri: str) -> tuple[Any, str]:
+        scheme = uri.split("://", 1)[0] if "://" in uri else "file"
         try:
-            fs, path = fsspec.core.url_to_fs(uri)
+            fs, path = fsspec.core.url_to_fs(uri, **self._options.get(scheme, {}))
         except (ImportError, ValueError) as exc:
             scheme = uri.split("://", 1)[0]
             raise ConfigError(

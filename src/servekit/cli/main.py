@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from servekit._version import __version__
+from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
 from servekit.cli.transform_cmd import transform_app
@@ -41,7 +42,11 @@ app = typer.Typer(
         "inspect them, load-test a server, run batch transform jobs and data-drift monitoring."
     ),
 )
-model_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Model versions on disk: inspect them.")
+model_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Models: inspect a version on disk; list and describe the models of a servekit up.",
+)
 
 
 class _DefaultsToRun(TyperGroup):
@@ -61,9 +66,11 @@ bench_app = typer.Typer(
     help="Load-test a model server (any protocol): throughput, latency percentiles, errors.",
 )
 app.add_typer(model_app, name="model")
+app.add_typer(endpoint_app, name="endpoint")
 app.add_typer(bench_app, name="bench")
 app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
+app.add_typer(keys_app, name="keys")
 
 
 def _print_version(value: bool) -> None:
@@ -195,6 +202,14 @@ def serve(
     capture_buffer_records: Annotated[
         int, _tf("--capture_buffer_records", help="Buffered records before capture drops (and counts).")
     ] = 10_000,
+    capture_partition_prefix: Annotated[
+        str | None,
+        _tf(
+            "--capture_partition_prefix",
+            help="Capture under <destination>/<prefix>/yyyy/mm/dd/hh instead of <model>/<version>/... "
+            "(servekit up passes <endpoint>/<variant>).",
+        ),
+    ] = None,
     auth_token_file: Annotated[
         str | None,
         _tf(
@@ -255,7 +270,11 @@ def serve(
             num_request_iterations_for_warmup=warmup_iterations,
             workers=workers,
             capture=_capture_config(
-                capture_destination, capture_sampling_percentage, capture_mode, capture_buffer_records
+                capture_destination,
+                capture_sampling_percentage,
+                capture_mode,
+                capture_buffer_records,
+                capture_partition_prefix,
             ),
             connections=ConnectionLimits(
                 idle_timeout_seconds=idle_timeout_seconds,
@@ -308,6 +327,12 @@ def up(
     from servekit.state.home import resolve_home
 
     run_up(resolve_home(home, os.environ), host, port, log_level, instance_types)
+
+
+# Thin clients of servekit up's API (servekit.cli.hosting_cmd): deploy stands alone, beside up.
+app.command("deploy")(deploy)
+model_app.command("list")(model_list)
+model_app.command("describe")(model_describe)
 
 
 @app.command()
@@ -416,7 +441,9 @@ def bench(
     render(report, out if out.is_terminal else Console(width=160))
 
 
-def _capture_config(destination: str | None, percentage: float, mode: str, buffer: int) -> CaptureConfig | None:
+def _capture_config(
+    destination: str | None, percentage: float, mode: str, buffer: int, partition_prefix: str | None = None
+) -> CaptureConfig | None:
     if destination is None:
         return None
     if mode not in ("input", "output", "both"):
@@ -427,6 +454,7 @@ def _capture_config(destination: str | None, percentage: float, mode: str, buffe
         capture_input=mode in ("input", "both"),
         capture_output=mode in ("output", "both"),
         buffer_records=buffer,
+        partition_prefix=partition_prefix,
     )
 
 

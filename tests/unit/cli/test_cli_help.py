@@ -17,7 +17,9 @@ from servekit.cli.main import app
 from servekit.config.models import ServerConfig
 
 WIDTH = 100
-STANDALONE = {"serve", "up", "demo"}  # the only commands that are not NOUN VERB (`up` is named so by the hosting issue)
+# The only commands that are not NOUN VERB: `up` and `deploy` are named so by the hosting issue (`deploy` is the
+# one-line path from a model directory to an InService endpoint).
+STANDALONE = {"serve", "up", "deploy", "demo"}
 
 
 def invoke(*args: str, width: int = WIDTH) -> Any:
@@ -46,6 +48,7 @@ def test_version() -> None:
 def test_the_tree_is_walked() -> None:
     paths = {p for p, _ in ALL}
     assert {("serve",), ("model", "inspect"), ("bench", "run"), ("transform", "run"), ("monitor", "run")} <= paths
+    assert {("deploy",), ("model", "list"), ("endpoint", "describe"), ("keys", "create")} <= paths
 
 
 @pytest.mark.parametrize(("path", "cmd"), ALL, ids=[" ".join(p) or "servekit" for p, _ in ALL])
@@ -78,7 +81,7 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
     hidden = sorted(n for n, c in top.commands.items() if c.hidden)  # type: ignore[attr-defined]
     assert hidden == ["inspect"]
     listed = re.findall(r"^│ (\S+) ", invoke("--help").output.split("Commands", 1)[1], re.MULTILINE)
-    assert listed == ["serve", "up", "demo", "model", "bench", "transform", "monitor"]
+    assert listed == ["serve", "up", "deploy", "demo", "model", "endpoint", "bench", "transform", "monitor", "keys"]
 
 
 def test_inspect_alias_and_model_inspect_agree(tmp_path: Path) -> None:

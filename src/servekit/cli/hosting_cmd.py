@@ -1,0 +1,470 @@
+"""Thin clients of ``servekit up``'s SageMaker API: ``servekit deploy``, ``servekit endpoint list|describe|delete``,
+``servekit model list|describe``, and ``servekit keys list|create`` (the home's access keys).
+
+Every API call is signed (SigV4) with the home's admin key through :func:`servekit.control.api.client`, the same
+botocore client boto3 returns. An error the API answers prints one line, ``servekit: <Code>: <Message>``, and
+exits 1; bad flags exit 2. Tables by default, ``--json`` for scripts (the API's own shapes, times in ISO 8601).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from servekit.control.api import Credentials
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+URL_ENV = "SERVEKIT_URL"
+REGION = "us-east-1"
+
+UrlOpt = Annotated[
+    str,
+    typer.Option("--url", envvar=URL_ENV, show_envvar=False, help=f"servekit up's address (or ${URL_ENV})."),
+]
+HomeOpt = Annotated[
+    Path | None,
+    typer.Option("--home", help="servekit home with the keys (default $SERVEKIT_HOME or ./.servekit)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shapes) instead of a table.")]
+
+endpoint_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Endpoints of a running servekit up: list, describe, delete.",
+)
+keys_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Access keys of a servekit home (SigV4): list them, create an admin or invoke-only key.",
+)
+
+
+class KeyScope(StrEnum):
+    invoke = "invoke"
+    admin = "admin"
+
+
+# ---- plumbing -----------------------------------------------------------------------------------------------------
+def _home(home: Path | None) -> Path:
+    from servekit.state.home import resolve_home
+
+    return resolve_home(home, os.environ)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"servekit: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _credentials(home: Path) -> Credentials:
+    """The home's keys; a home without a key file is an error here (the CLI never makes a stray home)."""
+    from servekit.control.api import Credentials
+
+    if not (home / "credentials.json").exists():
+        raise _fail(
+            f"no access keys in {home} (no credentials.json): start servekit up with this home first, "
+            "or point --home / $SERVEKIT_HOME at the home servekit up uses"
+        )
+    try:
+        return Credentials.load(home)
+    except (OSError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _client(service: str, url: str, home: Path | None) -> Any:
+    from botocore.config import Config
+
+    from servekit.control.api import client
+
+    root = _home(home)
+    _credentials(root)
+    config = Config(connect_timeout=5, read_timeout=120, retries={"mode": "standard", "total_max_attempts": 2})
+    with _api_errors(url):
+        return client(root, service, url.rstrip("/"), region=REGION, config=config)
+
+
+@contextlib.contextmanager
+def _api_errors(url: str) -> Iterator[None]:
+    """API errors as one line and exit 1, never a traceback."""
+    import botocore.exceptions as bx
+
+    try:
+        yield
+    except bx.ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise _fail(f"{error.get('Code', 'Error')}: {error.get('Message', '') or exc}") from None
+    except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:
+        raise _fail(f"cannot reach servekit up at {url} ({type(exc).__name__}): is it running?") from None
+    except bx.BotoCoreError as exc:
+        raise _fail(f"{type(exc).__name__}: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    """A response as JSON-ready data: datetimes in ISO 8601, no ResponseMetadata."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != "ResponseMetadata"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(json.dumps(_plain(value), indent=2))
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
+def _when(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return "" if value is None else str(value)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, datetime):
+        return _when(value)
+    if isinstance(value, dict | list):
+        return json.dumps(_plain(value))
+    return str(value)
+
+
+def _fields_table(record: dict[str, Any], skip: tuple[str, ...] = ()) -> Any:
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in record.items():
+        if key in skip or key == "ResponseMetadata":
+            continue
+        table.add_row(key, _cell(value))
+    return table
+
+
+def _rows_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> Any:
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for title, _ in columns:
+        table.add_column(title)
+    for row in rows:
+        table.add_row(*(_cell(row.get(key, "")) for _, key in columns))
+    return table
+
+
+def _all_pages(sm: Any, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for page in sm.get_paginator(operation).paginate(**{k: v for k, v in params.items() if v is not None}):
+        items.extend(page.get(key, []))
+    return items
+
+
+# ---- servekit endpoint ---------------------------------------------------------------------------------------------
+@endpoint_app.command("list")
+def endpoint_list(
+    name_contains: Annotated[str | None, typer.Option("--name-contains", help="Only names with this.")] = None,
+    status: Annotated[str | None, typer.Option("--status", help="Only endpoints in this status.")] = None,
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the endpoints (newest first) with their status."""
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        endpoints = _all_pages(sm, "list_endpoints", "Endpoints", NameContains=name_contains, StatusEquals=status)
+    if as_json:
+        _print_json({"Endpoints": endpoints})
+        return
+    if not endpoints:
+        typer.echo("no endpoints (servekit deploy MODEL_DIR --name NAME creates one)")
+        return
+    columns = [
+        ("Name", "EndpointName"),
+        ("Status", "EndpointStatus"),
+        ("Created", "CreationTime"),
+        ("Last modified", "LastModifiedTime"),
+    ]
+    _console().print(_rows_table(endpoints, columns))
+
+
+@endpoint_app.command("describe")
+def endpoint_describe(
+    name: Annotated[str, typer.Argument(help="The endpoint's name.")],
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show an endpoint: status, failure reason, config, and each variant's weights and instance counts."""
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        desc = sm.describe_endpoint(EndpointName=name)
+    if as_json:
+        _print_json(desc)
+        return
+    out = _console()
+    out.print(_fields_table(desc, skip=("ProductionVariants",)))
+    variants = desc.get("ProductionVariants") or []
+    if variants:
+        columns = [
+            ("Variant", "VariantName"),
+            ("Weight", "CurrentWeight"),
+            ("Desired weight", "DesiredWeight"),
+            ("Instances", "CurrentInstanceCount"),
+            ("Desired instances", "DesiredInstanceCount"),
+        ]
+        out.print()
+        out.print(_rows_table(variants, columns))
+
+
+@endpoint_app.command("delete")
+def endpoint_delete(
+    name: Annotated[str, typer.Argument(help="The endpoint's name.")],
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until it is gone.")] = True,
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+) -> None:
+    """Delete an endpoint and stop its instances (its endpoint config and models stay)."""
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        sm.delete_endpoint(EndpointName=name)
+        if wait:
+            sm.get_waiter("endpoint_deleted").wait(EndpointName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 600})
+    typer.echo(f"deleted endpoint {name}" if wait else f"deleting endpoint {name}")
+
+
+# ---- servekit model (list, describe: registered on main's model group) ---------------------------------------------
+def model_list(
+    name_contains: Annotated[str | None, typer.Option("--name-contains", help="Only names with this.")] = None,
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the models created in servekit up (CreateModel), newest first."""
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        models = _all_pages(sm, "list_models", "Models", NameContains=name_contains)
+    if as_json:
+        _print_json({"Models": models})
+        return
+    if not models:
+        typer.echo("no models (servekit deploy MODEL_DIR --name NAME creates one)")
+        return
+    _console().print(_rows_table(models, [("Name", "ModelName"), ("Created", "CreationTime"), ("ARN", "ModelArn")]))
+
+
+def model_describe(
+    name: Annotated[str, typer.Argument(help="The model's name (CreateModel's ModelName).")],
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a model created in servekit up: its container (ModelDataUrl, environment) and ARN."""
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        desc = sm.describe_model(ModelName=name)
+    if as_json:
+        _print_json(desc)
+        return
+    record = dict(desc)
+    container = record.pop("PrimaryContainer", None) or (record.pop("Containers", None) or [None])[0]
+    if isinstance(container, dict):
+        record.update({f"Container.{k}": v for k, v in container.items()})
+    _console().print(_fields_table(record))
+
+
+# ---- servekit deploy -----------------------------------------------------------------------------------------------
+def deploy(
+    model_dir: Annotated[str, typer.Argument(help="Model directory (versions below it), file:// or s3:// URL.")],
+    name: Annotated[str, typer.Option("--name", help="Endpoint name; also the model's (config: NAME-config).")],
+    instance_type: Annotated[str, typer.Option("--instance-type", help="An ml.* instance type.")] = "ml.t2.medium",
+    instance_count: Annotated[int, typer.Option("--instance-count", help="Instances to run.", min=1)] = 1,
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait for InService (or Failed).")] = True,
+) -> None:
+    """Deploy a model directory as endpoint NAME in one step, wait for InService, print how to invoke it.
+
+    Creates model NAME, endpoint config NAME-config (one variant, AllTraffic) and endpoint NAME.
+    """
+    import botocore.exceptions as bx
+
+    if "://" in model_dir:
+        data_url = model_dir
+    else:
+        path = Path(model_dir).expanduser().resolve()
+        if not path.is_dir():
+            raise _fail(f"{model_dir} is not a directory", code=2)
+        data_url = str(path)
+    config_name = f"{name}-config"
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        taken = _existing(sm, name, config_name)
+    if taken:
+        listed = taken[0] if len(taken) == 1 else f"{', '.join(taken[:-1])} and {taken[-1]}"
+        raise _fail(
+            f"{listed} already exist{'s' if len(taken) == 1 else ''}: choose another --name, or delete "
+            f"{'them' if len(taken) > 1 else 'it'} first (servekit endpoint delete NAME; boto3's delete_endpoint_config "
+            "and delete_model for the rest)"
+        )
+
+    created: list[tuple[str, str]] = []  # what this run made, undone if a later step is refused
+    with _api_errors(url):
+        try:
+            sm.create_model(ModelName=name, PrimaryContainer={"Image": "servekit", "ModelDataUrl": data_url})
+            created.append(("model", name))
+            sm.create_endpoint_config(
+                EndpointConfigName=config_name,
+                ProductionVariants=[
+                    {
+                        "VariantName": "AllTraffic",
+                        "ModelName": name,
+                        "InitialInstanceCount": instance_count,
+                        "InstanceType": instance_type,
+                        "InitialVariantWeight": 1.0,
+                    }
+                ],
+            )
+            created.append(("config", config_name))
+            sm.create_endpoint(EndpointName=name, EndpointConfigName=config_name)
+        except bx.ClientError:
+            _undo(sm, created)
+            raise
+    typer.echo(
+        f"created model {name}, endpoint config {config_name} ({instance_count} x {instance_type}) and endpoint {name}",
+        err=True,
+    )
+    if not wait:
+        typer.echo(f"endpoint {name} is Creating; follow it with: servekit endpoint describe {name}")
+        return
+    typer.echo(f"waiting for endpoint {name} to be InService...", err=True)
+    with _api_errors(url):
+        try:
+            sm.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 900})
+        except bx.WaiterError:
+            desc = sm.describe_endpoint(EndpointName=name)
+            status = desc.get("EndpointStatus", "?")
+            if status == "Failed":
+                raise _fail(
+                    f"endpoint {name} Failed: {desc.get('FailureReason') or 'no reason given'}\n"
+                    f"servekit: delete it with: servekit endpoint delete {name}"
+                ) from None
+            raise _fail(f"endpoint {name} is still {status} after 15 minutes") from None
+    key = _credentials(_home(home)).admin
+    typer.echo(how_to_invoke(name, url.rstrip("/"), key.access_key_id, _home(home) / "credentials.json"))
+
+
+def _existing(sm: Any, name: str, config_name: str) -> list[str]:
+    import botocore.exceptions as bx
+
+    checks: list[tuple[str, str, dict[str, str]]] = [
+        (f"model {name}", "describe_model", {"ModelName": name}),
+        (f"endpoint config {config_name}", "describe_endpoint_config", {"EndpointConfigName": config_name}),
+        (f"endpoint {name}", "describe_endpoint", {"EndpointName": name}),
+    ]
+    taken = []
+    for what, operation, params in checks:
+        try:
+            getattr(sm, operation)(**params)
+        except bx.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ValidationException":
+                raise
+            continue
+        taken.append(what)
+    return taken
+
+
+def _undo(sm: Any, created: list[tuple[str, str]]) -> None:
+    import botocore.exceptions as bx
+
+    for kind, name in reversed(created):
+        with contextlib.suppress(bx.ClientError, bx.BotoCoreError):
+            if kind == "config":
+                sm.delete_endpoint_config(EndpointConfigName=name)
+            else:
+                sm.delete_model(ModelName=name)
+
+
+def how_to_invoke(name: str, url: str, access_key_id: str, credentials_file: Path) -> str:
+    invocations = f"{url}/endpoints/{name}/invocations"
+    return f"""endpoint {name} is InService: {invocations}
+
+curl (7.75 or later signs requests with SigV4):
+  curl --aws-sigv4 "aws:amz:{REGION}:sagemaker" \\
+       --user "{access_key_id}:<secret of {access_key_id} in {credentials_file}>" \\
+       -H 'Content-Type: application/json' -d '[1.0, 2.0]' {invocations}
+
+boto3:
+  import boto3
+  runtime = boto3.client(
+      "sagemaker-runtime", endpoint_url="{url}", region_name="{REGION}",
+      aws_access_key_id="{access_key_id}", aws_secret_access_key="<its secret>",
+  )
+  response = runtime.invoke_endpoint(EndpointName="{name}", ContentType="application/json", Body=b"[1.0, 2.0]")
+  print(response["Body"].read())
+
+An application needs only an invoke key: servekit keys create --scope invoke --name my-app"""
+
+
+# ---- servekit keys -------------------------------------------------------------------------------------------------
+@keys_app.command("list")
+def keys_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """List the access keys (ids, names and scopes; never the secrets)."""
+    root = _home(home)
+    keys = _credentials(root).keys
+    rows = [{"AccessKeyId": k.access_key_id, "Name": k.name, "Scope": k.scope} for k in keys]
+    if as_json:
+        _print_json({"Keys": rows})
+        return
+    table = _rows_table(rows, [("Access key id", "AccessKeyId"), ("Name", "Name"), ("Scope", "Scope")])
+    _console().print(table)
+    typer.echo(f"(secrets are in {root / 'credentials.json'}, mode 0600)")
+
+
+@keys_app.command("create")
+def keys_create(
+    scope: Annotated[
+        KeyScope, typer.Option("--scope", help="invoke: InvokeEndpoint only; admin: every operation.")
+    ] = KeyScope.invoke,
+    name: Annotated[str, typer.Option("--name", help="A label for the key (default: its scope).")] = "",
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create an access key and print its id and secret, this once (servekit up sees it without a restart)."""
+    root = _home(home)
+    credentials = _credentials(root)
+    try:
+        key = credentials.add_key(scope.value, name)
+    except OSError as exc:
+        raise _fail(f"cannot write {credentials.path}: {exc}") from None
+    if as_json:
+        _print_json(
+            {
+                "AccessKeyId": key.access_key_id,
+                "SecretAccessKey": key.secret_access_key,
+                "Scope": key.scope,
+                "Name": key.name,
+            }
+        )
+        return
+    sys.stdout.write(
+        f"created {key.scope} key {key.name!r}; the secret is not shown again:\n"
+        f"  export AWS_ACCESS_KEY_ID={key.access_key_id}\n"
+        f"  export AWS_SECRET_ACCESS_KEY={key.secret_access_key}\n"
+    )

@@ -320,8 +320,8 @@ def deploy(
         listed = taken[0] if len(taken) == 1 else f"{', '.join(taken[:-1])} and {taken[-1]}"
         raise _fail(
             f"{listed} already exist{'s' if len(taken) == 1 else ''}: choose another --name, or delete "
-            f"{'them' if len(taken) > 1 else 'it'} first (servekit endpoint delete NAME; boto3's delete_endpoint_config "
-            "and delete_model for the rest)"
+            f"{'them' if len(taken) > 1 else 'it'} first (servekit endpoint delete NAME; boto3's "
+            "delete_endpoint_config and delete_model for the rest)"
         )
 
     created: list[tuple[str, str]] = []  # what this run made, undone if a later step is refused

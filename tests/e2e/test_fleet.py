@@ -7,7 +7,6 @@ import asyncio
 import os
 import random
 import signal
-import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -16,29 +15,9 @@ import pytest
 from servekit.control.backends import LocalProcessBackend
 from servekit.control.fleet import EndpointController, EndpointPlan, VariantPlan
 from servekit.control.gateway import Gateway, RoutingTable
+from servekit.testing.hosting import scaling_model
 
 pytestmark = pytest.mark.e2e
-
-
-def handler_model(root: Path, name: str, factor: float, broken: bool = False) -> Path:
-    """A one-version model whose inference.py multiplies by ``factor`` (or fails to load)."""
-    version = root / name / "1"
-    (version / "code").mkdir(parents=True)
-    body = "raise RuntimeError('weights file is corrupt')" if broken else f"return {factor}"
-    (version / "code" / "inference.py").write_text(
-        textwrap.dedent(
-            f"""
-            import json
-
-            def model_fn(model_dir):
-                {body}
-
-            def transform_fn(model, data, content_type, accept):
-                return json.dumps({{"out": [x * model for x in json.loads(data)]}}), "application/json"
-            """
-        )
-    )
-    return root / name
 
 
 def variant(name: str, model_dir: Path, count: int = 1, weight: float = 1.0) -> VariantPlan:
@@ -81,7 +60,7 @@ def run(tmp: Path, main: Callable[[Harness], Awaitable[None]]) -> None:
 
 
 def test_create_route_replace_update_scale_delete(tmp_path: Path) -> None:
-    v1, v2 = handler_model(tmp_path, "one", 2.0), handler_model(tmp_path, "two", 10.0)
+    v1, v2 = scaling_model(tmp_path, "one", 2.0), scaling_model(tmp_path, "two", 10.0)
 
     async def main(h: Harness) -> None:
         plan = EndpointPlan("ep", "cfg1", (variant("A", v1, count=2),))
@@ -128,7 +107,7 @@ def test_create_route_replace_update_scale_delete(tmp_path: Path) -> None:
 
 
 def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(tmp_path: Path) -> None:
-    bad = handler_model(tmp_path, "bad", 1.0, broken=True)
+    bad = scaling_model(tmp_path, "bad", 1.0, broken=True)
 
     async def main(h: Harness) -> None:
         assert not await h.ctl.create(EndpointPlan("ep", "cfg", (variant("A", bad),)))
@@ -141,7 +120,7 @@ def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(tmp_path: P
 
 
 def test_a_failed_update_keeps_the_old_fleet_serving(tmp_path: Path) -> None:
-    good, bad = handler_model(tmp_path, "good", 2.0), handler_model(tmp_path, "bad", 1.0, broken=True)
+    good, bad = scaling_model(tmp_path, "good", 2.0), scaling_model(tmp_path, "bad", 1.0, broken=True)
 
     async def main(h: Harness) -> None:
         assert await h.ctl.create(EndpointPlan("ep", "cfg1", (variant("A", good),)))

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -23,29 +22,10 @@ from scipy.stats import binomtest
 
 from servekit.control.api import client as servekit_client
 from servekit.control.backends import free_port
+from servekit.testing.hosting import scaling_model
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}  # the waiters' own acceptors, polled every second
-
-
-def handler_model(root: Path, name: str, factor: float, broken: bool = False) -> Path:
-    version = root / name / "1"
-    (version / "code").mkdir(parents=True)
-    body = "raise RuntimeError('weights file is corrupt')" if broken else f"return {factor}"
-    (version / "code" / "inference.py").write_text(
-        textwrap.dedent(
-            f"""
-            import json
-
-            def model_fn(model_dir):
-                {body}
-
-            def transform_fn(model, data, content_type, accept):
-                return json.dumps({{"out": [x * model for x in json.loads(data)]}}), "application/json"
-            """
-        )
-    )
-    return root / name
 
 
 class Up:
@@ -112,7 +92,7 @@ def deploy(sm: Any, tmp: Path, endpoint: str, variants: list[tuple[str, float, f
         model = f"{endpoint}-{name}-m"
         sm.create_model(
             ModelName=model,
-            PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(handler_model(tmp, model, factor))},
+            PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp, model, factor))},
         )
         specs.append(
             {
@@ -157,7 +137,7 @@ def test_lifecycle_weights_target_variant_update_and_delete(up: Up, tmp_path: Pa
     deploy_config = [("C", 5.0, 1.0)]
     sm.create_model(
         ModelName="ep-C-m",
-        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(handler_model(tmp_path, "ep-C-m", 5.0))},
+        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path, "ep-C-m", 5.0))},
     )
     sm.create_endpoint_config(
         EndpointConfigName="ep-cfg2",
@@ -205,7 +185,7 @@ def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(up: Up, tmp
     sm = up.sm()
     sm.create_model(
         ModelName="bad",
-        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(handler_model(tmp_path, "bad", 1, broken=True))},
+        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path, "bad", 1, broken=True))},
     )
     sm.create_endpoint_config(
         EndpointConfigName="bad-cfg",

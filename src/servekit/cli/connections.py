@@ -151,7 +151,7 @@ class _Guarded(Protocol):
 
 
 class _Guard:
-    __slots__ = ("_limits", "_proto", "_stats", "_timer", "phase")
+    __slots__ = ("_due", "_limits", "_proto", "_stats", "_timer", "phase")
 
     def __init__(self, proto: _Guarded, stats: GuardStats) -> None:
         self._proto = proto
@@ -159,6 +159,9 @@ class _Guard:
         self._stats = stats
         self.phase: Phase = "idle"
         self._timer: asyncio.TimerHandle | None = None
+        # A timer is started only when the protocol is done with a batch of bytes (settle), so a request that
+        # arrives whole in one read costs no timer at all.
+        self._due: float | None = None
 
     def start(self) -> bool:
         """On a new connection: False (and the connection refused) when over the cap."""
@@ -168,6 +171,7 @@ class _Guard:
             self._answer_and_close(_503)
             return False
         self._arm("idle", self._limits.idle_timeout_seconds)
+        self.settle()
         return True
 
     def bytes_arrived(self) -> None:
@@ -194,13 +198,20 @@ class _Guard:
         """True once the connection is being closed: what arrives is dropped unparsed."""
         return self.phase == "closing"
 
+    def settle(self) -> None:
+        """Start the timer of the phase the connection is left in (after the protocol handled some bytes)."""
+        if self._due is not None:
+            if self._due > 0:
+                self._timer = self._proto.loop.call_later(self._due, self._expired)
+            self._due = None
+
     def _arm(self, phase: Phase, seconds: float) -> None:
         self._cancel(phase)
-        if seconds > 0:
-            self._timer = self._proto.loop.call_later(seconds, self._expired)
+        self._due = seconds
 
     def _cancel(self, phase: Phase) -> None:
         self.phase = phase
+        self._due = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -265,6 +276,7 @@ class GuardedH11Protocol(H11Protocol):
             return
         self._guard.bytes_arrived()
         super().data_received(data)
+        self._guard.settle()
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -280,6 +292,7 @@ class GuardedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         self._guard.response_done()
         super().on_response_complete()
+        self._guard.settle()
 
 
 def _httptools_class() -> type[asyncio.Protocol]:
@@ -307,6 +320,7 @@ def _httptools_class() -> type[asyncio.Protocol]:
                 return
             self._guard.bytes_arrived()
             super().data_received(data)
+            self._guard.settle()
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
@@ -319,6 +333,7 @@ def _httptools_class() -> type[asyncio.Protocol]:
         def on_response_complete(self) -> None:
             self._guard.response_done()
             super().on_response_complete()
+            self._guard.settle()
 
     return GuardedHttpToolsProtocol
 

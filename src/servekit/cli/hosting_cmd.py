@@ -362,8 +362,8 @@ def deploy(
             status = desc.get("EndpointStatus", "?")
             if status == "Failed":
                 raise _fail(
-                    f"endpoint {name} Failed: {desc.get('FailureReason') or 'no reason given'}\n"
-                    f"servekit: delete it with: servekit endpoint delete {name}"
+                    f"endpoint {name} Failed: {desc.get('FailureReason') or 'no reason given'} "
+                    f"(servekit endpoint delete {name} removes it)"
                 ) from None
             raise _fail(f"endpoint {name} is still {status} after 15 minutes") from None
     key = _credentials(_home(home)).admin

@@ -72,10 +72,11 @@ def read_record(line: bytes | str) -> tuple[str, dict[str, Any] | None]:
     return when, payload
 
 
-def partition(model: str, version: int, when: datetime) -> str:
-    """``<model>/<version>/yyyy/mm/dd/hh``: SageMaker's hourly layout under the destination."""
+def partition(model: str, version: int, when: datetime, prefix: str | None = None) -> str:
+    """``<model>/<version>/yyyy/mm/dd/hh``: SageMaker's hourly layout under the destination; with ``prefix``
+    (an endpoint's ``<endpoint>/<variant>``), ``<prefix>/yyyy/mm/dd/hh`` instead."""
     t = when.astimezone(UTC)
-    return f"{model}/{version}/{t:%Y/%m/%d/%H}"
+    return f"{prefix or f'{model}/{version}'}/{t:%Y/%m/%d/%H}"
 
 
 def tensors_body(key: str, tensors: Mapping[str, npt.NDArray[Any]]) -> bytes:

@@ -163,7 +163,7 @@ class CaptureWriter:
         self._rotate(force=True)
 
     def _write(self, item: _Item) -> None:
-        part = partition(item.model, item.version, item.when)
+        part = partition(item.model, item.version, item.when, self.cfg.partition_prefix)
         f = self._open.get(part)
         if f is None:
             f = self._open_file(part, item.when)

@@ -111,8 +111,18 @@ class CaptureConfig:
     buffer_records: int = 10_000  # beyond this, records are dropped and counted, never blocking a request
     flush_seconds: float = 5.0  # how long a partition file stays open before it is closed and made visible
     seed: int | None = None  # sampling RNG seed, for tests
+    # When set, partitions are ``<destination>/<prefix>/yyyy/mm/dd/hh`` instead of ``<model>/<version>/...``:
+    # an endpoint's instances capture under ``<endpoint>/<variant>`` as SageMaker lays it out.
+    partition_prefix: str | None = None
 
     def __post_init__(self) -> None:
+        if self.partition_prefix is not None:
+            parts = self.partition_prefix.split("/")
+            if any(part in ("", ".", "..") for part in parts) or "\\" in self.partition_prefix:
+                raise ConfigError(
+                    "capture partition_prefix must be relative folder names separated by '/' "
+                    f"(no empty, '.' or '..' parts), got {self.partition_prefix!r}"
+                )
         if not 0.0 <= self.sampling_percentage <= 100.0:
             raise ConfigError(f"sampling_percentage must be within 0..100, got {self.sampling_percentage}")
         if not (self.capture_input or self.capture_output):

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +198,12 @@ class LocalProcessBackend:
 
     def alive(self, handle: InstanceHandle) -> bool:
         proc = self._procs.get(handle.spec.instance_id)
-        return proc is not None and proc.returncode is None
+        if proc is not None and proc.returncode is None:
+            return True
+        if handle.exit_reason is None:  # reaped before the watcher recorded why: say so from the status
+            code = None if proc is None else proc.returncode
+            handle.exit_reason = f"instance {handle.spec.instance_id} exited with status {code}"
+        return False
 
     def log_tail(self, handle: InstanceHandle, lines: int = 20) -> str:
         if handle.log_path is None:
@@ -232,3 +240,96 @@ class LocalProcessBackend:
 def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
+
+
+# ---- CPU affinity -------------------------------------------------------------------------------------------------
+
+
+def pick_cpus(vcpus: int, cpus: Sequence[int], in_use: Collection[int], start: int = 0) -> tuple[int, ...] | None:
+    """``vcpus`` CPUs of ``cpus`` that are not ``in_use``, in the order taken going round from position ``start``; None
+    when fewer than ``vcpus`` are free (the instance then runs unpinned: oversubscription, never a clamp)."""
+    if vcpus < 1 or not cpus:
+        return None
+    n = len(cpus)
+    free = [cpus[(start + i) % n] for i in range(n) if cpus[(start + i) % n] not in in_use]
+    if len(free) < vcpus:
+        return None
+    return tuple(free[:vcpus])
+
+
+def assign_cpu_sets(demands: Sequence[int], cpus: Sequence[int]) -> list[tuple[int, ...] | None]:
+    """Disjoint CPU sets for instances asking for ``demands`` vCPUs each, started in that order: round-robin over
+    ``cpus`` (an instance gets the next free ones); an instance that no longer fits gets None (unpinned)."""
+    pool = CpuPool(cpus)
+    return [pool.take(f"i{k}", d) for k, d in enumerate(demands)]
+
+
+class CpuPool:
+    """Which CPUs each running instance holds; :meth:`take` hands out disjoint sets round-robin."""
+
+    def __init__(self, cpus: Sequence[int]) -> None:
+        self.cpus = tuple(cpus)
+        self._held: dict[str, tuple[int, ...]] = {}
+        self._next = 0
+
+    def take(self, instance_id: str, vcpus: int) -> tuple[int, ...] | None:
+        in_use = {c for held in self._held.values() for c in held}
+        got = pick_cpus(vcpus, self.cpus, in_use, self._next)
+        if got is not None:
+            self._held[instance_id] = got
+            self._next = (self.cpus.index(got[-1]) + 1) % len(self.cpus)  # the next instance starts after it
+        return got
+
+    def release(self, instance_id: str) -> None:
+        self._held.pop(instance_id, None)
+
+    def free(self) -> int:
+        return len(self.cpus) - sum(len(h) for h in self._held.values())
+
+
+class CpuPinningBackend:
+    """A :class:`ReplicaBackend` around another that gives each instance its own CPUs (``InstanceSpec.cpus``) while
+    the machine has enough free ones, and starts it unpinned with a warning when it does not."""
+
+    def __init__(self, inner: ReplicaBackend, pool: CpuPool) -> None:
+        self.inner = inner
+        self.pool = pool
+
+    async def start(self, spec: InstanceSpec) -> InstanceHandle:
+        if spec.cpus is None and self.pool.cpus:
+            free = self.pool.free()
+            cpus = self.pool.take(spec.instance_id, spec.vcpus)
+            if cpus is None:
+                log.warning(
+                    "oversubscribed: instance %s asks for %d vCPUs and only %d of this machine's %d CPUs are not "
+                    "held by other instances: it runs without CPU affinity, sharing CPUs",
+                    spec.instance_id,
+                    spec.vcpus,
+                    free,
+                    len(self.pool.cpus),
+                )
+            else:
+                spec = replace(spec, cpus=cpus)
+        try:
+            return await self.inner.start(spec)
+        except BaseException:
+            self.pool.release(spec.instance_id)
+            raise
+
+    async def stop(self, handle: InstanceHandle, grace_s: float = 10.0) -> None:
+        try:
+            await self.inner.stop(handle, grace_s)
+        finally:
+            self.pool.release(handle.spec.instance_id)
+
+    def alive(self, handle: InstanceHandle) -> bool:
+        if self.inner.alive(handle):
+            return True
+        self.pool.release(handle.spec.instance_id)  # a dead instance's CPUs go to its replacement
+        return False
+
+    def log_tail(self, handle: InstanceHandle, lines: int = 20) -> str:
+        return self.inner.log_tail(handle, lines)
+
+    async def close(self) -> None:
+        await self.inner.close()

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from servekit.control.api.errors import ApiError, validation_exception
-from servekit.control.backends import ReplicaBackend
+from servekit.control.backends import CpuPinningBackend, CpuPool, ReplicaBackend
 from servekit.control.fleet import EndpointController, EndpointPlan, VariantPlan
 from servekit.control.gateway import RoutingTable
+from servekit.control.instance_types import InstanceType, Machine, oversubscription, this_machine
 from servekit.control.lifecycle import EndpointStatus, check_transition, predecessors
 from servekit.control.names import Account, ResourceKind
 from servekit.state.hosting import Hosting
@@ -56,9 +58,17 @@ class HostingService:
         resolve_model: ModelResolver,
         account: Account | None = None,
         startup_timeout_s: float = 300.0,
+        machine: Machine | None = None,
+        cpus: Sequence[int] | None = None,
     ) -> None:
+        """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
+        this process may run on) are handed out to instances as their own CPU sets while enough are free."""
         self.repo = repo
-        self._backend = backend
+        if cpus is None:
+            cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self._backend: ReplicaBackend = CpuPinningBackend(backend, CpuPool(cpus))
+        self._machine = machine
+        self.warnings: dict[str, list[str]] = {}  # endpoint -> oversubscription warnings of its current plan
         self._table = table
         self._envelopes = envelopes
         self._resolve_model = resolve_model
@@ -238,7 +248,31 @@ class HostingService:
             out["PendingDeploymentSummary"] = {"EndpointConfigName": row.pending_config_name}
             if row.pending_since is not None:
                 out["PendingDeploymentSummary"]["StartTime"] = row.pending_since
+        # servekit's extensions (botocore keeps unknown keys of a JSON answer; the API passes them in non-strict mode)
+        out["ServekitCostPerHour"] = self.cost_per_hour(row)
+        if self.warnings.get(row.name):
+            out["ServekitWarnings"] = list(self.warnings[row.name])
         return out
+
+    def cost_per_hour(self, row: EndpointRow) -> float:
+        """What the endpoint's instances would cost an hour in the cloud: each variant's instance type's list price
+        times its desired instance count, summed (US dollars); 0 while it runs no instances (Failed, OutOfService)."""
+        if row.status in (_E.FAILED, _E.OUT_OF_SERVICE):
+            return 0.0
+        config = self.repo.get_endpoint_config(row.config_name)
+        if config is None:
+            return 0.0
+        controller = self.controllers.get(row.name)
+        if controller is not None and controller.plan is not None and controller.plan.config_name == config.name:
+            counts = {v.name: v.count for v in controller.plan.variants}
+        else:
+            counts = {v.name: v.desired_instance_count for v in row.variants}
+        total = 0.0
+        for v in config.variants:
+            env = self._envelopes.envelope(v.get("InstanceType", ""))
+            if env is not None:
+                total += env.price_per_hour * counts.get(v["VariantName"], int(v.get("InitialInstanceCount", 1)))
+        return round(total, 6)
 
     async def list_endpoints(self, p: dict[str, Any]) -> dict[str, Any]:
         page = _list(
@@ -370,10 +404,33 @@ class HostingService:
                     memory_bytes=env.memory_bytes,
                     count=int(v["InitialInstanceCount"]),
                     weight=float(v["InitialVariantWeight"]),
+                    extra_args=capture_args(config.data_capture, name, v["VariantName"]),
                     environment=dict(model.container.environment),
                 )
             )
-        return EndpointPlan(name, config.name, tuple(variants))
+        plan = EndpointPlan(name, config.name, tuple(variants))
+        self._check_oversubscription(plan)
+        return plan
+
+    def _check_oversubscription(self, plan: EndpointPlan) -> None:
+        """Warn (log, and DescribeEndpoint's ServekitWarnings) when this plan's instances together with every other
+        endpoint's ask for more vCPUs or memory than the machine has: allowed, never clamped."""
+        others = [
+            v for other, c in list(self.controllers.items()) if other != plan.name and c.plan for v in c.plan.variants
+        ]
+        counts: dict[str, tuple[InstanceType, int]] = {}
+        for v in (*others, *plan.variants):
+            env = self._envelopes.envelope(v.instance_type)
+            price = env.price_per_hour if env is not None else 0.0
+            memory_gib = (v.memory_bytes or 0) / 2**30
+            itype = InstanceType(v.instance_type, v.vcpus, memory_gib, price, "envelope")
+            counts[v.instance_type] = (itype, counts.get(v.instance_type, (itype, 0))[1] + v.count)
+        if self._machine is None:
+            self._machine = this_machine()
+        warnings = oversubscription(counts.values(), self._machine)
+        for w in warnings:
+            log.warning("endpoint %s: oversubscription (allowed): %s", plan.name, w)
+        self.warnings[plan.name] = warnings
 
     async def _bring_up(self, controller: EndpointController, config_name: str, created: bool) -> None:
         name = controller.name
@@ -433,6 +490,7 @@ class HostingService:
         self._settle(name, _E.UPDATING, _E.IN_SERVICE, "capacity changed", variants=_variant_states(controller))
 
     async def _tear_down(self, name: str) -> None:
+        self.warnings.pop(name, None)
         controller = self.controllers.pop(name, None)
         if controller is not None:
             await controller.delete()
@@ -514,6 +572,34 @@ _ALLOWED_FROM: dict[EndpointStatus, frozenset[EndpointStatus]] = {
 
 class _Unservable(Exception):
     """The endpoint's config cannot be turned into fleets: the message is its FailureReason."""
+
+
+_CAPTURE_MODES = {"Input": (True, False), "Output": (False, True), "InputAndOutput": (True, True)}
+
+
+def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str) -> tuple[str, ...]:
+    """The ``servekit serve`` flags that make one variant's instances capture as the endpoint config's
+    ``DataCaptureConfig`` asks: its destination, sampling percentage and Input/Output options, into SageMaker's
+    layout ``<destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/``. No flags when capture is absent or disabled."""
+    if not capture or not capture.get("EnableCapture", True) or not capture.get("DestinationS3Uri"):
+        return ()
+    want_in = want_out = False
+    for option in capture.get("CaptureOptions") or []:
+        i, o = _CAPTURE_MODES.get(str(option.get("CaptureMode")), (False, False))
+        want_in, want_out = want_in or i, want_out or o
+    if not (want_in or want_out):
+        want_in = want_out = True
+    mode = "both" if want_in and want_out else "input" if want_in else "output"
+    return (
+        "--capture_destination",
+        str(capture["DestinationS3Uri"]),
+        "--capture_sampling_percentage",
+        str(int(capture.get("InitialSamplingPercentage", 100))),
+        "--capture_mode",
+        mode,
+        "--capture_partition_prefix",
+        f"{endpoint}/{variant}",
+    )
 
 
 def _busy_message(row: EndpointRow, current: EndpointStatus, to: EndpointStatus) -> str:

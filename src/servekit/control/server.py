@@ -47,6 +47,12 @@ class ControlPlane:
             registry=self.registry,
         )
         self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
+        self._cost = Gauge(
+            "servekit_endpoint_cost_per_hour",
+            "What each endpoint's instances would cost an hour at their instance types' list prices (US dollars).",
+            ["endpoint"],
+            registry=self.registry,
+        )
 
     # ---- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -135,8 +141,11 @@ class ControlPlane:
 
     def metrics(self) -> bytes:
         counts: dict[str, int] = {}
-        for row in self.hosting.repo.all_endpoints():
+        rows = self.hosting.repo.all_endpoints()
+        self._cost.clear()  # deleted endpoints leave the series
+        for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
+            self._cost.labels(row.name).set(self.hosting.cost_per_hour(row))
         for status in EndpointStatus:
             self._endpoints.labels(str(status)).set(counts.get(str(status), 0))
         return generate_latest(self.registry)

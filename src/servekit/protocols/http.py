@@ -45,6 +45,11 @@ async def read_body(request: Request, limit: int) -> bytes:
         while message.get("more_body", False):
             message = await receive()
             body += message.get("body", b"")
+        if message["type"] == "http.disconnect" or len(body) != size:
+            # the client went away (or a read timeout fired) mid-body: never hand a model a truncated body
+            raise ServekitError(
+                ErrorCode.CANCELLED, f"the request body ended after {len(body)} of its {size} declared bytes"
+            )
         return body
     chunks: list[bytes] = []
     total = 0

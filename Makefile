@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-demo demo test lint typecheck pytest bench
+.PHONY: install install-demo demo test lint typecheck pytest bench fuzz
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -28,3 +28,7 @@ test: install lint typecheck pytest
 bench:
 	$(PIP) install -q -e '.[test,bench]'
 	$(PYTHON) benchmarks/run.py $(BENCH_ARGS)
+
+# The long fuzz profile (1,000 random cases per decoder test; minutes). CI runs the bounded, derandomized profile.
+fuzz: install
+	SERVEKIT_FUZZ_PROFILE=deep $(PYTHON) -m pytest -q -p no:cacheprovider --timeout=0 tests/integration/test_fuzz.py

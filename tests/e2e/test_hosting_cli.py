@@ -179,3 +179,6 @@ def test_an_invoke_key_invokes_but_cannot_create(up: Up, tmp_path: Path) -> None
         sm.create_model(ModelName="nope", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(tmp_path)})
     assert err.value.response["Error"]["Code"] == "AccessDeniedException"
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        sm.list_endpoints()
+    assert err.value.response["Error"]["Code"] == "AccessDeniedException"

@@ -444,9 +444,12 @@ def keys_create(
     ] = KeyScope.invoke,
     name: Annotated[str, typer.Option("--name", help="A label for the key (default: its scope).")] = "",
     home: HomeOpt = None,
-    as_json: JsonOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the key as JSON instead.")] = False,
 ) -> None:
-    """Create an access key and print its id and secret, this once (servekit up sees it without a restart)."""
+    """Create an access key and print its id and secret once, as export lines (servekit up sees it at once).
+
+    eval "$(servekit keys create --scope invoke --name my-app)" sets AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    """
     root = _home(home)
     credentials = _credentials(root)
     try:
@@ -463,8 +466,8 @@ def keys_create(
             }
         )
         return
+    # stdout is shell, for eval "$(servekit keys create ...)"; the notice goes to stderr.
+    typer.echo(f"created {key.scope} key {key.name!r}; its secret is not shown again", err=True)
     sys.stdout.write(
-        f"created {key.scope} key {key.name!r}; the secret is not shown again:\n"
-        f"  export AWS_ACCESS_KEY_ID={key.access_key_id}\n"
-        f"  export AWS_SECRET_ACCESS_KEY={key.secret_access_key}\n"
+        f"export AWS_ACCESS_KEY_ID={key.access_key_id}\nexport AWS_SECRET_ACCESS_KEY={key.secret_access_key}\n"
     )

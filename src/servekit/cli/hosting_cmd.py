@@ -366,6 +366,10 @@ def deploy(
                     f"(servekit endpoint delete {name} removes it)"
                 ) from None
             raise _fail(f"endpoint {name} is still {status} after 15 minutes") from None
+        except KeyboardInterrupt:
+            raise _fail(
+                f"stopped waiting; endpoint {name} carries on (servekit endpoint describe {name} shows it)", code=130
+            ) from None
     key = _credentials(_home(home)).admin
     typer.echo(how_to_invoke(name, url.rstrip("/"), key.access_key_id, _home(home) / "credentials.json"))
 

@@ -75,7 +75,11 @@ def rss_bytes(pid: int) -> int | None:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1]) * 1024
         for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
+            try:
+                children = (task / "children").read_text().split()
+            except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile; the sample stands
+                continue
+            for child in children:
                 total += rss_bytes(int(child)) or 0
         return total
     except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -91,6 +95,7 @@ class LocalProcessBackend:
         self._watch_interval_s = watch_interval_s
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._killed: set[str] = set()  # instances stopped for their memory (their exit reason says so)
 
     def command(self, spec: InstanceSpec, port: int) -> list[str]:
         return [
@@ -142,17 +147,9 @@ class LocalProcessBackend:
 
     async def _watch(self, handle: InstanceHandle, proc: asyncio.subprocess.Process) -> None:
         """Record why the process ended; stop it when it outgrows its memory envelope."""
-        limit = handle.spec.memory_bytes
         while proc.returncode is None:
-            if limit is not None and proc.pid is not None:
-                rss = rss_bytes(proc.pid)
-                if rss is not None and rss > limit:
-                    handle.exit_reason = (
-                        f"instance {handle.spec.instance_id} exceeded its memory limit: "
-                        f"{rss / 2**30:.2f} GiB resident, limit {limit / 2**30:.2f} GiB"
-                    )
-                    _signal_group(proc, signal.SIGKILL)
-                    break
+            if self._over_limit(handle, proc):
+                break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), self._watch_interval_s)
         code = await proc.wait()
@@ -195,10 +192,31 @@ class LocalProcessBackend:
         watcher = self._watchers.pop(handle.spec.instance_id, None)
         if watcher is not None:
             await asyncio.gather(watcher, return_exceptions=True)
+        self._killed.discard(handle.spec.instance_id)
+
+    def _over_limit(self, handle: InstanceHandle, proc: asyncio.subprocess.Process) -> bool:
+        """Kill the instance (and say why) when its resident memory passes its envelope; True if it did."""
+        limit = handle.spec.memory_bytes
+        if handle.spec.instance_id in self._killed:
+            return True
+        if limit is None or proc.returncode is not None:
+            return False
+        rss = rss_bytes(proc.pid)
+        if rss is None or rss <= limit:
+            return False
+        handle.exit_reason = (
+            f"instance {handle.spec.instance_id} exceeded its memory limit: "
+            f"{rss / 2**30:.2f} GiB resident, limit {limit / 2**30:.2f} GiB"
+        )
+        self._killed.add(handle.spec.instance_id)
+        _signal_group(proc, signal.SIGKILL)
+        return True
 
     def alive(self, handle: InstanceHandle) -> bool:
+        """Also enforces the memory limit (besides the watcher's interval): the fleet asks before every health
+        poll, so an instance that is over its envelope never counts as healthy."""
         proc = self._procs.get(handle.spec.instance_id)
-        if proc is not None and proc.returncode is None:
+        if proc is not None and proc.returncode is None and not self._over_limit(handle, proc):
             return True
         if handle.exit_reason is None:  # reaped before the watcher recorded why: say so from the status
             code = None if proc is None else proc.returncode

@@ -220,10 +220,11 @@ def client(
     config: Any = None,
 ) -> Any:
     """A botocore client (the same object boto3 returns) for ``service`` at ``endpoint_url``, signed with the
-    home's first key of ``scope``; what the ``servekit`` CLI uses to talk to ``servekit up``."""
+    home's first key of ``scope``; what the ``servekit`` CLI uses to talk to ``servekit up``. ``FileNotFoundError``
+    when the home has no key file (``servekit up`` creates it): a fresh key would only be refused."""
     import botocore.session
 
-    key = Credentials.load_or_create(home).first(scope)
+    key = Credentials.load(home).first(scope)  # a home without keys is a mistake to report, not to paper over
     session = botocore.session.get_session()
     return session.create_client(
         service,

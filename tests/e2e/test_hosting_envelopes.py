@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -204,6 +205,11 @@ def test_capture_lands_in_sagemakers_layout_and_the_monitor_reads_it_and_cost_is
     assert describe_raw(sm, "cap")["ServekitCostPerHour"] == pytest.approx(0.5)  # 2 x SMALL at 0.25 (the file's price)
     metrics = requests.get(f"{up.url}/metrics", timeout=10).text
     assert 'servekit_endpoint_cost_per_hour{endpoint="cap"} 0.5' in metrics
+
+    if len(os.sched_getaffinity(0)) >= 2:  # each 1-vCPU instance has a CPU of its own
+        pids = [int(p.read_text()) for p in (up.home / "instances").glob("cap-*.pid")]
+        cpu_sets = [os.sched_getaffinity(pid) for pid in pids]
+        assert len(cpu_sets) == 2 and all(len(c) == 1 for c in cpu_sets) and cpu_sets[0] != cpu_sets[1], cpu_sets
 
     rows = [[float(i), float(i) + 0.5] for i in range(12)]
     assert [invoke(rt, "cap", row) for row in rows] == [[[2 * a, 2 * b]] for a, b in rows]

@@ -224,6 +224,28 @@ def test_errors_as_boto3_sees_them(up: Up, tmp_path: Path) -> None:
     assert err.value.response["Error"]["Code"] == "ModelError"
     assert err.value.response["OriginalStatusCode"] in (400, 500)
 
+    # Listing filters and pages as the real API does.
+    deploy(sm, tmp_path, "strict2", [("A", 2.0, 1.0)])
+    page = sm.list_endpoints(NameContains="strict", MaxResults=1, SortBy="Name", SortOrder="Ascending")
+    assert [e["EndpointName"] for e in page["Endpoints"]] == ["strict"] and page["NextToken"]
+    rest = sm.list_endpoints(
+        NameContains="strict", MaxResults=1, SortBy="Name", SortOrder="Ascending", NextToken=page["NextToken"]
+    )
+    assert [e["EndpointName"] for e in rest["Endpoints"]] == ["strict2"] and "NextToken" not in rest
+    in_service = sm.list_endpoints(StatusEquals="InService")["Endpoints"]
+    assert "strict" in {e["EndpointName"] for e in in_service}
+    assert {e["EndpointStatus"] for e in in_service} == {"InService"}
+
+    # No variant may take traffic: ServiceUnavailable (503), which boto3 retries and then raises.
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName="strict", DesiredWeightsAndCapacities=[{"VariantName": "A", "DesiredWeight": 0.0}]
+    )
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="strict", WaiterConfig=FAST)
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        invoke(rt, "strict")
+    assert err.value.response["Error"]["Code"] == "ServiceUnavailable"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+
     # A wrong secret is refused as AWS does.
     bad = botocore.session.get_session().create_client(
         "sagemaker",

@@ -98,6 +98,11 @@ def _number_text(bound: object) -> str:
     return str(bound)
 
 
+# Enums whose values the control plane decides instead (and refuses itself with its own message): instance types
+# may be local ones from the --instance-types file, which no botocore model lists.
+_OPEN_ENUMS = frozenset({"ProductionVariantInstanceType"})
+
+
 def _local_location(pattern: str, value: str) -> bool:
     """servekit's one widening of the models: where SageMaker takes an S3 (or HTTPS) location — ModelDataUrl,
     capture and transform destinations — a local path or a ``file://`` URI is accepted too (the point of
@@ -136,7 +141,7 @@ class _Checker:
                 found.append(f"Member must have value greater than or equal to {_number_text(meta['min'])}")
         if kind == "string":
             enum = meta.get("enum")
-            if enum and value not in enum:
+            if enum and value not in enum and shape.name not in _OPEN_ENUMS:
                 found.append(f"Member must satisfy enum value set: [{', '.join(enum)}]")
             pattern = meta.get("pattern")
             if pattern is not None:

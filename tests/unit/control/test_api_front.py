@@ -60,14 +60,20 @@ def test_nested_list_members_are_named_with_their_index(boto_client: MakeClient,
             EndpointConfigName="cfg",
             ProductionVariants=[
                 {"VariantName": "a", "ModelName": "m", "InstanceType": "ml.m5.large", "InitialInstanceCount": 1},
-                {"VariantName": "b_", "ModelName": "m", "InstanceType": "ml.nope", "InitialInstanceCount": 1},
+                {
+                    "VariantName": "b_",
+                    "ModelName": "m",
+                    "InstanceType": "ml.m5.large",
+                    "InitialInstanceCount": 1,
+                    "RoutingConfig": {"RoutingStrategy": "NEAREST"},
+                },
             ],
         )
     message = _error(e)["Message"]
     assert message.startswith("2 validation errors detected: ")
     assert "Value 'b_' at 'productionVariants.2.member.variantName' failed to satisfy constraint" in message
-    assert "Value 'ml.nope' at 'productionVariants.2.member.instanceType' failed to satisfy constraint: Member " \
-        "must satisfy enum value set: [ml.t2.medium," in message  # fmt: skip
+    assert "Value 'NEAREST' at 'productionVariants.2.member.routingConfig.routingStrategy' failed to satisfy " \
+        "constraint: Member must satisfy enum value set: [" in message  # fmt: skip
 
 
 def test_waiter_endpoint_deleted_succeeds_on_validation_exception(

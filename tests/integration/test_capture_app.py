@@ -101,3 +101,27 @@ def test_capture_metrics(demo_config: ServerConfig, tmp_path: Path) -> None:
     assert "servekit_capture_sampled_out_total 3.0" in text
     assert "servekit_capture_records_total 0.0" in text
     assert read_records(tmp_path) == []
+
+
+def test_the_callers_inference_id_is_recorded(demo_config: ServerConfig, tmp_path: Path) -> None:
+    dest = tmp_path / "capture"
+    cfg = ServerConfig(
+        models=demo_config.models,
+        file_system_poll_wait_seconds=0,
+        capture=CaptureConfig(destination=str(dest), flush_seconds=3600),
+    )
+    with TestClient(build_app(cfg), raise_server_exceptions=False) as c:
+        wait_ready(c)
+        for model, body in (("iris", [[5.1, 3.5, 1.4, 0.2]]), ("iris_handler", {"features": [[5.1, 3.5, 1.4, 0.2]]})):
+            r = c.post(
+                "/invocations",
+                json=body,
+                headers={
+                    "X-Amzn-SageMaker-Custom-Attributes": f"tfs-model-name={model}",
+                    "X-Amzn-SageMaker-Inference-Id": f"order-{model}",
+                },
+            )
+            assert r.status_code == 200, r.text
+        assert c.post("/v1/models/iris:predict", json={"instances": [[5.1, 3.5, 1.4, 0.2]]}).status_code == 200
+    ids = sorted(str(r["eventMetadata"].get("inferenceId")) for r in read_records(dest))  # type: ignore[index]
+    assert ids == ["None", "order-iris", "order-iris_handler"]  # tensors and raw bodies alike; none when not sent

@@ -45,6 +45,7 @@ def capture_record(
     output_type: str | None,
     output_body: bytes | None,
     event_id: str | None = None,
+    inference_id: str | None = None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if input_body is not None and input_type is not None:
@@ -52,11 +53,11 @@ def capture_record(
     if output_body is not None and output_type is not None:
         data["endpointOutput"] = _payload(output_type, output_body, "OUTPUT")
     stamp = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    return {
-        "captureData": data,
-        "eventMetadata": {"eventId": event_id or str(uuid.uuid4()), "inferenceTime": stamp},
-        "eventVersion": "0",
-    }
+    meta: dict[str, Any] = {"eventId": event_id or str(uuid.uuid4())}
+    if inference_id:  # the caller's InferenceId (X-Amzn-SageMaker-Inference-Id), to join labels to predictions
+        meta["inferenceId"] = inference_id
+    meta["inferenceTime"] = stamp
+    return {"captureData": data, "eventMetadata": meta, "eventVersion": "0"}
 
 
 def read_record(line: bytes | str) -> tuple[str, dict[str, Any] | None]:

@@ -41,6 +41,7 @@ class _Item:
     input_body: bytes | Mapping[str, npt.NDArray[Any]] | None
     output_type: str | None
     output_body: bytes | Mapping[str, npt.NDArray[Any]] | None
+    inference_id: str | None = None
 
 
 def _body(key: str, value: bytes | Mapping[str, npt.NDArray[Any]] | None) -> bytes | None:
@@ -95,15 +96,23 @@ class CaptureWriter:
         version: int,
         inputs: Mapping[str, npt.NDArray[Any]],
         outputs: Mapping[str, npt.NDArray[Any]],
+        inference_id: str | None = None,
     ) -> bool:
         """Called on the request path: sample, then hand the tensors over without encoding or blocking."""
-        return self._offer(model, version, TENSOR_CONTENT_TYPE, inputs, TENSOR_CONTENT_TYPE, outputs)
+        return self._offer(model, version, TENSOR_CONTENT_TYPE, inputs, TENSOR_CONTENT_TYPE, outputs, inference_id)
 
     def offer_bytes(
-        self, model: str, version: int, input_type: str, input_body: bytes, output_type: str, output_body: bytes
+        self,
+        model: str,
+        version: int,
+        input_type: str,
+        input_body: bytes,
+        output_type: str,
+        output_body: bytes,
+        inference_id: str | None = None,
     ) -> bool:
         """Called on the request path: sample, then hand the bodies over without blocking."""
-        return self._offer(model, version, input_type, input_body, output_type, output_body)
+        return self._offer(model, version, input_type, input_body, output_type, output_body, inference_id)
 
     def _offer(
         self,
@@ -113,6 +122,7 @@ class CaptureWriter:
         input_body: bytes | Mapping[str, npt.NDArray[Any]],
         output_type: str,
         output_body: bytes | Mapping[str, npt.NDArray[Any]],
+        inference_id: str | None = None,
     ) -> bool:
         if self.cfg.sampling_percentage < 100.0 and self._rng.random() * 100.0 >= self.cfg.sampling_percentage:
             self.sampled_out += 1
@@ -125,6 +135,7 @@ class CaptureWriter:
             input_body if self.cfg.capture_input else None,
             output_type if self.cfg.capture_output else None,
             output_body if self.cfg.capture_output else None,
+            inference_id,
         )
         try:
             self._queue.put_nowait(item)
@@ -174,7 +185,9 @@ class CaptureWriter:
         out_body = (
             item.output_body if not isinstance(item.output_body, Mapping) else tensors_body("outputs", item.output_body)
         )
-        record = capture_record(item.when, item.input_type, in_body, item.output_type, out_body)
+        record = capture_record(
+            item.when, item.input_type, in_body, item.output_type, out_body, inference_id=item.inference_id
+        )
         f.handle.write(orjson.dumps(record) + b"\n")
         f.records += 1
         self.captured += 1

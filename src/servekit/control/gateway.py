@@ -15,6 +15,7 @@ import aiohttp
 from servekit.control.router import choose_variant, least_outstanding
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+INFERENCE_ID = "X-Amzn-SageMaker-Inference-Id"
 _ORIGINAL_MESSAGE_MAX = 1024
 
 
@@ -133,8 +134,11 @@ class Gateway:
         accept: str | None = None,
         custom_attributes: str | None = None,
         target_variant: str | None = None,
+        inference_id: str | None = None,
     ) -> Invocation:
         headers = {"Content-Type": content_type or "application/octet-stream"}
+        if inference_id:
+            headers[INFERENCE_ID] = inference_id
         if accept:
             headers["Accept"] = accept
         if custom_attributes:

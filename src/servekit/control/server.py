@@ -119,6 +119,7 @@ class ControlPlane:
                 p.get("Accept"),
                 p.get("CustomAttributes"),
                 p.get("TargetVariant"),
+                p.get("InferenceId"),
             )
         except GatewayError as exc:
             self._invocations.labels(endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()

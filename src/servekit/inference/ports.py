@@ -34,12 +34,21 @@ class CaptureSink(Protocol):
         version: int,
         inputs: Mapping[str, npt.NDArray[Any]],
         outputs: Mapping[str, npt.NDArray[Any]],
+        inference_id: str | None = None,
     ) -> bool:
-        """The named tensors the model was given and gave back (as validated and cast, whatever the protocol)."""
+        """The named tensors the model was given and gave back (as validated and cast, whatever the protocol);
+        ``inference_id`` is the caller's id for the exchange when it sent one."""
         ...
 
     def offer_bytes(
-        self, model: str, version: int, input_type: str, input_body: bytes, output_type: str, output_body: bytes
+        self,
+        model: str,
+        version: int,
+        input_type: str,
+        input_body: bytes,
+        output_type: str,
+        output_body: bytes,
+        inference_id: str | None = None,
     ) -> bool:
         """A body a model decoded itself (SageMaker ``inference.py``) and its answer, as they were."""
         ...

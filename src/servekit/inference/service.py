@@ -119,7 +119,7 @@ class InferenceService:
             if self._observer is not None:
                 self._observer.on_inference(req.model, lease.version, queue_s, model_s, total_s)
             if self._capture is not None:
-                self._capture.offer_tensors(req.model, lease.version, inputs, outputs)
+                self._capture.offer_tensors(req.model, lease.version, inputs, outputs, req.id or None)
             return InferenceResponse(
                 model=req.model,
                 version=lease.version,
@@ -142,7 +142,7 @@ class InferenceService:
             raise model_failure(exc, req.model, lease.version) from exc
         now = time.perf_counter()
         if self._capture is not None:
-            self._capture.offer_bytes(req.model, lease.version, raw.content_type, raw.body, ctype, out)
+            self._capture.offer_bytes(req.model, lease.version, raw.content_type, raw.body, ctype, out, req.id or None)
         return InferenceResponse(
             model=req.model,
             version=lease.version,

@@ -37,6 +37,7 @@ from servekit.protocols.errors import SAGEMAKER_STATUS
 from servekit.protocols.http import RETRY_AFTER_SECONDS, InferenceHTTPResponse, RequestRunner, read_body
 from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD
 
+INFERENCE_ID_HEADER = "x-amzn-sagemaker-inference-id"  # SageMaker's InferenceId, recorded with captured data
 _ATTR = re.compile(r"(tfs-[a-z\-]+)=([^,]+)")
 _METHODS = {"predict": PREDICT_METHOD, "classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD}
 
@@ -107,6 +108,7 @@ class SageMaker:
                 timeout=self._ctx.timeout(request.headers),
                 disconnected=request.receive,
                 raw=RawBody(body, content_type, accept_header),
+                id=request.headers.get(INFERENCE_ID_HEADER, "")[:64],
             )
         )
         if resp.raw is not None:

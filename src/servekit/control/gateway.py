@@ -92,7 +92,13 @@ class Gateway:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=self._limit, keepalive_timeout=30)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=False)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(),  # instances set no cookies: skip the jar on every response
+                skip_auto_headers=("User-Agent", "Accept-Encoding"),
+            )
         return self._session
 
     def choose(

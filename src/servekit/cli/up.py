@@ -79,6 +79,14 @@ def run_up(home: Path, host: str, port: int, log_level: str = "info", instance_t
         log.warning("servekit up listens on %s: every caller still needs a signed request (SigV4)", host)
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     config = uvicorn.Config(
-        plane, host=host, port=port, lifespan="on", log_level=log_level, access_log=False, server_header=False
+        plane,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
     )
     uvicorn.Server(config).run()

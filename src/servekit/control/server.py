@@ -21,7 +21,7 @@ from servekit.control.api import Api, ApiError, Call
 from servekit.control.api.errors import model_error as model_error_response
 from servekit.control.api.errors import service_unavailable, validation_error
 from servekit.control.gateway import Gateway, GatewayError
-from servekit.control.hosting import HostingService
+from servekit.control.hosting import Handler, HostingService
 from servekit.control.lifecycle import EndpointStatus
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,21 @@ _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class ControlPlane:
-    def __init__(self, api: Api, hosting: HostingService, gateway: Gateway, tick_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        api: Api,
+        hosting: HostingService,
+        gateway: Gateway,
+        tick_s: float = 1.0,
+        services: Mapping[str, Mapping[str, Handler]] | None = None,
+    ) -> None:
+        """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
+        the SageMaker hosting operations."""
         self.api = api
         self.hosting = hosting
         self.gateway = gateway
         self._handlers = hosting.handlers()
+        self._services: dict[str, Mapping[str, Handler]] = {"sagemaker": self._handlers, **(services or {})}
         self._tick_s = tick_s
         self._ready = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
@@ -90,16 +100,14 @@ class ControlPlane:
 
     # ---- requests ----------------------------------------------------------------------------------------------
     async def dispatch(self, call: Call) -> Mapping[str, Any] | None:
-        if call.service == "sagemaker":
-            handler = self._handlers.get(call.operation)
-            if handler is None:
-                raise ApiError(
-                    "UnknownOperationException", f"servekit does not implement SageMaker.{call.operation} yet", 400
-                )
-            return await handler(call.params)
         if call.service == "sagemaker-runtime" and call.operation == "InvokeEndpoint":
             return await self._invoke(call.params)
-        raise ApiError("UnknownOperationException", f"servekit does not implement {call.operation} yet", 400)
+        handler = self._services.get(call.service, {}).get(call.operation)
+        if handler is None:
+            raise ApiError(
+                "UnknownOperationException", f"servekit does not implement {call.service} {call.operation} yet", 400
+            )
+        return await handler(call.params)
 
     async def _invoke(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = p["EndpointName"]

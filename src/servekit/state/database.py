@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
+from servekit.state.alarms import Alarms
 from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.migrations import Migrations, StateError, migrate
@@ -36,6 +37,12 @@ class StateDB:
         """Models, endpoint configs, endpoints and instances, stamped with the wall clock (build a
         :class:`Hosting` over ``conn`` with another clock where time must be controlled)."""
         return Hosting(self.conn)
+
+    @cached_property
+    def alarms(self) -> Alarms:
+        """CloudWatch alarms and their history, stamped with the wall clock (build :class:`Alarms` over ``conn``
+        with another clock where time must be controlled)."""
+        return Alarms(self.conn)
 
     @classmethod
     def open(

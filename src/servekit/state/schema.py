@@ -6,12 +6,13 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 
 from __future__ import annotations
 
-from servekit.state import hosting, transform_jobs
+from servekit.state import alarms, hosting, transform_jobs
 from servekit.state.migrations import Migration, check_migrations
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     transform_jobs.AGGREGATE: transform_jobs.MIGRATIONS,
     hosting.AGGREGATE: hosting.MIGRATIONS,
+    alarms.AGGREGATE: alarms.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

@@ -12,6 +12,7 @@ import uvicorn
 from servekit.control.api import Api, Credentials
 from servekit.control.artifacts import ArtifactResolver
 from servekit.control.backends import LocalProcessBackend
+from servekit.control.cloudwatch_alarms import AlarmService, NoMetrics
 from servekit.control.gateway import Gateway, RoutingTable
 from servekit.control.hosting import Envelope, HostingService
 from servekit.control.instance_types import InstanceTypes, load_instance_types
@@ -57,7 +58,16 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
     )
-    return ControlPlane(Api(credentials, strict_output=strict_output), hosting, gateway)
+    # CloudWatch alarms read metrics through a MetricSource; until the metrics store is wired here, none.
+    alarms = AlarmService(db.alarms, NoMetrics(), Account())
+    cloudwatch = {**alarms.handlers()}
+    return ControlPlane(
+        Api(credentials, strict_output=strict_output),
+        hosting,
+        gateway,
+        services={"cloudwatch": cloudwatch},
+        alarms=alarms,
+    )
 
 
 def run_up(home: Path, host: str, port: int, log_level: str = "info", instance_types_file: str | None = None) -> None:

@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from servekit.control.api import Api, ApiError, Call
 from servekit.control.api.errors import model_error as model_error_response
 from servekit.control.api.errors import service_unavailable, validation_error
+from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.gateway import Gateway, GatewayError
 from servekit.control.hosting import Handler, HostingService
 from servekit.control.lifecycle import EndpointStatus
@@ -38,9 +39,12 @@ class ControlPlane:
         gateway: Gateway,
         tick_s: float = 1.0,
         services: Mapping[str, Mapping[str, Handler]] | None = None,
+        alarms: AlarmService | None = None,
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
-        the SageMaker hosting operations."""
+        the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
+        the plane (its operations are registered through ``services``)."""
+        self.alarms = alarms
         self.api = api
         self.hosting = hosting
         self.gateway = gateway
@@ -70,6 +74,8 @@ class ControlPlane:
         await self._recover()
         self._ready.set()
         self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        if self.alarms is not None:
+            self.alarms.start()
 
     async def _recover(self) -> None:
         rows = self.hosting.repo.all_endpoints()
@@ -95,6 +101,8 @@ class ControlPlane:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
+        if self.alarms is not None:
+            await self.alarms.close()
         await self.hosting.close()
         await self.gateway.close()
 

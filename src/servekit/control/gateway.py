@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from servekit.control.router import choose_variant, least_outstanding
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 INFERENCE_ID = "X-Amzn-SageMaker-Inference-Id"
+TOTAL_MS = "x-servekit-total-ms"  # a servekit instance's own time for the request
 _ORIGINAL_MESSAGE_MAX = 1024
 
 
@@ -39,6 +41,7 @@ class Invocation:
     content_type: str
     variant: str
     custom_attributes: str | None = None
+    model_s: float | None = None  # the instance's own time (its x-servekit-total-ms), else the upstream round trip
 
 
 class GatewayError(Exception):
@@ -122,11 +125,19 @@ class Gateway:
             chosen = next((v for v in variants if v.name == name), None)
         if chosen is None or not chosen.instances:
             raise GatewayError(
-                "ServiceUnavailable", 503, f"Endpoint {endpoint} has no instance ready to serve; retry later."
+                "ServiceUnavailable",
+                503,
+                f"Endpoint {endpoint} has no instance ready to serve; retry later.",
+                {"VariantName": chosen.name} if chosen is not None else None,
             )
         candidates = [i for i in chosen.instances if i.instance_id not in exclude]
         if not candidates:
-            raise GatewayError("ServiceUnavailable", 503, f"Endpoint {endpoint}: no instance could be reached.")
+            raise GatewayError(
+                "ServiceUnavailable",
+                503,
+                f"Endpoint {endpoint}: no instance could be reached.",
+                {"VariantName": chosen.name},
+            )
         by_id = {i.instance_id: i for i in candidates}
         picked = least_outstanding([(i.instance_id, i.outstanding) for i in candidates], self._rng.random())
         assert picked is not None
@@ -154,6 +165,7 @@ class Gateway:
             variant, instance = self.choose(endpoint, target_variant, tried)
             tried |= {instance.instance_id}
             instance.outstanding += 1
+            began = time.perf_counter()
             try:
                 async with self._client().post(f"{instance.url}/invocations", data=body, headers=headers) as resp:
                     payload = await resp.read()
@@ -165,13 +177,19 @@ class Gateway:
                             f'Received client error ({resp.status}) from model with message "{text}".'
                             if resp.status < 500
                             else f'Received server error ({resp.status}) from model with message "{text}".',
-                            {"OriginalStatusCode": resp.status, "OriginalMessage": text},
+                            {
+                                "OriginalStatusCode": resp.status,
+                                "OriginalMessage": text,
+                                "VariantName": variant.name,
+                                "ModelSeconds": time.perf_counter() - began,
+                            },
                         )
                     return Invocation(
                         payload,
                         resp.headers.get("Content-Type", "application/octet-stream"),
                         variant.name,
                         resp.headers.get(CUSTOM_ATTRIBUTES),
+                        _model_s(resp.headers.get(TOTAL_MS), time.perf_counter() - began),
                     )
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 continue  # the instance is gone (refused, reset): another instance may answer
@@ -181,7 +199,12 @@ class Gateway:
                     424,
                     'Received server error (0) from model with message "Your invocation timed out while waiting '
                     'for a response from container model."',
-                    {"OriginalStatusCode": 0, "OriginalMessage": "timed out"},
+                    {
+                        "OriginalStatusCode": 0,
+                        "OriginalMessage": "timed out",
+                        "VariantName": variant.name,
+                        "ModelSeconds": time.perf_counter() - began,
+                    },
                 ) from None
             finally:
                 instance.outstanding -= 1
@@ -191,3 +214,12 @@ class Gateway:
             await self._session.close()
             self._session = None
             await asyncio.sleep(0)  # let the connector close its transports
+
+
+def _model_s(total_ms: str | None, round_trip_s: float) -> float:
+    if total_ms:
+        try:
+            return float(total_ms) / 1e3
+        except ValueError:
+            pass
+    return round_trip_s

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import Receive, Scope, Send
 
 from servekit.control.api import Api, ApiError, Call
@@ -24,6 +25,7 @@ from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.gateway import Gateway, GatewayError
 from servekit.control.hosting import Handler, HostingService
 from servekit.control.lifecycle import EndpointStatus
+from servekit.control.metrics import MetricsStore
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,13 @@ class ControlPlane:
         tick_s: float = 1.0,
         services: Mapping[str, Mapping[str, Handler]] | None = None,
         alarms: AlarmService | None = None,
+        endpoint_metrics: MetricsStore | None = None,
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
         the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
-        the plane (its operations are registered through ``services``)."""
+        the plane (its operations are registered through ``services``). ``endpoint_metrics``: where InvokeEndpoint
+        records CloudWatch's hosting metrics; its minute flusher runs with the plane."""
+        self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
         self.api = api
         self.hosting = hosting
@@ -60,6 +65,28 @@ class ControlPlane:
             ["endpoint", "variant", "outcome"],
             registry=self.registry,
         )
+        self._errors = Counter(
+            "servekit_endpoint_invocation_errors",
+            "InvokeEndpoint errors by endpoint, variant and status class (4xx: the model's; 5xx: the model's or none"
+            " available), as CloudWatch's Invocation4XXErrors/Invocation5XXErrors count them.",
+            ["endpoint", "variant", "status_class"],
+            registry=self.registry,
+        )
+        buckets = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+        self._model_latency = Histogram(
+            "servekit_endpoint_model_latency_seconds",
+            "CloudWatch's ModelLatency: the instance's own time per InvokeEndpoint, by endpoint and variant.",
+            ["endpoint", "variant"],
+            buckets=buckets,
+            registry=self.registry,
+        )
+        self._overhead_latency = Histogram(
+            "servekit_endpoint_overhead_latency_seconds",
+            "CloudWatch's OverheadLatency: the gateway's time per InvokeEndpoint minus ModelLatency.",
+            ["endpoint", "variant"],
+            buckets=buckets,
+            registry=self.registry,
+        )
         self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
         self._cost = Gauge(
             "servekit_endpoint_cost_per_hour",
@@ -74,6 +101,8 @@ class ControlPlane:
         await self._recover()
         self._ready.set()
         self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.start()
         if self.alarms is not None:
             self.alarms.start()
 
@@ -103,6 +132,8 @@ class ControlPlane:
                 await self._supervisor
         if self.alarms is not None:
             await self.alarms.close()
+        if self.endpoint_metrics is not None:
+            await self.endpoint_metrics.close()
         await self.hosting.close()
         await self.gateway.close()
 
@@ -127,6 +158,7 @@ class ControlPlane:
         body = p.get("Body") or b""
         if isinstance(body, str):
             body = body.encode()
+        began = time.perf_counter()
         try:
             out = await self.gateway.invoke(
                 endpoint,
@@ -139,6 +171,7 @@ class ControlPlane:
             )
         except GatewayError as exc:
             self._invocations.labels(endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
+            self._record(endpoint, exc, time.perf_counter() - began)
             if exc.code == "ModelError":
                 status = exc.extra.get("OriginalStatusCode", 0)
                 original = str(exc.extra.get("OriginalMessage", ""))
@@ -147,6 +180,7 @@ class ControlPlane:
                 raise service_unavailable(exc.message) from None
             raise validation_error(exc.message) from None
         self._invocations.labels(endpoint, out.variant, "ok").inc()
+        self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began)
         result: dict[str, Any] = {
             "Body": out.body,
             "ContentType": out.content_type,
@@ -155,6 +189,51 @@ class ControlPlane:
         if out.custom_attributes:
             result["CustomAttributes"] = out.custom_attributes
         return result
+
+    def _instances(self, endpoint: str, variant: str) -> int:
+        for v in self.gateway.table.variants(endpoint) or []:
+            if v.name == variant:
+                return len(v.instances)
+        return 0
+
+    def _record_ok(self, endpoint: str, variant: str, model_s: float | None, total_s: float) -> None:
+        overhead_s = max(0.0, total_s - model_s) if model_s is not None else None
+        if model_s is not None:
+            self._model_latency.labels(endpoint, variant).observe(model_s)
+        if overhead_s is not None:
+            self._overhead_latency.labels(endpoint, variant).observe(overhead_s)
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.record_invocation(
+                endpoint,
+                variant,
+                instances=self._instances(endpoint, variant),
+                model_us=model_s * 1e6 if model_s is not None else None,
+                overhead_us=overhead_s * 1e6 if overhead_s is not None else None,
+            )
+
+    def _record(self, endpoint: str, exc: GatewayError, total_s: float) -> None:
+        """A failed InvokeEndpoint in CloudWatch's terms: counted only once a variant was chosen."""
+        variant = exc.extra.get("VariantName")
+        if not isinstance(variant, str) or exc.code not in ("ModelError", "ServiceUnavailable"):
+            return
+        status = exc.extra.get("OriginalStatusCode")
+        error = 4 if exc.code == "ModelError" and isinstance(status, int) and 400 <= status < 500 else 5
+        self._errors.labels(endpoint, variant, f"{error}xx").inc()
+        model = exc.extra.get("ModelSeconds")
+        model_s = float(model) if isinstance(model, (int, float)) else None
+        overhead_s = max(0.0, total_s - model_s) if model_s is not None else total_s
+        if model_s is not None:
+            self._model_latency.labels(endpoint, variant).observe(model_s)
+        self._overhead_latency.labels(endpoint, variant).observe(overhead_s)
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.record_invocation(
+                endpoint,
+                variant,
+                instances=self._instances(endpoint, variant),
+                model_us=model_s * 1e6 if model_s is not None else None,
+                overhead_us=overhead_s * 1e6,
+                error=error,
+            )
 
     def metrics(self) -> bytes:
         counts: dict[str, int] = {}

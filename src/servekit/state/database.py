@@ -12,6 +12,7 @@ from pathlib import Path
 from servekit.state.alarms import Alarms
 from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
+from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
 from servekit.state.schema import MIGRATIONS
 from servekit.state.transform_jobs import TransformJobs
@@ -43,6 +44,11 @@ class StateDB:
         """CloudWatch alarms and their history, stamped with the wall clock (build :class:`Alarms` over ``conn``
         with another clock where time must be controlled)."""
         return Alarms(self.conn)
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        """One-minute metric aggregates (the endpoint metrics CloudWatch's API and alarms read)."""
+        return Metrics(self.conn)
 
     @classmethod
     def open(

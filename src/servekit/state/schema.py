@@ -6,13 +6,14 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 
 from __future__ import annotations
 
-from servekit.state import alarms, hosting, transform_jobs
+from servekit.state import alarms, hosting, metrics, transform_jobs
 from servekit.state.migrations import Migration, check_migrations
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     transform_jobs.AGGREGATE: transform_jobs.MIGRATIONS,
     hosting.AGGREGATE: hosting.MIGRATIONS,
     alarms.AGGREGATE: alarms.MIGRATIONS,
+    metrics.AGGREGATE: metrics.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

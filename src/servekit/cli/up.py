@@ -12,10 +12,12 @@ import uvicorn
 from servekit.control.api import Api, Credentials
 from servekit.control.artifacts import ArtifactResolver
 from servekit.control.backends import LocalProcessBackend
-from servekit.control.cloudwatch_alarms import AlarmService, NoMetrics
+from servekit.control.cloudwatch_alarms import AlarmService
+from servekit.control.cloudwatch_metrics import CloudWatchMetrics
 from servekit.control.gateway import Gateway, RoutingTable
 from servekit.control.hosting import Envelope, HostingService
 from servekit.control.instance_types import InstanceTypes, load_instance_types
+from servekit.control.metrics import MetricsStore
 from servekit.control.names import Account
 from servekit.control.server import ControlPlane
 from servekit.state.database import StateDB
@@ -58,15 +60,17 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
     )
-    # CloudWatch alarms read metrics through a MetricSource; until the metrics store is wired here, none.
-    alarms = AlarmService(db.alarms, NoMetrics(), Account())
-    cloudwatch = {**alarms.handlers()}
+    endpoint_metrics = MetricsStore(db.metrics)  # what InvokeEndpoint records; CloudWatch and alarms read it
+    alarms = AlarmService(db.alarms, endpoint_metrics, Account())
+    cloudwatch_handlers = CloudWatchMetrics(endpoint_metrics).handlers()
+    cloudwatch = {**alarms.handlers(), **cloudwatch_handlers}
     return ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
         gateway,
         services={"cloudwatch": cloudwatch},
         alarms=alarms,
+        endpoint_metrics=endpoint_metrics,
     )
 
 

@@ -11,7 +11,8 @@ the stored minutes with the ones not yet flushed, so the current minute is visib
 ``v`` falls in bucket ``i = ceil(log(v) / log(g))``, i.e. ``(g**(i-1), g**i]``, with ``g = (1+a)/(1-a)`` and
 ``a = ALPHA = 1%``; zero and negative samples share one bucket valued 0. A percentile ``pN`` is the
 nearest-rank sample (the ``ceil(N/100*count)``-th smallest, numpy's ``method="inverted_cdf"``) estimated as its
-bucket's ``2*g**i/(g+1)`` and clamped into [Minimum, Maximum], so **its relative error is at most ALPHA = 1%**
+bucket's ``2*g**i/(g+1)`` and clamped into [Minimum, Maximum] (the first and last rank are Minimum and
+Maximum themselves), so **its relative error is at most ALPHA = 1%**
 for positive samples (exact for zero). Minimum, Maximum, Sum and SampleCount are exact.
 
 The hosting metrics (namespace ``AWS/SageMaker``, dimensions ``EndpointName`` and ``VariantName``), recorded
@@ -106,6 +107,10 @@ def statistic(row: MinuteRow, name: str) -> float:
             return row.min
         return row.max
     rank = max(1, math.ceil(p / 100.0 * row.count))
+    if rank >= row.count:  # the largest sample, and the smallest: known exactly
+        return row.max
+    if rank == 1:
+        return row.min
     seen = 0
     for index in sorted(row.histogram):
         seen += row.histogram[index]

@@ -263,7 +263,11 @@ class MetricsStore:
 
     def datapoints(self, query: MetricQuery, start: float, end: float) -> list[tuple[float, float]]:
         """:class:`~servekit.control.metric_source.MetricSource`: one value of ``query.statistic`` per period
-        with data; periods are aligned to multiples of ``period_s`` since the epoch."""
+        with data; periods are aligned to multiples of ``period_s`` since the epoch. The store keeps one-minute
+        resolution, so a sub-minute period (a high-resolution alarm) has no datapoints: its alarm decides by
+        ``TreatMissingData``, as CloudWatch's does for a standard-resolution metric."""
+        if query.period_s < 60 or query.period_s % 60:
+            return []
         dims = tuple(sorted(query.dimensions))
         rows = self.periods(query.namespace, query.metric_name, dims, query.period_s, start, end)
         return [(float(p), statistic(row, query.statistic)) for p, row in rows]

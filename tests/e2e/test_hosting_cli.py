@@ -16,6 +16,7 @@ import botocore.exceptions
 import pytest
 from tests.e2e.test_hosting import Up, invoke
 
+from servekit.control.instance_types import load_instance_types
 from servekit.testing.hosting import scaling_model as handler_model
 
 pytestmark = pytest.mark.e2e
@@ -88,6 +89,8 @@ def test_deploy_list_describe_invoke_and_delete(up: Up, tmp_path: Path) -> None:
     doc = json.loads(described.stdout)
     assert doc["EndpointArn"] == desc["EndpointArn"] and "ResponseMetadata" not in doc
     assert doc["ProductionVariants"][0]["CurrentInstanceCount"] == 2
+    price = load_instance_types()["ml.t2.medium"].price_per_hour
+    assert doc["ServekitCostPerHour"] == pytest.approx(2 * price)  # servekit's own field, kept by the CLI
     table = servekit(up, "endpoint", "describe", "dbl")
     assert table.returncode == 0 and "AllTraffic" in table.stdout and "dbl-config" in table.stdout
 

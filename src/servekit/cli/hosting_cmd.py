@@ -90,7 +90,20 @@ def _client(service: str, url: str, home: Path | None) -> Any:
     _credentials(root)
     config = Config(connect_timeout=5, read_timeout=120, retries={"mode": "standard", "total_max_attempts": 2})
     with _api_errors(url):
-        return client(root, service, url.rstrip("/"), region=REGION, config=config)
+        made = client(root, service, url.rstrip("/"), region=REGION, config=config)
+    made.meta.events.register("after-call.sagemaker.DescribeEndpoint", _keep_servekit_fields)
+    return made
+
+
+def _keep_servekit_fields(http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
+    """botocore's parser keeps only modeled members; servekit's own DescribeEndpoint fields (``Servekit*``:
+    cost per hour, oversubscription warnings) are copied back from the raw body so the CLI can show them."""
+    try:
+        raw = json.loads(http_response.content or b"{}")
+    except ValueError:
+        return
+    if isinstance(raw, dict):
+        parsed.update({k: v for k, v in raw.items() if k.startswith("Servekit")})
 
 
 @contextlib.contextmanager

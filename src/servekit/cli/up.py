@@ -11,6 +11,7 @@ import uvicorn
 
 from servekit.control.api import Api, Credentials
 from servekit.control.artifacts import ArtifactResolver
+from servekit.control.autoscaling_api import AutoscalingApi
 from servekit.control.backends import LocalProcessBackend
 from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.cloudwatch_metrics import CloudWatchMetrics
@@ -68,7 +69,10 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         Api(credentials, strict_output=strict_output),
         hosting,
         gateway,
-        services={"cloudwatch": cloudwatch},
+        services={
+            "cloudwatch": cloudwatch,
+            "application-autoscaling": AutoscalingApi(db.autoscaling, Account()).handlers(),
+        },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
     )

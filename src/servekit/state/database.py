@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from servekit.state.alarms import Alarms
+from servekit.state.autoscaling import Autoscaling
 from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
@@ -49,6 +50,11 @@ class StateDB:
     def metrics(self) -> Metrics:
         """One-minute metric aggregates (the endpoint metrics CloudWatch's API and alarms read)."""
         return Metrics(self.conn)
+
+    @cached_property
+    def autoscaling(self) -> Autoscaling:
+        """Application Auto Scaling's scalable targets, policies and activities, stamped with the wall clock."""
+        return Autoscaling(self.conn)
 
     @classmethod
     def open(

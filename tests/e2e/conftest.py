@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from servekit.testing.hosting import UpProcess
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -106,3 +108,14 @@ def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     yield make
     for srv in started:
         srv.stop()
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[UpProcess]:
+    """A real ``servekit up`` with a home of its own, stopped after the test."""
+    u = UpProcess(tmp_path / "home")
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,45 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from botocore.exceptions import ClientError
 
 from servekit.control.api import client as servekit_client
-from servekit.control.backends import free_port
+from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def up_url(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    home, port = tmp_path / "home", free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "up.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(home), "--port", str(port)],
-            stdout=out,
-            stderr=out,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "servekit up did not answer /ping"
-            try:
-                if requests.get(f"{url}/ping", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)  # polling a process's readiness, not synchronising the test
-        yield home, url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+def up_url(up: UpProcess) -> tuple[Path, str]:
+    return up.home, up.url
 
 
 @pytest.fixture

@@ -5,11 +5,6 @@ Prometheus shows them at /metrics."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,65 +13,14 @@ import botocore.exceptions
 import pytest
 import requests
 
-from servekit.control.api import client as servekit_client
-from servekit.control.backends import free_port
-from servekit.testing.hosting import scaling_model
+from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}
 DIMS = [{"Name": "EndpointName", "Value": "ep"}, {"Name": "VariantName", "Value": "A"}]
 
 
-class Up:
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = home.parent / "up.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(self.home), "--port", str(self.port)],
-                stdout=log,
-                stderr=log,
-            )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("servekit up did not answer /ping")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def client(self, service: str) -> Any:
-        return servekit_client(self.home, service, self.url)
-
-
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    u = Up(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
-
-
-def test_invocations_latency_and_errors_read_back_through_cloudwatch(up: Up, tmp_path: Path) -> None:
+def test_invocations_latency_and_errors_read_back_through_cloudwatch(up: UpProcess, tmp_path: Path) -> None:
     sm, rt, cw = up.client("sagemaker"), up.client("sagemaker-runtime"), up.client("cloudwatch")
     sm.create_model(
         ModelName="m", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path, "m", 2.0))}

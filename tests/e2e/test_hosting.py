@@ -6,83 +6,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import botocore.exceptions
 import botocore.session
 import pytest
-import requests
 from scipy.stats import binomtest
 
-from servekit.control.api import client as servekit_client
-from servekit.control.backends import free_port
-from servekit.testing.hosting import scaling_model
+from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}  # the waiters' own acceptors, polled every second
-
-
-class Up:
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = self.home.parent / "up.log"
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(self.home), "--port", str(self.port)],
-                stdout=log,
-                stderr=log,
-            )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("servekit up did not answer /ping")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def sm(self) -> Any:
-        return servekit_client(self.home, "sagemaker", self.url)
-
-    def rt(self) -> Any:
-        return servekit_client(self.home, "sagemaker-runtime", self.url)
-
-
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    u = Up(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
 
 
 def deploy(sm: Any, tmp: Path, endpoint: str, variants: list[tuple[str, float, float]], config: str = "") -> None:
@@ -112,7 +49,7 @@ def invoke(rt: Any, endpoint: str, x: float = 1.0, **kw: Any) -> tuple[str, floa
     return r["InvokedProductionVariant"], json.loads(r["Body"].read())["out"][0]
 
 
-def test_lifecycle_weights_target_variant_update_and_delete(up: Up, tmp_path: Path) -> None:
+def test_lifecycle_weights_target_variant_update_and_delete(up: UpProcess, tmp_path: Path) -> None:
     sm, rt = up.sm(), up.rt()
     deploy(sm, tmp_path, "ep", [("A", 2.0, 70.0), ("B", 3.0, 30.0)])
     assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "Creating"
@@ -181,7 +118,7 @@ def test_lifecycle_weights_target_variant_update_and_delete(up: Up, tmp_path: Pa
     assert "Could not find endpoint" in err.value.response["Error"]["Message"]
 
 
-def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(up: Up, tmp_path: Path) -> None:
+def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(up: UpProcess, tmp_path: Path) -> None:
     sm = up.sm()
     sm.create_model(
         ModelName="bad",
@@ -201,7 +138,7 @@ def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(up: Up, tmp
     assert "weights file is corrupt" in desc["FailureReason"]
 
 
-def test_errors_as_boto3_sees_them(up: Up, tmp_path: Path) -> None:
+def test_errors_as_boto3_sees_them(up: UpProcess, tmp_path: Path) -> None:
     sm, rt = up.sm(), up.rt()
     with pytest.raises(botocore.exceptions.ClientError) as err:
         sm.create_endpoint(EndpointName="bad name!", EndpointConfigName="x")
@@ -260,7 +197,7 @@ def test_errors_as_boto3_sees_them(up: Up, tmp_path: Path) -> None:
 
 
 def test_an_instance_killed_is_replaced_and_a_control_plane_restart_brings_endpoints_back(
-    up: Up, tmp_path: Path
+    up: UpProcess, tmp_path: Path
 ) -> None:
     sm, rt = up.sm(), up.rt()
     deploy(sm, tmp_path, "keep", [("A", 2.0, 1.0)])

@@ -8,31 +8,21 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import botocore.exceptions
 import pytest
-from tests.e2e.test_hosting import Up, invoke
+from tests.e2e.test_hosting import invoke
 
 from servekit.control.instance_types import load_instance_types
+from servekit.testing.hosting import UpProcess
 from servekit.testing.hosting import scaling_model as handler_model
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    u = Up(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
-
-
-def servekit(up: Up, *args: str, home: bool = True) -> subprocess.CompletedProcess[str]:
+def servekit(up: UpProcess, *args: str, home: bool = True) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would, against this `servekit up` (--url from $SERVEKIT_URL, --home given)."""
     env = {**os.environ, "SERVEKIT_URL": up.url, "COLUMNS": "160"}
     env.pop("SERVEKIT_HOME", None)
@@ -57,7 +47,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], starts: str, after_
     return errors[0]
 
 
-def test_deploy_list_describe_invoke_and_delete(up: Up, tmp_path: Path) -> None:
+def test_deploy_list_describe_invoke_and_delete(up: UpProcess, tmp_path: Path) -> None:
     model_dir = handler_model(tmp_path, "doubler", 2.0)
     result = servekit(up, "deploy", str(model_dir), "--name", "dbl", "--instance-count", "2")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -109,7 +99,7 @@ def test_deploy_list_describe_invoke_and_delete(up: Up, tmp_path: Path) -> None:
     assert err.value.response["Error"]["Code"] == "ValidationException"
 
 
-def test_errors_are_one_line_and_exit_1(up: Up, tmp_path: Path) -> None:
+def test_errors_are_one_line_and_exit_1(up: UpProcess, tmp_path: Path) -> None:
     line = one_line_error(servekit(up, "endpoint", "describe", "nope"), "servekit: ValidationException: ")
     assert "Could not find endpoint" in line
     one_line_error(servekit(up, "model", "describe", "nope"), "servekit: ValidationException: ")
@@ -152,7 +142,7 @@ def test_errors_are_one_line_and_exit_1(up: Up, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "is not a directory" in bad.stderr
 
 
-def test_an_invoke_key_invokes_but_cannot_create(up: Up, tmp_path: Path) -> None:
+def test_an_invoke_key_invokes_but_cannot_create(up: UpProcess, tmp_path: Path) -> None:
     assert servekit(up, "deploy", str(handler_model(tmp_path, "m", 2.0)), "--name", "app").returncode == 0
 
     created = servekit(up, "keys", "create", "--scope", "invoke", "--name", "my-app", "--json")

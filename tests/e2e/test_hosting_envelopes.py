@@ -8,12 +8,8 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
 import tarfile
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +18,9 @@ import botocore.exceptions
 import pytest
 import requests
 
-from servekit.control.api import client as servekit_client
-from servekit.control.backends import free_port
 from servekit.monitor.capture import decode_record
 from servekit.monitor.sources import SourceStats, read
+from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}
@@ -42,8 +37,7 @@ INFERENCE_PY = textwrap.dedent(
     """
 )
 
-# The file's entries replace bundled types of the same name. (Names of its own, e.g. ml.local.tiny, are known to
-# the control plane, but the API's input validation still holds InstanceType to botocore's enum of ml.* names.)
+# The file's entries replace bundled types of the same name (names of its own, e.g. ml.local.tiny, work too).
 TINY, SMALL = "ml.c5.large", "ml.c5.xlarge"
 INSTANCE_TYPES = textwrap.dedent(
     f"""
@@ -83,51 +77,11 @@ def model_tar(path: Path, factor: float, hostile: bool = False) -> Path:
     return path
 
 
-class Up:
-    def __init__(self, home: Path, instance_types: Path) -> None:
-        self.home = home
-        self.instance_types = instance_types
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = self.home.parent / "up.log"
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(self.home), "--port", str(self.port)]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([*cmd, "--instance-types", str(self.instance_types)], stdout=log, stderr=log)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("servekit up did not answer /ping")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def sm(self) -> Any:
-        return servekit_client(self.home, "sagemaker", self.url)
-
-    def rt(self) -> Any:
-        return servekit_client(self.home, "sagemaker-runtime", self.url)
-
-
 @pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
+def up(tmp_path: Path) -> Iterator[UpProcess]:
     types = tmp_path / "types.yaml"
     types.write_text(INSTANCE_TYPES)
-    u = Up(tmp_path / "home", types)
+    u = UpProcess(tmp_path / "home", "--instance-types", str(types))
     u.start()
     try:
         yield u
@@ -189,7 +143,7 @@ def failed_reason(sm: Any, name: str) -> str:
 
 
 def test_capture_lands_in_sagemakers_layout_and_the_monitor_reads_it_and_cost_is_reported(
-    up: Up, tmp_path: Path
+    up: UpProcess, tmp_path: Path
 ) -> None:
     sm, rt = up.sm(), up.rt()
     dest = tmp_path / "capture"
@@ -232,14 +186,16 @@ def test_capture_lands_in_sagemakers_layout_and_the_monitor_reads_it_and_cost_is
     assert sum(b.table.num_rows for b in batches) == len(rows) and stats.undecodable_records == 0
 
 
-def test_an_instance_over_its_memory_limit_fails_the_endpoint_with_the_reason(up: Up, tmp_path: Path) -> None:
+def test_an_instance_over_its_memory_limit_fails_the_endpoint_with_the_reason(up: UpProcess, tmp_path: Path) -> None:
     sm = up.sm()
     endpoint(sm, "fat", str(handler_model(tmp_path, "fat-m", 1.0)), TINY)
     reason = failed_reason(sm, "fat")
     assert "exceeded its memory limit" in reason and "limit 0.01 GiB" in reason, reason
 
 
-def test_model_tar_gz_serves_oversubscribed_with_a_warning_and_a_hostile_archive_fails(up: Up, tmp_path: Path) -> None:
+def test_model_tar_gz_serves_oversubscribed_with_a_warning_and_a_hostile_archive_fails(
+    up: UpProcess, tmp_path: Path
+) -> None:
     sm, rt = up.sm(), up.rt()
     good = model_tar(tmp_path / "model.tar.gz", 3.0)
     endpoint(sm, "tgz", f"file://{good}", "ml.m5.12xlarge")  # 48 vCPUs, 192 GiB: more than this machine has

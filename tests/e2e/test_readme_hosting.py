@@ -8,13 +8,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.e2e.test_hosting import Up
 
-from servekit.testing.hosting import scaling_model
+from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -36,16 +34,6 @@ def shell_exports(stdout: str) -> dict[str, str]:
     return found
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
-    u = Up(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
-
-
 def test_the_block_is_marked_and_uses_the_environment_only() -> None:
     code = example()
     assert 'boto3.client("sagemaker")' in code and "endpoint_url" not in code
@@ -55,7 +43,7 @@ def test_the_block_is_marked_and_uses_the_environment_only() -> None:
     assert "update_endpoint_weights_and_capacities" in code and '"endpoint_deleted"' in code
 
 
-def test_the_readme_boto3_example_runs(up: Up, tmp_path: Path) -> None:
+def test_the_readme_boto3_example_runs(up: UpProcess, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     script = work / "hosting_example.py"

@@ -39,7 +39,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "server": _CORE | {"codecs", "observability", "capture"},
     # Protocol fronts mount on the core.
     "protocols": _CORE | {"codecs", "observability", "server"},
-    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state"},
+    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state", "control"},
     "demo": BASE | {"config", "codecs"},
     "monitor": BASE | {"config", "storage", "state", "codecs", "capture"},
     "bench": BASE | {"config", "codecs"},

@@ -428,9 +428,15 @@ class ModelManager:
             return available[-1]
         loading = [v for v, h in entry.versions.items() if h.state in (ServableState.NEW, ServableState.LOADING)]
         if loading or not entry.scanned:
+            # a version between load retries says why its last attempt failed: the fix is often the caller's
+            why = "".join(
+                f"; version {v}'s last attempt failed: {entry.versions[v].error}"
+                for v in sorted(loading)
+                if entry.versions[v].error
+            )
             raise unavailable(
                 f"model '{model}' is not loaded yet (loading versions: "
-                f"{', '.join(map(str, sorted(loading))) or 'pending scan'})"
+                f"{', '.join(map(str, sorted(loading))) or 'pending scan'}){why}"
             )
         errors = [
             f"version {v}: {h.error}" for v, h in sorted(entry.versions.items()) if h.state is ServableState.ERROR

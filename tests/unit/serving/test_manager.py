@@ -430,3 +430,24 @@ def test_a_failed_version_replaced_by_a_newer_one_is_not_retried(tmp_path: Path)
         assert loader.loaded == [("m", 2)]
 
     run(main)
+
+
+def test_a_version_between_retries_says_why_its_last_attempt_failed(tmp_path: Path) -> None:
+    async def main() -> None:
+        base = tmp_path / "m"
+        write_fake_version(base, 1, "corrupt")
+        events = Lifecycle()
+        manager = ModelManager(FakeLoader(), max_load_retries=5, retry_interval=3600.0, observer=events)
+        model = ModelConfig("m", str(base))
+        manager.set_models([model])
+        RepositorySource(Storage(), manager, [model], poll_wait=0).poll_once()
+        await events.load_finished(1, ok=False)  # now waiting an hour before the next attempt
+        with pytest.raises(ServekitError) as err:
+            manager.lease("m")
+        assert err.value.code is ErrorCode.UNAVAILABLE
+        assert "not loaded yet (loading versions: 1); version 1's last attempt failed: corrupt model file" in (
+            err.value.message
+        )
+        await asyncio.wait_for(manager.close(), timeout=10)
+
+    run(main)

@@ -214,6 +214,7 @@ class EndpointController:
                 v.name,
                 v.weight,
                 [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in self.fleets[v.name].healthy()],
+                self.plan.config_name,
             )
             for v in self.plan.variants
             if v.name in self.fleets

@@ -33,6 +33,9 @@ class VariantRoute:
     name: str
     weight: float
     instances: list[InstanceRoute] = field(default_factory=list)
+    # the endpoint config this fleet runs: during a blue/green deployment one variant name has two fleets (blue
+    # and green), told apart by it, and CloudWatch's EndpointConfigName dimension comes from it
+    config_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,7 @@ class Invocation:
     variant: str
     custom_attributes: str | None = None
     model_s: float | None = None  # the instance's own time (its x-servekit-total-ms), else the upstream round trip
+    config_name: str = ""  # the endpoint config of the fleet that answered
 
 
 class GatewayError(Exception):
@@ -112,17 +116,22 @@ class Gateway:
         if variants is None:
             raise GatewayError("ValidationError", 400, f"Endpoint {endpoint} of account local not found.")
         if target_variant is not None:
-            chosen = next((v for v in variants if v.name == target_variant), None)
-            if chosen is None:
-                names = ", ".join(v.name for v in variants)
+            named = [v for v in variants if v.name == target_variant]
+            if not named:
+                names = ", ".join(dict.fromkeys(v.name for v in variants))
                 raise GatewayError(
                     "ValidationError",
                     400,
                     f"Variant {target_variant} not found for endpoint {endpoint} (variants: {names}).",
                 )
+            pool = named  # blue and green fleets of one variant during a deployment: by their weights
         else:
-            name = choose_variant([(v.name, v.weight if v.instances else 0.0) for v in variants], self._rng.random())
-            chosen = next((v for v in variants if v.name == name), None)
+            pool = variants
+        # by position, not name: a variant being deployed has two fleets of the same name
+        index = choose_variant(
+            [(str(i), v.weight if v.instances else 0.0) for i, v in enumerate(pool)], self._rng.random()
+        )
+        chosen = pool[int(index)] if index is not None else (pool[0] if target_variant is not None else None)
         if chosen is None or not chosen.instances:
             raise GatewayError(
                 "ServiceUnavailable",
@@ -182,6 +191,7 @@ class Gateway:
                                 "OriginalMessage": text,
                                 "VariantName": variant.name,
                                 "ModelSeconds": time.perf_counter() - began,
+                                "EndpointConfigName": variant.config_name,
                             },
                         )
                     return Invocation(
@@ -190,6 +200,7 @@ class Gateway:
                         variant.name,
                         resp.headers.get(CUSTOM_ATTRIBUTES),
                         _model_s(resp.headers.get(TOTAL_MS), time.perf_counter() - began),
+                        variant.config_name,
                     )
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 continue  # the instance is gone (refused, reset): another instance may answer
@@ -204,6 +215,7 @@ class Gateway:
                         "OriginalMessage": "timed out",
                         "VariantName": variant.name,
                         "ModelSeconds": time.perf_counter() - began,
+                        "EndpointConfigName": variant.config_name,
                     },
                 ) from None
             finally:

@@ -57,6 +57,7 @@ class Instance:
 class Fleet:
     plan: VariantPlan
     instances: list[Instance] = field(default_factory=list)
+    config_name: str = ""  # the endpoint config this fleet was started for
 
     def healthy(self) -> list[Instance]:
         return [i for i in self.instances if i.healthy]
@@ -67,6 +68,8 @@ class InstanceFailed(Exception):
 
 
 StatusCallback = Callable[[str, str | None], Awaitable[None]]  # (EndpointStatus value, FailureReason)
+# (endpoint config, variant, instance id, seconds from start to healthy): CloudWatch's ModelSetupTime
+ReadyCallback = Callable[[str, str, str, float], None]
 
 
 class EndpointController:
@@ -79,8 +82,10 @@ class EndpointController:
         startup_timeout_s: float = 300.0,
         poll_s: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
+        on_instance_ready: ReadyCallback | None = None,
     ) -> None:
         self.name = name
+        self._on_ready = on_instance_ready
         self._backend = backend
         self._table = table
         self._report = on_status
@@ -222,7 +227,7 @@ class EndpointController:
         self._table.set_endpoint(self.name, routes)
 
     async def _start_fleets(self, plan: EndpointPlan) -> dict[str, Fleet]:
-        fleets = {v.name: Fleet(v) for v in plan.variants}
+        fleets = {v.name: Fleet(v, config_name=plan.config_name) for v in plan.variants}
         try:
             await asyncio.gather(*(self._grow(f) for f in fleets.values()))
         except InstanceFailed:
@@ -237,7 +242,9 @@ class EndpointController:
             return
         new = [await self._start(fleet.plan) for _ in range(missing)]
         fleet.instances.extend(new)
-        results = await asyncio.gather(*(self._wait_healthy(i, fleet.plan) for i in new), return_exceptions=True)
+        results = await asyncio.gather(
+            *(self._wait_healthy(i, fleet.plan, fleet.config_name) for i in new), return_exceptions=True
+        )
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             for i in new:
@@ -260,7 +267,7 @@ class EndpointController:
         handle = await self._backend.start(spec)
         return Instance(handle, started=self._clock())
 
-    async def _wait_healthy(self, instance: Instance, v: VariantPlan) -> None:
+    async def _wait_healthy(self, instance: Instance, v: VariantPlan, config_name: str) -> None:
         """Poll the instance until its model is available; fail on a load error, an exit or the timeout."""
         deadline = instance.started + self._startup_timeout_s
         url = instance.handle.url
@@ -273,6 +280,10 @@ class EndpointController:
                 raise InstanceFailed(f"The model {v.model_name} failed to load: {error}")
             if await self._ready(url):
                 instance.healthy = True
+                if self._on_ready is not None:
+                    self._on_ready(
+                        config_name, v.name, instance.handle.spec.instance_id, self._clock() - instance.started
+                    )
                 return
             if self._clock() > deadline:
                 raise InstanceFailed(

@@ -60,6 +60,7 @@ class HostingService:
         startup_timeout_s: float = 300.0,
         machine: Machine | None = None,
         cpus: Sequence[int] | None = None,
+        on_instance_ready: Callable[[str, str, str, str, float], None] | None = None,
     ) -> None:
         """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
         this process may run on) are handed out to instances as their own CPU sets while enough are free."""
@@ -75,6 +76,8 @@ class HostingService:
         self.account = account or Account()
         self._startup_timeout_s = startup_timeout_s
         self.controllers: dict[str, EndpointController] = {}
+        # (endpoint, endpoint config, variant, instance id, setup seconds) each time an instance turns healthy
+        self._on_instance_ready = on_instance_ready
         self._tasks: set[asyncio.Task[None]] = set()
 
     def handlers(self) -> dict[str, Handler]:
@@ -372,8 +375,14 @@ class HostingService:
             async def on_status(status: str, reason: str | None) -> None:  # fleet events land via _settle
                 log.debug("endpoint %s fleet: %s %s", name, status, reason or "")
 
+            ready = self._on_instance_ready
             controller = EndpointController(
-                name, self._backend, self._table, on_status, startup_timeout_s=self._startup_timeout_s
+                name,
+                self._backend,
+                self._table,
+                on_status,
+                startup_timeout_s=self._startup_timeout_s,
+                on_instance_ready=(lambda c, v, i, s: ready(name, c, v, i, s)) if ready is not None else None,
             )
             self.controllers[name] = controller
         return controller

@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import Receive, Scope, Send
@@ -33,6 +33,14 @@ _MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus he
 _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
+class Background(Protocol):
+    """A loop that runs beside the plane (the autoscaler, a sampler): started after recovery, closed at stop."""
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 class ControlPlane:
     def __init__(
         self,
@@ -43,6 +51,7 @@ class ControlPlane:
         services: Mapping[str, Mapping[str, Handler]] | None = None,
         alarms: AlarmService | None = None,
         endpoint_metrics: MetricsStore | None = None,
+        background: Sequence[Background] = (),
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
         the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
@@ -50,6 +59,7 @@ class ControlPlane:
         records CloudWatch's hosting metrics; its minute flusher runs with the plane."""
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
+        self.background = tuple(background)
         self.api = api
         self.hosting = hosting
         self.gateway = gateway
@@ -105,6 +115,8 @@ class ControlPlane:
             self.endpoint_metrics.start()
         if self.alarms is not None:
             self.alarms.start()
+        for loop in self.background:
+            loop.start()
 
     async def _recover(self) -> None:
         rows = self.hosting.repo.all_endpoints()
@@ -130,6 +142,8 @@ class ControlPlane:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
+        for loop in reversed(self.background):
+            await loop.close()
         if self.alarms is not None:
             await self.alarms.close()
         if self.endpoint_metrics is not None:

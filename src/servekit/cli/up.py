@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
@@ -40,6 +41,11 @@ class TableEnvelopes:
         return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour))
 
 
+def alarm_states(db: StateDB, names: Sequence[str]) -> dict[str, str]:
+    """The states of the named CloudWatch alarms that exist (what a deployment's auto-rollback watches)."""
+    return {n: row.state_value for n in names if (row := db.alarms.get(n)) is not None}
+
+
 def build(home: Path, instance_types_file: str | None = None, strict_output: bool = False) -> ControlPlane:
     db = StateDB.open(home)
     credentials = Credentials.load_or_create(home)
@@ -60,6 +66,7 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         TableEnvelopes(load_instance_types(instance_types_file)),
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
+        alarm_states=lambda names: alarm_states(db, names),
     )
     endpoint_metrics = MetricsStore(db.metrics)  # what InvokeEndpoint records; CloudWatch and alarms read it
     alarms = AlarmService(db.alarms, endpoint_metrics, Account())

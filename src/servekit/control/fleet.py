@@ -13,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import aiohttp
 
+from servekit.control import rollout
 from servekit.control.backends import InstanceHandle, InstanceSpec, ReplicaBackend
 from servekit.control.gateway import InstanceRoute, RoutingTable, VariantRoute
+from servekit.control.rollout import RolloutPhase, RolloutPolicy, RolloutState
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,30 @@ class Fleet:
         return [i for i in self.instances if i.healthy]
 
 
+@dataclass(slots=True)
+class Deployment:
+    """An update under way: the new (green) fleets beside the live (blue) ones, and where its rollout stands."""
+
+    plan: EndpointPlan
+    fleets: dict[str, Fleet]
+    policy: RolloutPolicy
+    state: RolloutState
+    wall_started: float  # epoch seconds, for DescribeEndpoint
+    phase_wall: float = 0.0  # epoch seconds the current phase or step began
+
+    def green_instances(self) -> int:
+        return sum(v.count for v in self.plan.variants)
+
+
+def _count(full: int, fraction: float) -> int:
+    """Instances a fleet of ``full`` runs at ``fraction`` (a rolling batch rounds up: never 0 of a live fleet)."""
+    return full if fraction >= 1.0 else max(0, min(full, math.ceil(full * fraction - 1e-9)))
+
+
+def _no_alarms(names: Sequence[str]) -> Mapping[str, str]:
+    return {}
+
+
 class InstanceFailed(Exception):
     """An instance cannot serve its model: the message is the endpoint's FailureReason."""
 
@@ -70,6 +97,8 @@ class InstanceFailed(Exception):
 StatusCallback = Callable[[str, str | None], Awaitable[None]]  # (EndpointStatus value, FailureReason)
 # (endpoint config, variant, instance id, seconds from start to healthy): CloudWatch's ModelSetupTime
 ReadyCallback = Callable[[str, str, str, float], None]
+AlarmStates = Callable[[Sequence[str]], Mapping[str, str]]  # alarm names -> their states (OK, ALARM, ...)
+PhaseCallback = Callable[[RolloutState], None]
 
 
 class EndpointController:
@@ -83,9 +112,12 @@ class EndpointController:
         poll_s: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
         on_instance_ready: ReadyCallback | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.name = name
         self._on_ready = on_instance_ready
+        self._sleep = sleep
+        self.deployment: Deployment | None = None  # the update under way, if any
         self._backend = backend
         self._table = table
         self._report = on_status
@@ -117,28 +149,118 @@ class EndpointController:
             await self._on_status("InService", None)
             return True
 
-    async def update(self, plan: EndpointPlan) -> bool:
-        """Blue/green: start ``plan``'s fleets, move traffic when all are healthy, drain and stop the old ones.
-        A new fleet that fails is stopped; the old fleets keep serving and the endpoint returns to InService with
-        the reason (True if the update took effect)."""
+    async def update(
+        self,
+        plan: EndpointPlan,
+        policy: RolloutPolicy | None = None,
+        alarm_states: AlarmStates | None = None,
+        on_phase: PhaseCallback | None = None,
+    ) -> bool:
+        """Blue/green (or rolling) to ``plan`` under ``policy`` (None: all at once, no bake): start the green
+        fleets, shift traffic step by step while the policy's alarms stay quiet, bake, then drain and stop blue.
+        A green fleet that fails to start is stopped and blue keeps serving; an alarm in ALARM (or the time limit)
+        sends all traffic back to blue and stops green. True if the update took effect; ``last_reason`` says why
+        not. ``on_phase`` hears each phase change (the hosting service records RollingBack from it)."""
+        policy = policy or rollout.policy_from(None, sum(v.count for v in plan.variants))
+        states = alarm_states or _no_alarms
         async with self._lock:
+            deployment = Deployment(plan, {}, policy, rollout.start(self._clock()), time.time())
+            self.deployment = deployment
             try:
-                fleets = await self._start_fleets(plan)
-            except InstanceFailed as exc:
-                await self._on_status("InService", f"The update to {plan.config_name} failed: {exc}")
+                return await self._deploy(deployment, states, on_phase)
+            finally:
+                self.deployment = None
+                self._publish()
+
+    async def _deploy(self, d: Deployment, alarm_states: AlarmStates, on_phase: PhaseCallback | None) -> bool:
+        def moved(new: rollout.RolloutState) -> None:
+            changed = new.phase != d.state.phase or new.step != d.state.step
+            d.state = new
+            if changed:
+                d.phase_wall = time.time()
+                status = rollout.describe(d.policy, new, d.green_instances())[1]
+                log.info("endpoint %s: deployment of %s: %s %s", self.name, d.plan.config_name, new.phase, status)
+                if on_phase is not None:
+                    on_phase(new)
+
+        green_fraction, _ = d.state.fractions(d.policy)
+        try:
+            d.fleets = await self._start_fleets(d.plan, green_fraction)
+        except InstanceFailed as exc:
+            await self._on_status("InService", f"The update to {d.plan.config_name} failed: {exc}")
+            return False
+        moved(rollout.launched(d.state, self._clock()))
+        while True:
+            phase = d.state.phase
+            if phase is RolloutPhase.ROLLING_BACK:
+                await self._roll_back(d)
+                moved(rollout.rolled_back(d.state, self._clock()))
+                await self._on_status("InService", d.state.reason)
                 return False
-            old, routes = self.fleets, self._routes()
-            self.plan, self.fleets = plan, fleets
-            self._publish()  # traffic moves here, at once, to fleets that are all healthy
-            await asyncio.gather(
-                *(
-                    self._drain_and_stop(i, routes.get(i.handle.spec.instance_id))
-                    for f in old.values()
-                    for i in f.instances
-                )
+            if phase is RolloutPhase.DELETING:
+                await self._finish(d)
+                moved(rollout.finished(d.state, self._clock()))
+                await self._on_status("InService", None)
+                return True
+            if not d.state.applied:
+                try:
+                    await self._apply(d)
+                except InstanceFailed as exc:
+                    moved(rollout.abort(d.state, self._clock(), f"Rolled back: the new fleet could not grow: {exc}"))
+                    continue
+                moved(rollout.applied(d.state, self._clock()))
+            due = rollout.next_change_s(d.policy, d.state, self._clock())
+            await self._sleep(self._poll_s if due is None else min(self._poll_s, due))
+            alarms = alarm_states(d.policy.alarms) if d.policy.alarms else {}
+            moved(rollout.advance(d.policy, d.state, alarms, self._clock()))
+
+    async def _apply(self, d: Deployment) -> None:
+        """Make the fleets look as the deployment's state asks: green's instance count first (new instances are
+        healthy before they count), then the traffic shares, then blue's count (leaving instances drain first)."""
+        green_fraction, blue_fraction = d.state.fractions(d.policy)
+        for fleet in d.fleets.values():
+            await self._resize(fleet, _count(fleet.plan.count, green_fraction))
+        self._publish()
+        for fleet in self.fleets.values():
+            await self._resize(fleet, _count(fleet.plan.count, blue_fraction))
+        self._publish()
+
+    async def _resize(self, fleet: Fleet, count: int) -> None:
+        while len(fleet.instances) > count:  # newest first, after they leave the routing table
+            gone, routes = fleet.instances.pop(), self._routes()
+            self._publish()
+            await self._drain_and_stop(gone, routes.get(gone.handle.spec.instance_id))
+        if len(fleet.instances) < count:
+            await self._grow(fleet, count)
+
+    async def _roll_back(self, d: Deployment) -> None:
+        """All traffic back on blue (grown back to full size first where a rolling update had shrunk it), then
+        green drains and stops."""
+        for fleet in self.fleets.values():
+            try:
+                await self._resize(fleet, fleet.plan.count)
+            except InstanceFailed as exc:  # blue serves with what it has
+                log.error("endpoint %s: restoring %s during a rollback failed: %s", self.name, fleet.plan.name, exc)
+        green, routes = d.fleets, self._routes()
+        d.fleets = {}
+        self._publish()  # green leaves the routing table here
+        await asyncio.gather(
+            *(
+                self._drain_and_stop(i, routes.get(i.handle.spec.instance_id))
+                for f in green.values()
+                for i in f.instances
             )
-            await self._on_status("InService", None)
-            return True
+        )
+
+    async def _finish(self, d: Deployment) -> None:
+        """Green becomes the endpoint's fleet; blue drains and stops."""
+        old, routes = self.fleets, self._routes()
+        self.plan, self.fleets = d.plan, d.fleets
+        d.fleets = {}
+        self._publish()
+        await asyncio.gather(
+            *(self._drain_and_stop(i, routes.get(i.handle.spec.instance_id)) for f in old.values() for i in f.instances)
+        )
 
     async def set_capacity(self, changes: Mapping[str, tuple[float | None, int | None]]) -> None:
         """New weights and/or instance counts for variants (UpdateEndpointWeightsAndCapacities)."""
@@ -196,48 +318,90 @@ class EndpointController:
                 self._publish()
 
     def summary(self) -> list[dict[str, object]]:
-        """Per variant: weight and instance counts, as DescribeEndpoint reports them."""
+        """Per variant: weight and instance counts, as DescribeEndpoint reports them (during a deployment, the
+        live fleet's share of traffic is its weight times what the new fleet has not taken yet)."""
         if self.plan is None:
             return []
-        return [
-            {
+        d = self.deployment
+        blue_share = 1.0 - (d.state.green_share(d.policy) if d is not None else 0.0)
+        out: list[dict[str, object]] = []
+        for v in self.plan.variants:
+            item: dict[str, object] = {
                 "VariantName": v.name,
-                "CurrentWeight": v.weight,
-                "DesiredWeight": v.weight,
+                "CurrentWeight": v.weight * blue_share,
+                "DesiredWeight": v.weight if d is None else 0.0,
                 "CurrentInstanceCount": len(self.fleets[v.name].healthy()) if v.name in self.fleets else 0,
                 "DesiredInstanceCount": v.count,
             }
-            for v in self.plan.variants
-        ]
+            out.append(item)
+        return out
+
+    def pending_summary(self) -> dict[str, object] | None:
+        """DescribeEndpoint's PendingDeploymentSummary while a deployment runs: the new fleet's variants with the
+        share of traffic they have now, their instance counts and the step they are at."""
+        d = self.deployment
+        if d is None:
+            return None
+        share = d.state.green_share(d.policy)
+        status, message = rollout.describe(d.policy, d.state, d.green_instances())
+        variants: list[dict[str, object]] = []
+        for v in d.plan.variants:
+            fleet = d.fleets.get(v.name)
+            variants.append(
+                {
+                    "VariantName": v.name,
+                    "CurrentWeight": v.weight * share,
+                    "DesiredWeight": v.weight,
+                    "CurrentInstanceCount": len(fleet.healthy()) if fleet is not None else 0,
+                    "DesiredInstanceCount": v.count,
+                    "InstanceType": v.instance_type,
+                    "VariantStatus": [{"Status": status, "StatusMessage": message, "StartTime": d.phase_wall}],
+                }
+            )
+        return {"EndpointConfigName": d.plan.config_name, "StartTime": d.wall_started, "ProductionVariants": variants}
 
     # ---- fleets ------------------------------------------------------------------------------------------
     def _publish(self) -> None:
         if self.plan is None:
             return
+        d = self.deployment
+        green_share = d.state.green_share(d.policy) if d is not None else 0.0
         routes = [
             VariantRoute(
                 v.name,
-                v.weight,
+                v.weight * (1.0 - green_share),
                 [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in self.fleets[v.name].healthy()],
                 self.plan.config_name,
             )
             for v in self.plan.variants
             if v.name in self.fleets
         ]
+        if d is not None:
+            routes += [
+                VariantRoute(
+                    v.name,
+                    v.weight * green_share,
+                    [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in d.fleets[v.name].healthy()],
+                    d.plan.config_name,
+                )
+                for v in d.plan.variants
+                if v.name in d.fleets
+            ]
         self._table.set_endpoint(self.name, routes)
 
-    async def _start_fleets(self, plan: EndpointPlan) -> dict[str, Fleet]:
+    async def _start_fleets(self, plan: EndpointPlan, fraction: float = 1.0) -> dict[str, Fleet]:
+        """``plan``'s fleets, each at ``fraction`` of its count (a rolling update's first batch), all healthy."""
         fleets = {v.name: Fleet(v, config_name=plan.config_name) for v in plan.variants}
         try:
-            await asyncio.gather(*(self._grow(f) for f in fleets.values()))
+            await asyncio.gather(*(self._grow(f, _count(f.plan.count, fraction)) for f in fleets.values()))
         except InstanceFailed:
             await self._stop_fleets(fleets)
             raise
         return fleets
 
-    async def _grow(self, fleet: Fleet) -> None:
-        """Start instances until the fleet has its count, each healthy before it counts."""
-        missing = fleet.plan.count - len(fleet.instances)
+    async def _grow(self, fleet: Fleet, count: int | None = None) -> None:
+        """Start instances until the fleet has ``count`` (default: its plan's), each healthy before it counts."""
+        missing = (fleet.plan.count if count is None else count) - len(fleet.instances)
         if missing <= 0:
             return
         new = [await self._start(fleet.plan) for _ in range(missing)]

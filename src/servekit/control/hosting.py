@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from servekit.control import rollout
 from servekit.control.api.errors import ApiError, validation_exception
 from servekit.control.backends import CpuPinningBackend, CpuPool, ReplicaBackend
-from servekit.control.fleet import EndpointController, EndpointPlan, VariantPlan
+from servekit.control.fleet import AlarmStates, EndpointController, EndpointPlan, VariantPlan
 from servekit.control.gateway import RoutingTable
 from servekit.control.instance_types import InstanceType, Machine, oversubscription, this_machine
 from servekit.control.lifecycle import EndpointStatus, check_transition, predecessors
 from servekit.control.names import Account, ResourceKind
+from servekit.control.rollout import RolloutPhase, RolloutPolicy, RolloutState
 from servekit.state.hosting import Hosting
 from servekit.state.hosting_rows import AlreadyExists, ContainerSpec, EndpointRow, NotFound, StaleStatus, VariantState
 
@@ -61,7 +63,10 @@ class HostingService:
         machine: Machine | None = None,
         cpus: Sequence[int] | None = None,
         on_instance_ready: Callable[[str, str, str, str, float], None] | None = None,
+        alarm_states: AlarmStates | None = None,
     ) -> None:
+        """``alarm_states`` (alarm names → their states) is what a deployment's AutoRollbackConfiguration
+        watches; without it, UpdateEndpoint refuses alarms (there is nothing to watch them with)."""
         """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
         this process may run on) are handed out to instances as their own CPU sets while enough are free."""
         self.repo = repo
@@ -78,6 +83,7 @@ class HostingService:
         self.controllers: dict[str, EndpointController] = {}
         # (endpoint, endpoint config, variant, instance id, setup seconds) each time an instance turns healthy
         self._on_instance_ready = on_instance_ready
+        self._alarm_states = alarm_states
         self._tasks: set[asyncio.Task[None]] = set()
 
     def handlers(self) -> dict[str, Handler]:
@@ -219,7 +225,7 @@ class HostingService:
         except AlreadyExists:
             raise validation_exception(f'Cannot create already existing endpoint "{arn}".') from None
         controller = self._controller(name)
-        self._background(self._bring_up(controller, config.name, created=True))
+        self._background(self._bring_up(controller, config.name))
         return {"EndpointArn": arn}
 
     async def describe_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -247,10 +253,15 @@ class HostingService:
                 "DestinationS3Uri": capture.get("DestinationS3Uri", ""),
                 "KmsKeyId": capture.get("KmsKeyId", ""),
             }
-        if row.pending_config_name:
+        pending = controller.pending_summary() if controller is not None else None
+        if pending is not None:
+            out["PendingDeploymentSummary"] = pending
+        elif row.pending_config_name:
             out["PendingDeploymentSummary"] = {"EndpointConfigName": row.pending_config_name}
             if row.pending_since is not None:
                 out["PendingDeploymentSummary"]["StartTime"] = row.pending_since
+        if row.record.get("LastDeploymentConfig"):
+            out["LastDeploymentConfig"] = row.record["LastDeploymentConfig"]
         # servekit's extensions (botocore keeps unknown keys of a JSON answer; the API passes them in non-strict mode)
         out["ServekitCostPerHour"] = self.cost_per_hour(row)
         if self.warnings.get(row.name):
@@ -305,9 +316,48 @@ class HostingService:
         name, config_name = p["EndpointName"], p["EndpointConfigName"]
         row = self._endpoint(name)
         config = self._config(config_name)
+        deployment = p.get("DeploymentConfig")
+        if p.get("RetainDeploymentConfig") and deployment is None:
+            deployment = row.record.get("LastDeploymentConfig")
+        policy = self._policy(deployment, config)
+        retain = self._retained(name, p) if p.get("RetainAllVariantProperties") else {}
         self._move(row, _E.UPDATING, "UpdateEndpoint", pending_config_name=config.name)
-        self._background(self._bring_up(self._controller(name), config.name, created=False))
+        self._background(self._update(self._controller(name), config.name, policy, deployment, retain))
         return {"EndpointArn": row.arn}
+
+    def _policy(self, deployment: Mapping[str, Any] | None, config: Any) -> RolloutPolicy:
+        """The rollout plan of a DeploymentConfig, refused (ValidationException) as SageMaker refuses it."""
+        green = sum(int(v.get("InitialInstanceCount", 1)) for v in config.variants)
+        try:
+            policy = rollout.policy_from(deployment, green)
+        except ValueError as exc:
+            raise validation_exception(str(exc)) from None
+        if policy.alarms:
+            if self._alarm_states is None:
+                raise validation_exception("AutoRollbackConfiguration needs CloudWatch alarms, which are off here.")
+            known = self._alarm_states(policy.alarms)
+            missing = [a for a in policy.alarms if a not in known]
+            if missing:
+                raise validation_exception(
+                    f"The alarm(s) {', '.join(missing)} of AutoRollbackConfiguration do not exist; create them with "
+                    "PutMetricAlarm first."
+                )
+        return policy
+
+    def _retained(self, name: str, p: dict[str, Any]) -> dict[str, tuple[float | None, int | None]]:
+        """RetainAllVariantProperties: the live weights and instance counts to keep, by variant name, less the
+        properties ExcludeRetainedVariantProperties names."""
+        controller = self.controllers.get(name)
+        if controller is None or controller.plan is None:
+            return {}
+        excluded = {e.get("VariantPropertyType") for e in p.get("ExcludeRetainedVariantProperties") or []}
+        return {
+            v.name: (
+                None if "DesiredWeight" in excluded else v.weight,
+                None if "DesiredInstanceCount" in excluded else v.count,
+            )
+            for v in controller.plan.variants
+        }
 
     async def update_endpoint_weights_and_capacities(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["EndpointName"]
@@ -341,7 +391,7 @@ class HostingService:
         update that was under way is abandoned (the endpoint stays on its current config, with the reason)."""
         controller = self._controller(row.name)
         if row.status == _E.CREATING:
-            self._background(self._bring_up(controller, row.config_name, created=True))
+            self._background(self._bring_up(controller, row.config_name))
             return
         try:
             plan = await asyncio.to_thread(self._plan, row.name, row.config_name)
@@ -387,8 +437,12 @@ class HostingService:
             self.controllers[name] = controller
         return controller
 
-    def _plan(self, name: str, config_name: str) -> EndpointPlan:
+    def _plan(
+        self, name: str, config_name: str, retain: Mapping[str, tuple[float | None, int | None]] | None = None
+    ) -> EndpointPlan:
+        """The fleets ``config_name`` asks for; ``retain`` keeps live weights/counts of variants by name."""
         config = self._config(config_name)
+        retain = retain or {}
         variants = []
         for v in config.variants:
             model = self.repo.get_model(v["ModelName"])
@@ -411,8 +465,8 @@ class HostingService:
                     instance_type=v["InstanceType"],
                     vcpus=env.vcpus,
                     memory_bytes=env.memory_bytes,
-                    count=int(v["InitialInstanceCount"]),
-                    weight=float(v["InitialVariantWeight"]),
+                    count=_kept(retain, v["VariantName"], 1, int(v["InitialInstanceCount"])),
+                    weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
                     extra_args=capture_args(config.data_capture, name, v["VariantName"]),
                     environment=dict(model.container.environment),
                 )
@@ -441,57 +495,78 @@ class HostingService:
             log.warning("endpoint %s: oversubscription (allowed): %s", plan.name, w)
         self.warnings[plan.name] = warnings
 
-    async def _bring_up(self, controller: EndpointController, config_name: str, created: bool) -> None:
+    async def _bring_up(self, controller: EndpointController, config_name: str) -> None:
+        """CreateEndpoint's background half: Creating → InService, or Failed with the reason."""
         name = controller.name
         try:
             plan = await asyncio.to_thread(self._plan, name, config_name)
         except (_Unservable, ApiError) as exc:
             reason = str(exc) if isinstance(exc, _Unservable) else exc.message
-            if created:
-                self._settle(name, _E.CREATING, _E.FAILED, reason, failure_reason=reason)
-            else:
-                self._settle(
-                    name,
-                    _E.UPDATING,
-                    _E.IN_SERVICE,
-                    reason,
-                    failure_reason=f"The update failed: {reason}",
-                    pending_config_name=None,
-                )
+            self._settle(name, _E.CREATING, _E.FAILED, reason, failure_reason=reason)
             return
-        if created:
-            ok = await controller.create(plan)
-            why = controller.last_reason
-            if ok:
-                self._settle(
-                    name,
-                    _E.CREATING,
-                    _E.IN_SERVICE,
-                    "fleet healthy",
-                    failure_reason="",
-                    variants=_variant_states(controller),
-                )
-            else:
-                self._settle(
-                    name,
-                    _E.CREATING,
-                    _E.FAILED,
-                    why or "the fleet did not start",
-                    failure_reason=why or "the fleet did not start",
-                )
+        ok = await controller.create(plan)
+        why = controller.last_reason
+        if ok:
+            self._settle(
+                name,
+                _E.CREATING,
+                _E.IN_SERVICE,
+                "fleet healthy",
+                failure_reason="",
+                variants=_variant_states(controller),
+            )
         else:
-            ok = await controller.update(plan)
-            why = controller.last_reason
+            reason = why or "the fleet did not start"
+            self._settle(name, _E.CREATING, _E.FAILED, reason, failure_reason=reason)
+
+    async def _update(
+        self,
+        controller: EndpointController,
+        config_name: str,
+        policy: RolloutPolicy | None,
+        deployment: Mapping[str, Any] | None,
+        retain: Mapping[str, tuple[float | None, int | None]],
+    ) -> None:
+        """UpdateEndpoint's background half: the guarded rollout, recorded as Updating → (RollingBack →) InService."""
+        name = controller.name
+        try:
+            plan = await asyncio.to_thread(self._plan, name, config_name, retain)
+        except (_Unservable, ApiError) as exc:
+            reason = str(exc) if isinstance(exc, _Unservable) else exc.message
             self._settle(
                 name,
                 _E.UPDATING,
                 _E.IN_SERVICE,
-                "update done" if ok else why or "update failed",
-                failure_reason="" if ok else (why or "update failed"),
-                config_name=config_name if ok else None,
+                reason,
+                failure_reason=f"The update failed: {reason}",
                 pending_config_name=None,
-                variants=_variant_states(controller),
             )
+            return
+        rolled_back = False
+
+        def on_phase(state: RolloutState) -> None:
+            nonlocal rolled_back
+            if state.phase is RolloutPhase.ROLLING_BACK and not rolled_back:
+                rolled_back = True
+                self._settle(name, _E.UPDATING, _E.ROLLING_BACK, state.reason)
+
+        ok = await controller.update(plan, policy, self._alarm_states, on_phase)
+        why = controller.last_reason
+        row = self.repo.get_endpoint(name)
+        record = dict(row.record) if row is not None else {}
+        if deployment is not None:
+            record["LastDeploymentConfig"] = dict(deployment)
+        self._settle(
+            name,
+            _E.ROLLING_BACK if rolled_back else _E.UPDATING,
+            _E.IN_SERVICE,
+            "update done" if ok else why or "update failed",
+            failure_reason="" if ok else (why or "update failed"),
+            config_name=config_name if ok else None,
+            pending_config_name=None,
+            variants=_variant_states(controller),
+            record=record,
+        )
 
     async def _scale(self, name: str, changes: Mapping[str, tuple[float | None, int | None]]) -> None:
         controller = self._controller(name)
@@ -614,6 +689,11 @@ def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str)
 def _busy_message(row: EndpointRow, current: EndpointStatus, to: EndpointStatus) -> str:
     verb = {_E.UPDATING: "update", _E.DELETING: "delete"}.get(to, str(to))
     return f'Cannot {verb} in-progress endpoint "{row.arn}" (status {current}).'
+
+
+def _kept(retain: Mapping[str, tuple[float | None, int | None]], variant: str, which: int, default: Any) -> Any:
+    value = retain.get(variant, (None, None))[which]
+    return default if value is None else type(default)(value)
 
 
 def _variant_states(controller: EndpointController) -> list[VariantState]:

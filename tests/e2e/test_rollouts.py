@@ -1,0 +1,216 @@
+"""Guarded deployments end to end with boto3: a healthy linear rollout whose every step shows in DescribeEndpoint,
+and a canary to a model that fails, rolled back by a CloudWatch alarm on the endpoint's own metrics with no
+failed request on the old fleet. Real ``servekit up``, real instances, real alarms (time compressed with
+``--metrics-resolution-s 1`` so a 10-second alarm period is possible)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from servekit.state.database import StateDB
+from servekit.testing.hosting import UpProcess, scaling_model
+
+pytestmark = pytest.mark.e2e
+FAST = {"Delay": 1, "MaxAttempts": 180}
+
+
+@pytest.fixture
+def up1(tmp_path: Path) -> Iterator[UpProcess]:
+    u = UpProcess(tmp_path / "home", "--metrics-resolution-s", "1")
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()
+
+
+def failing_model(root: Path, name: str) -> Path:
+    """Loads fine, then raises on every request: the "deliberately bad second model"."""
+    version = root / name / "1"
+    (version / "code").mkdir(parents=True)
+    (version / "code" / "inference.py").write_text(
+        textwrap.dedent(
+            """
+            def model_fn(model_dir):
+                return None
+
+            def transform_fn(model, data, content_type, accept):
+                raise ValueError("the new model is broken")
+            """
+        )
+    )
+    return root / name
+
+
+def config(sm: Any, name: str, model: str, path: Path, count: int = 1) -> None:
+    sm.create_model(ModelName=model, PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(path)})
+    sm.create_endpoint_config(
+        EndpointConfigName=name,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": model,
+                "InitialInstanceCount": count,
+                "InstanceType": "ml.t2.medium",
+            }
+        ],
+    )
+
+
+class Load:
+    """Requests from a thread until stopped: every answer's output and every failure's message, in order."""
+
+    def __init__(self, client: Callable[[], Any], endpoint: str) -> None:
+        self.answers: list[float] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._client, self._endpoint = client, endpoint
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        rt = self._client()
+        while not self._stop.is_set():
+            try:
+                r = rt.invoke_endpoint(EndpointName=self._endpoint, Body=b"[1.0]", ContentType="application/json")
+                self.answers.append(json.loads(r["Body"].read())["out"][0])
+            except botocore.exceptions.ClientError as exc:  # counted: the assertions say which are allowed
+                self.failures.append(exc.response["Error"].get("Message", ""))
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def watch(
+    sm: Any, endpoint: str, until: Callable[[dict[str, Any]], bool], timeout_s: float = 120
+) -> list[dict[str, Any]]:
+    """DescribeEndpoint every 0.1 s until ``until`` holds; every answer (polling another process's progress)."""
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        desc = sm.describe_endpoint(EndpointName=endpoint)
+        seen.append(desc)
+        if until(desc):
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"no such state within {timeout_s} s; last: {seen[-1]}")
+
+
+def test_a_linear_rollout_shows_each_step_and_completes_under_load(up1: UpProcess, tmp_path: Path) -> None:
+    sm, cw = up1.sm(), up1.client("cloudwatch")
+    config(sm, "v1", "m1", scaling_model(tmp_path, "m1", 1.0))
+    config(sm, "v2", "m2", scaling_model(tmp_path, "m2", 2.0))
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="v1")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    cw.put_metric_alarm(
+        AlarmName="ep-5xx",
+        Namespace="AWS/SageMaker",
+        MetricName="Invocation5XXErrors",
+        Dimensions=[{"Name": "EndpointName", "Value": "ep"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+        Statistic="Sum",
+        Period=10,
+        EvaluationPeriods=1,
+        Threshold=0,
+        ComparisonOperator="GreaterThanThreshold",
+        TreatMissingData="notBreaching",
+    )
+    deployment = {
+        "BlueGreenUpdatePolicy": {
+            "TrafficRoutingConfiguration": {
+                "Type": "LINEAR",
+                "WaitIntervalInSeconds": 3,
+                "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+            },
+            "TerminationWaitInSeconds": 2,
+        },
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "ep-5xx"}]},
+    }
+    with Load(up1.rt, "ep") as load:
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="v2", DeploymentConfig=deployment)
+        seen = watch(sm, "ep", lambda d: d["EndpointStatus"] == "InService")
+        time.sleep(0.5)  # a little load on the finished fleet (the assertion below reads its answers)
+    steps = [
+        (v["CurrentWeight"], v["VariantStatus"][0]["Status"])
+        for d in seen
+        for v in d.get("PendingDeploymentSummary", {}).get("ProductionVariants", [])
+        if v.get("VariantStatus")
+    ]
+    live = [(w, s) for w, s in dict.fromkeys(steps) if s != "Creating"]
+    assert (0.5, "ActivatingTraffic") in live and (1.0, "ActivatingTraffic") in live, steps
+    assert (1.0, "Baking") in live, steps
+    blue_weights = {v["CurrentWeight"] for d in seen for v in d["ProductionVariants"]}
+    assert 0.5 in blue_weights, blue_weights  # the old fleet's share while the new one had half
+    assert {d["EndpointStatus"] for d in seen} == {"Updating", "InService"}
+
+    final = sm.describe_endpoint(EndpointName="ep")
+    assert final["EndpointConfigName"] == "v2" and "FailureReason" not in final
+    assert final["LastDeploymentConfig"]["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]["Type"] == "LINEAR"
+    assert "PendingDeploymentSummary" not in final
+    assert load.failures == []
+    assert set(load.answers) == {1.0, 2.0} and load.answers[-1] == 2.0
+
+
+def test_a_canary_to_a_failing_model_is_rolled_back_by_its_alarm(up1: UpProcess, tmp_path: Path) -> None:
+    sm, cw = up1.sm(), up1.client("cloudwatch")
+    config(sm, "good", "m-good", scaling_model(tmp_path, "m-good", 1.0))
+    config(sm, "bad", "m-bad", failing_model(tmp_path, "m-bad"))
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="good")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    cw.put_metric_alarm(
+        AlarmName="ep-errors",
+        Namespace="AWS/SageMaker",
+        MetricName="Invocation5XXErrors",
+        Dimensions=[{"Name": "EndpointName", "Value": "ep"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+        Statistic="Sum",
+        Period=10,
+        EvaluationPeriods=1,
+        Threshold=0,
+        ComparisonOperator="GreaterThanThreshold",
+        TreatMissingData="notBreaching",
+    )
+    deployment = {
+        "BlueGreenUpdatePolicy": {
+            "TrafficRoutingConfiguration": {
+                "Type": "CANARY",
+                "WaitIntervalInSeconds": 600,  # only the alarm can end this bake within the test
+                "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 20},
+            },
+            "MaximumExecutionTimeoutInSeconds": 1200,
+        },
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "ep-errors"}]},
+    }
+    with Load(up1.rt, "ep") as load:
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="bad", DeploymentConfig=deployment)
+        watch(sm, "ep", lambda d: d["EndpointStatus"] == "InService", timeout_s=150)
+        after_rollback = len(load.answers)
+        time.sleep(1.0)  # load on the restored fleet, read below
+    final = sm.describe_endpoint(EndpointName="ep")
+    assert final["EndpointConfigName"] == "good"
+    assert "ep-errors" in final["FailureReason"] and "Rolled back" in final["FailureReason"]
+    assert final["LastDeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"] == [{"AlarmName": "ep-errors"}]
+    assert cw.describe_alarms(AlarmNames=["ep-errors"])["MetricAlarms"][0]["StateValue"] == "ALARM"
+
+    # The canary's requests failed with the new model's error; the old fleet failed none, before or after.
+    assert load.failures, "the canary took no traffic"
+    assert all("the new model is broken" in f for f in load.failures), load.failures[:3]
+    assert set(load.answers) == {1.0} and len(load.answers) > after_rollback
+
+    db = StateDB.open(up1.home)
+    try:
+        moves = [(c.from_status, c.to_status) for c in db.hosting.history("ep")]
+    finally:
+        db.close()
+    assert moves[-3:] == [("InService", "Updating"), ("Updating", "RollingBack"), ("RollingBack", "InService")]

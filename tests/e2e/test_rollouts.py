@@ -6,6 +6,8 @@ failed request on the old fleet. Real ``servekit up``, real instances, real alar
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -214,3 +216,83 @@ def test_a_canary_to_a_failing_model_is_rolled_back_by_its_alarm(up1: UpProcess,
     finally:
         db.close()
     assert moves[-3:] == [("InService", "Updating"), ("Updating", "RollingBack"), ("RollingBack", "InService")]
+
+
+def test_a_shadow_variant_gets_copies_never_answers_and_is_compared(up: UpProcess, tmp_path: Path) -> None:
+    sm, rt = up.sm(), up.rt()
+    for name, factor in (("prod-m", 2.0), ("shadow-m", 2.5)):
+        path = scaling_model(tmp_path, name, factor)
+        sm.create_model(ModelName=name, PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(path)})
+    sm.create_model(
+        ModelName="broken-shadow-m",
+        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(failing_model(tmp_path, "broken-shadow-m"))},
+    )
+
+    def variant(name: str, model: str, weight: float) -> dict[str, Any]:
+        return {
+            "VariantName": name,
+            "ModelName": model,
+            "InitialInstanceCount": 1,
+            "InstanceType": "ml.t2.medium",
+            "InitialVariantWeight": weight,
+        }
+
+    sm.create_endpoint_config(
+        EndpointConfigName="shadowed",
+        ProductionVariants=[variant("Prod", "prod-m", 1.0)],
+        ShadowProductionVariants=[variant("Shadow", "shadow-m", 0.5)],
+    )
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="shadowed")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    desc = sm.describe_endpoint(EndpointName="ep")
+    assert [v["VariantName"] for v in desc["ProductionVariants"]] == ["Prod"]
+    assert desc["ShadowProductionVariants"][0]["VariantName"] == "Shadow"
+    assert desc["ShadowProductionVariants"][0]["CurrentInstanceCount"] == 1
+
+    n = 400
+    answers = set()
+    for i in range(n):
+        r = rt.invoke_endpoint(EndpointName="ep", Body=json.dumps([float(i)]), ContentType="application/json")
+        assert r["InvokedProductionVariant"] == "Prod"
+        answers.add(json.loads(r["Body"].read())["out"][0] / max(i, 1))
+    assert answers <= {0.0, 2.0}  # the caller only ever sees production's answer
+
+    def shadow_report(*args: str) -> str:
+        cli = [sys.executable, "-m", "servekit.cli.main", "endpoint", "shadow-report", "ep", "--home", str(up.home)]
+        return subprocess.run([*cli, *args], capture_output=True, text=True, check=True).stdout
+
+    def report() -> dict[str, Any]:
+        return dict(json.loads(shadow_report("--json"))["Shadow"])
+
+    deadline = time.monotonic() + 30
+    while True:  # the copies are sent after the callers' answers: wait for the stragglers to be logged
+        r = report()
+        if r["requests"] >= 150 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert 150 <= r["requests"] <= 250, r  # half of 400 copied (weight 0.5 against 1.0): far from both bounds
+    assert r["shadow_errors"] == 0 and r["outputs"]["compared"] == r["requests"]
+    # production answers 2x, the shadow 2.5x: the largest difference is 0.5 * the largest input copied
+    assert 0.5 * 300 < r["outputs"]["max_abs_diff"] <= 0.5 * (n - 1)
+    assert r["latency_ms"]["production"]["p99"] > 0 and r["latency_ms"]["shadow"]["p99"] > 0
+    text = shadow_report()
+    assert "shadow variant Shadow of endpoint ep" in text and "latency p99" in text
+
+    # A shadow that fails never reaches the caller.
+    sm.create_endpoint_config(
+        EndpointConfigName="shadow-broken",
+        ProductionVariants=[variant("Prod", "prod-m", 1.0)],
+        ShadowProductionVariants=[variant("Shadow2", "broken-shadow-m", 1.0)],
+    )
+    sm.update_endpoint(EndpointName="ep", EndpointConfigName="shadow-broken")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    for _ in range(50):
+        r2 = rt.invoke_endpoint(EndpointName="ep", Body=json.dumps([1.0]), ContentType="application/json")
+        assert json.loads(r2["Body"].read())["out"] == [2.0]
+    deadline = time.monotonic() + 30
+    while True:
+        broken = json.loads(shadow_report("--variant", "Shadow2", "--json"))["Shadow2"]
+        if broken["requests"] >= 50 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert broken["requests"] == 50 and broken["shadow_errors"] == 50

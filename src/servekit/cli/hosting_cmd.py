@@ -262,6 +262,48 @@ def endpoint_delete(
     typer.echo(f"deleted endpoint {name}" if wait else f"deleting endpoint {name}")
 
 
+@endpoint_app.command("shadow-report")
+def endpoint_shadow_report(
+    name: Annotated[str, typer.Argument(help="The endpoint's name.")],
+    variant: Annotated[str | None, typer.Option("--variant", help="Only this shadow variant.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare an endpoint's shadow variant with production on the requests copied to it: latency p50/p99 of both,
+    shadow errors, label agreement and numeric differences (read from the home's shadow records)."""
+    from servekit.control.shadow import read_records, summarise
+
+    directory = _home(home) / "shadow"
+    base = directory / name
+    variants = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    if variant is not None:
+        variants = [v for v in variants if v == variant]
+    if not variants:
+        raise _fail(f"no shadow records for endpoint {name}{f' variant {variant}' if variant else ''} in {directory}")
+    reports = {v: summarise(read_records(directory, name, v)) for v in variants}
+    if as_json:
+        _print_json(reports)
+        return
+    for v, r in reports.items():
+        lat, out = r["latency_ms"], r["outputs"]
+
+        def ms(x: float | None) -> str:
+            return "-" if x is None else f"{x:.2f} ms"
+
+        def num(x: float | None, fmt: str = "{:.6g}") -> str:
+            return "-" if x is None else fmt.format(x)
+
+        typer.echo(f"shadow variant {v} of endpoint {name}: {r['requests']} requests copied")
+        typer.echo(f"  latency p50: production {ms(lat['production']['p50'])}, shadow {ms(lat['shadow']['p50'])}")
+        typer.echo(f"  latency p99: production {ms(lat['production']['p99'])}, shadow {ms(lat['shadow']['p99'])}")
+        typer.echo(f"  shadow errors: {r['shadow_errors']} (production errors: {r['production_errors']})")
+        typer.echo(
+            f"  outputs compared: {out['compared']}, label agreement {num(out['label_agreement'], '{:.1%}')}, "
+            f"max abs diff {num(out['max_abs_diff'])}, mean abs diff {num(out['mean_abs_diff'])}, "
+            f"different shape {out['different_shape']}"
+        )
+
+
 # ---- servekit model (list, describe: registered on main's model group) ---------------------------------------------
 def model_list(
     name_contains: Annotated[str | None, typer.Option("--name-contains", help="Only names with this.")] = None,

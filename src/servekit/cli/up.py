@@ -22,6 +22,7 @@ from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.names import Account
 from servekit.control.server import ControlPlane
+from servekit.control.shadow import ShadowLog
 from servekit.state.database import StateDB
 from servekit.storage import Storage
 
@@ -54,7 +55,7 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
     if reaped:
         log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
     table = RoutingTable()
-    gateway = Gateway(table, random.Random())
+    gateway = Gateway(table, random.Random(), shadow_sink=ShadowLog(home / "shadow"))
     # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)

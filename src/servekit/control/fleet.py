@@ -22,7 +22,7 @@ import aiohttp
 
 from servekit.control import rollout
 from servekit.control.backends import InstanceHandle, InstanceSpec, ReplicaBackend
-from servekit.control.gateway import InstanceRoute, RoutingTable, VariantRoute
+from servekit.control.gateway import InstanceRoute, RoutingTable, ShadowRoute, VariantRoute
 from servekit.control.rollout import RolloutPhase, RolloutPolicy, RolloutState
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,13 @@ class EndpointPlan:
     name: str
     config_name: str
     variants: tuple[VariantPlan, ...]
+    shadows: tuple[VariantPlan, ...] = ()  # ShadowProductionVariants: fleets that get copies, never callers
+
+    def shadow_fraction(self, shadow: VariantPlan) -> float:
+        """The share of requests copied to ``shadow``: its weight relative to the production variants' total
+        (production weight 1 and shadow weight 0.5 copy half the requests), at most all of them."""
+        total = sum(v.weight for v in self.variants)
+        return min(1.0, shadow.weight / total) if total > 0 else 0.0
 
 
 @dataclass(slots=True)
@@ -388,10 +395,41 @@ class EndpointController:
                 if v.name in d.fleets
             ]
         self._table.set_endpoint(self.name, routes)
+        self._table.set_shadows(
+            self.name,
+            [
+                ShadowRoute(
+                    VariantRoute(
+                        v.name,
+                        v.weight,
+                        [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in self.fleets[v.name].healthy()],
+                        self.plan.config_name,
+                    ),
+                    self.plan.shadow_fraction(v),
+                )
+                for v in self.plan.shadows
+                if v.name in self.fleets
+            ],
+        )
+
+    def shadow_summary(self) -> list[dict[str, object]]:
+        """DescribeEndpoint's ShadowProductionVariants."""
+        if self.plan is None:
+            return []
+        return [
+            {
+                "VariantName": v.name,
+                "CurrentWeight": v.weight,
+                "DesiredWeight": v.weight,
+                "CurrentInstanceCount": len(self.fleets[v.name].healthy()) if v.name in self.fleets else 0,
+                "DesiredInstanceCount": v.count,
+            }
+            for v in self.plan.shadows
+        ]
 
     async def _start_fleets(self, plan: EndpointPlan, fraction: float = 1.0) -> dict[str, Fleet]:
         """``plan``'s fleets, each at ``fraction`` of its count (a rolling update's first batch), all healthy."""
-        fleets = {v.name: Fleet(v, config_name=plan.config_name) for v in plan.variants}
+        fleets = {v.name: Fleet(v, config_name=plan.config_name) for v in (*plan.variants, *plan.shadows)}
         try:
             await asyncio.gather(*(self._grow(f, _count(f.plan.count, fraction)) for f in fleets.values()))
         except InstanceFailed:

@@ -6,14 +6,17 @@ a tensor; errors come back in the runtime API's terms (``ModelError`` with the i
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from servekit.control.router import choose_variant, least_outstanding
+
+log = logging.getLogger(__name__)
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 INFERENCE_ID = "X-Amzn-SageMaker-Inference-Id"
@@ -59,12 +62,56 @@ class GatewayError(Exception):
         self.extra = dict(extra or {})
 
 
+@dataclass(slots=True)
+class ShadowRoute:
+    """A shadow variant: gets a copy of ``fraction`` of the endpoint's requests; its answers are never returned."""
+
+    route: VariantRoute
+    fraction: float
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowResult:
+    """One mirrored request: the production answer (or its error) and the shadow's, side by side."""
+
+    endpoint: str
+    variant: str  # the production variant that answered the caller
+    shadow_variant: str
+    inference_id: str | None
+    request: bytes
+    content_type: str
+    production_status: int  # 200, or the model's status (0: no answer)
+    production_body: bytes
+    production_s: float
+    shadow_status: int  # 200, the shadow model's status, or 0 when it could not be reached or timed out
+    shadow_body: bytes
+    shadow_s: float
+    at: float  # epoch seconds
+
+
+ShadowSink = Callable[[ShadowResult], None]
+
+
 class RoutingTable:
     """Which variants and healthy instances each endpoint has, replaced whole by the reconciler."""
 
     def __init__(self) -> None:
         self._endpoints: dict[str, list[VariantRoute]] = {}
+        self._shadows: dict[str, list[ShadowRoute]] = {}
         self._known: set[str] = set()
+
+    def set_shadows(self, name: str, shadows: list[ShadowRoute]) -> None:
+        """Publish an endpoint's shadow variants (keeping the outstanding counts of instances that stay)."""
+        old = {i.instance_id: i for s in self._shadows.get(name, []) for i in s.route.instances}
+        for s in shadows:
+            s.route.instances = [old.get(i.instance_id, i) for i in s.route.instances]
+        if shadows:
+            self._shadows[name] = shadows
+        else:
+            self._shadows.pop(name, None)
+
+    def shadows(self, name: str) -> list[ShadowRoute]:
+        return self._shadows.get(name, [])
 
     def set_endpoint(self, name: str, variants: list[VariantRoute]) -> None:
         """Publish an endpoint's routes, keeping the outstanding counts of instances that stay."""
@@ -76,6 +123,7 @@ class RoutingTable:
 
     def remove_endpoint(self, name: str) -> None:
         self._endpoints.pop(name, None)
+        self._shadows.pop(name, None)
         self._known.discard(name)
 
     def variants(self, name: str) -> list[VariantRoute] | None:
@@ -89,8 +137,16 @@ class Gateway:
         rng: random.Random | None = None,
         timeout_s: float = 60.0,
         connections_per_instance: int = 64,
+        shadow_sink: ShadowSink | None = None,
+        max_shadow_in_flight: int = 256,
     ) -> None:
+        """``shadow_sink`` receives every mirrored request's two answers; copies beyond ``max_shadow_in_flight``
+        are skipped (a slow shadow never holds memory or connections that the callers' requests need)."""
         self.table = table
+        self._shadow_sink = shadow_sink
+        self._max_shadow = max_shadow_in_flight
+        self._shadow_tasks: set[asyncio.Task[None]] = set()
+        self.shadow_skipped = 0
         self._rng = rng or random.Random()
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._limit = connections_per_instance
@@ -162,6 +218,108 @@ class Gateway:
         target_variant: str | None = None,
         inference_id: str | None = None,
     ) -> Invocation:
+        shadows = self.table.shadows(endpoint) if self._shadow_sink is not None else []
+        began = time.perf_counter()
+        try:
+            out = await self._forward(
+                endpoint, body, content_type, accept, custom_attributes, target_variant, inference_id
+            )
+        except GatewayError as exc:
+            if shadows and isinstance(exc.extra.get("VariantName"), str):
+                status = exc.extra.get("OriginalStatusCode", 0)
+                answer = (status if isinstance(status, int) else 0, exc.message.encode(), str(exc.extra["VariantName"]))
+                self._mirror(endpoint, shadows, body, content_type, accept, inference_id, answer, began)
+            raise
+        if shadows:
+            self._mirror(
+                endpoint, shadows, body, content_type, accept, inference_id, (200, out.body, out.variant), began
+            )
+        return out
+
+    def _mirror(
+        self,
+        endpoint: str,
+        shadows: list[ShadowRoute],
+        body: bytes,
+        content_type: str | None,
+        accept: str | None,
+        inference_id: str | None,
+        production: tuple[int, bytes, str],
+        began: float,
+    ) -> None:
+        """Copy the request to each shadow whose sample it falls in, in the background: the caller has its answer
+        already and never waits on, or hears of, a shadow."""
+        production_s = time.perf_counter() - began
+        for shadow in shadows:
+            if not shadow.route.instances or self._rng.random() >= shadow.fraction:
+                continue
+            if len(self._shadow_tasks) >= self._max_shadow:
+                self.shadow_skipped += 1
+                continue
+            task = asyncio.get_running_loop().create_task(
+                self._shadow(endpoint, shadow.route, body, content_type, accept, inference_id, production, production_s)
+            )
+            self._shadow_tasks.add(task)
+            task.add_done_callback(self._shadow_tasks.discard)
+
+    async def _shadow(
+        self,
+        endpoint: str,
+        route: VariantRoute,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None,
+        inference_id: str | None,
+        production: tuple[int, bytes, str],
+        production_s: float,
+    ) -> None:
+        picked = least_outstanding([(i.instance_id, i.outstanding) for i in route.instances], self._rng.random())
+        instance = next((i for i in route.instances if i.instance_id == picked), None)
+        if instance is None or self._shadow_sink is None:
+            return
+        headers = {"Content-Type": content_type or "application/octet-stream"}
+        if accept:
+            headers["Accept"] = accept
+        status, payload = 0, b""
+        instance.outstanding += 1
+        began = time.perf_counter()
+        try:
+            async with self._client().post(f"{instance.url}/invocations", data=body, headers=headers) as resp:
+                status, payload = resp.status, await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            payload = f"the shadow variant could not be reached: {exc!r}".encode()
+        finally:
+            instance.outstanding -= 1
+        result = ShadowResult(
+            endpoint,
+            production[2],
+            route.name,
+            inference_id,
+            body,
+            content_type or "application/octet-stream",
+            production[0],
+            production[1],
+            production_s,
+            status,
+            payload,
+            time.perf_counter() - began,
+            time.time(),
+        )
+        try:
+            self._shadow_sink(result)
+        except Exception:  # a shadow's bookkeeping never reaches a caller
+            log.exception("recording a shadow comparison failed")
+
+    async def _forward(
+        self,
+        endpoint: str,
+        body: bytes,
+        content_type: str | None = None,
+        accept: str | None = None,
+        custom_attributes: str | None = None,
+        target_variant: str | None = None,
+        inference_id: str | None = None,
+    ) -> Invocation:
         headers = {"Content-Type": content_type or "application/octet-stream"}
         if inference_id:
             headers[INFERENCE_ID] = inference_id
@@ -221,7 +379,15 @@ class Gateway:
             finally:
                 instance.outstanding -= 1
 
+    async def drain_shadows(self) -> None:
+        """Wait for the shadow copies in flight (tests, shutdown)."""
+        while self._shadow_tasks:
+            await asyncio.gather(*list(self._shadow_tasks), return_exceptions=True)
+
     async def close(self) -> None:
+        for task in list(self._shadow_tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._shadow_tasks), return_exceptions=True)
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -143,8 +143,13 @@ class HostingService:
     async def create_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["EndpointConfigName"]
         variants = [dict(v) for v in p["ProductionVariants"]]
+        shadows = [dict(v) for v in p.get("ShadowProductionVariants") or []]
+        if len(shadows) > 1 or (shadows and len(variants) != 1):
+            raise validation_exception(
+                "ShadowProductionVariants takes one shadow variant beside exactly one production variant."
+            )
         seen: set[str] = set()
-        for v in variants:
+        for v in (*variants, *shadows):
             if v["VariantName"].lower() in seen:
                 raise validation_exception(f"The variant name {v['VariantName']} is used more than once.")
             seen.add(v["VariantName"].lower())
@@ -164,6 +169,8 @@ class HostingService:
         arn = self._arn(ResourceKind.ENDPOINT_CONFIG, name)
         record = {k: v for k, v in p.items() if k != "Tags"}
         record.update({"ProductionVariants": variants, "EndpointConfigArn": arn})
+        if shadows:
+            record["ShadowProductionVariants"] = shadows
         try:
             self.repo.create_endpoint_config(name, arn, variants, p.get("DataCaptureConfig"), record)
         except AlreadyExists:
@@ -253,6 +260,8 @@ class HostingService:
                 "DestinationS3Uri": capture.get("DestinationS3Uri", ""),
                 "KmsKeyId": capture.get("KmsKeyId", ""),
             }
+        if controller is not None and controller.plan is not None and controller.plan.shadows:
+            out["ShadowProductionVariants"] = controller.shadow_summary()
         pending = controller.pending_summary() if controller is not None else None
         if pending is not None:
             out["PendingDeploymentSummary"] = pending
@@ -443,37 +452,39 @@ class HostingService:
         """The fleets ``config_name`` asks for; ``retain`` keeps live weights/counts of variants by name."""
         config = self._config(config_name)
         retain = retain or {}
-        variants = []
-        for v in config.variants:
-            model = self.repo.get_model(v["ModelName"])
-            if model is None:
-                raise _Unservable(f"the model {v['ModelName']} of variant {v['VariantName']} does not exist")
-            if model.container.mode == "MultiModel":
-                raise _Unservable(f"model {model.name} is a multi-model container, which servekit cannot host yet")
-            env = self._envelopes.envelope(v["InstanceType"])
-            if env is None:
-                raise _Unservable(f"instance type {v['InstanceType']} is not known")
-            try:
-                model_dir = self._resolve_model(model.container.model_data_url)
-            except Exception as exc:
-                raise _Unservable(f"the model data of {model.name} cannot be used: {exc}") from exc
-            variants.append(
-                VariantPlan(
-                    name=v["VariantName"],
-                    model_name=model.name,
-                    model_dir=model_dir,
-                    instance_type=v["InstanceType"],
-                    vcpus=env.vcpus,
-                    memory_bytes=env.memory_bytes,
-                    count=_kept(retain, v["VariantName"], 1, int(v["InitialInstanceCount"])),
-                    weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
-                    extra_args=capture_args(config.data_capture, name, v["VariantName"]),
-                    environment=dict(model.container.environment),
-                )
-            )
-        plan = EndpointPlan(name, config.name, tuple(variants))
+        variants = [self._variant_plan(name, config, v, retain) for v in config.variants]
+        shadows = [self._variant_plan(name, config, v, {}) for v in config.record.get("ShadowProductionVariants", [])]
+        plan = EndpointPlan(name, config.name, tuple(variants), tuple(shadows))
         self._check_oversubscription(plan)
         return plan
+
+    def _variant_plan(
+        self, name: str, config: Any, v: Mapping[str, Any], retain: Mapping[str, tuple[float | None, int | None]]
+    ) -> VariantPlan:
+        model = self.repo.get_model(v["ModelName"])
+        if model is None:
+            raise _Unservable(f"the model {v['ModelName']} of variant {v['VariantName']} does not exist")
+        if model.container.mode == "MultiModel":
+            raise _Unservable(f"model {model.name} is a multi-model container, which servekit cannot host yet")
+        env = self._envelopes.envelope(v["InstanceType"])
+        if env is None:
+            raise _Unservable(f"instance type {v['InstanceType']} is not known")
+        try:
+            model_dir = self._resolve_model(model.container.model_data_url)
+        except Exception as exc:
+            raise _Unservable(f"the model data of {model.name} cannot be used: {exc}") from exc
+        return VariantPlan(
+            name=v["VariantName"],
+            model_name=model.name,
+            model_dir=model_dir,
+            instance_type=v["InstanceType"],
+            vcpus=env.vcpus,
+            memory_bytes=env.memory_bytes,
+            count=_kept(retain, v["VariantName"], 1, int(v["InitialInstanceCount"])),
+            weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
+            extra_args=capture_args(config.data_capture, name, v["VariantName"]),
+            environment=dict(model.container.environment),
+        )
 
     def _check_oversubscription(self, plan: EndpointPlan) -> None:
         """Warn (log, and DescribeEndpoint's ServekitWarnings) when this plan's instances together with every other

@@ -11,6 +11,9 @@ The rules (``shared/reference/anchors-hosting.md`` §4, "Target tracking"):
 
 - The metric ``SageMakerVariantInvocationsPerInstance`` is ``InvocationsPerInstance`` (``AWS/SageMaker``,
   dimensions EndpointName/VariantName), the one-minute ``Sum``: invocations per minute per instance.
+  ``period_s`` (default :data:`PERIOD_S`, 60) is the width of one alarm period; a shorter one compresses time for
+  tests and demos (a metrics store at that resolution). ``TargetValue`` stays per *minute* whatever the period:
+  :meth:`TargetTrackingPolicy.per_minute` scales each period's Sum by ``60 / period_s`` before :func:`decide`.
 - The policy behaves as its two managed alarms: *AlarmHigh* fires when the newest ``high_periods`` (3)
   one-minute points are all above ``TargetValue``; *AlarmLow* fires when the newest ``low_periods`` (15) are all
   below ``low_ratio`` (0.9) * ``TargetValue``. Fewer real points than that in the window is missing data
@@ -59,6 +62,7 @@ class TargetTrackingPolicy:
     high_periods: int = 3
     low_periods: int = 15
     low_ratio: float = 0.9
+    period_s: int = PERIOD_S  # one alarm period; shorter than 60 only to compress time
 
     def __post_init__(self) -> None:
         parse_resource_id(self.resource_id)
@@ -68,6 +72,8 @@ class TargetTrackingPolicy:
             raise ValueError(f"servekit's scaler tracks {INVOCATIONS_PER_INSTANCE}, not {self.metric_type}.")
         if self.high_periods < 1 or self.low_periods < 1:
             raise ValueError("the alarm windows need at least one period")
+        if self.period_s < 1:
+            raise ValueError("the period must be at least one second")
 
     @property
     def alarm_high(self) -> str:
@@ -80,12 +86,17 @@ class TargetTrackingPolicy:
     def query(self) -> MetricQuery:
         endpoint, variant = parse_resource_id(self.resource_id)
         dims = (("EndpointName", endpoint), ("VariantName", variant))
-        return MetricQuery("AWS/SageMaker", "InvocationsPerInstance", dims, PERIOD_S, "Sum")
+        return MetricQuery("AWS/SageMaker", "InvocationsPerInstance", dims, self.period_s, "Sum")
 
     def window(self, now: float) -> tuple[float, float]:
-        """``[start, end)``: the complete one-minute periods both alarms read at ``now``."""
-        end = math.floor(now / PERIOD_S) * PERIOD_S
-        return end - max(self.high_periods, self.low_periods) * PERIOD_S, end
+        """``[start, end)``: the complete periods both alarms read at ``now``."""
+        end = math.floor(now / self.period_s) * self.period_s
+        return end - max(self.high_periods, self.low_periods) * self.period_s, end
+
+    def per_minute(self, datapoints: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        """Each period's Sum as a rate per minute, the unit of ``TargetValue``."""
+        scale = 60.0 / self.period_s
+        return [(t, v * scale) for t, v in datapoints]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +108,8 @@ class Decision:
     not_scaled_reason: str = ""  # an AAS NotScaledReasons code when an alarm fired but nothing changed
 
 
-def _newest(points: list[tuple[float, float]], end: float, periods: int) -> list[float] | None:
-    start = end - periods * PERIOD_S
+def _newest(points: list[tuple[float, float]], end: float, periods: int, period_s: int) -> list[float] | None:
+    start = end - periods * period_s
     values = [v for t, v in sorted(points) if start <= t < end]
     return values if len(values) >= periods else None
 
@@ -117,13 +128,14 @@ def decide(
     last_scale_in: float | None,
     now: float,
 ) -> Decision:
-    """The count the variant should have at ``now`` under ``policy`` (see the module's rules)."""
+    """The count the variant should have at ``now`` under ``policy`` (see the module's rules); ``datapoints`` are
+    per-minute rates (:meth:`TargetTrackingPolicy.per_minute`)."""
     if min_capacity > max_capacity:
         raise ValueError("MinCapacity must not exceed MaxCapacity")
     _, end = policy.window(now)
     target = policy.target_value
-    high = _newest(datapoints, end, policy.high_periods)
-    low = _newest(datapoints, end, policy.low_periods)
+    high = _newest(datapoints, end, policy.high_periods, policy.period_s)
+    low = _newest(datapoints, end, policy.low_periods, policy.period_s)
     if high is not None and all(v > target for v in high):
         alarm, metric, out = policy.alarm_high, high[-1], True
     elif low is not None and all(v < policy.low_ratio * target for v in low):

@@ -11,7 +11,11 @@ the next evaluation, as in CloudWatch) is stored with its history row and runs t
 - an ``http(s)://`` URL, servekit's stand-in for an SNS topic, gets a POST of the JSON message CloudWatch
   publishes to SNS (``AlarmName``, ``NewStateValue``, ``OldStateValue``, ``NewStateReason``,
   ``StateChangeTime``, ``Trigger``…) from a background task with bounded retries: evaluation never waits on it;
-- an ARN (``arn:aws:sns:…``, ``arn:aws:autoscaling:…``) is recorded in the history and skipped with a log line.
+- an ARN whose prefix has a handler in ``action_handlers`` (``arn:aws:autoscaling:`` → the autoscaler's step
+  policies, wired by ``servekit up``) is handed an :class:`AlarmAction` at once (handlers only queue work: the
+  evaluation never waits), and, as CloudWatch does for Auto Scaling actions, again at each evaluation while the
+  alarm stays in the state;
+- any other ARN (``arn:aws:sns:…``) is recorded in the history and skipped with a log line.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +44,22 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 HISTORY_RETENTION_S = 14 * 86_400
 _REGION_NAMES = {"us-east-1": "US East (N. Virginia)", "us-west-2": "US West (Oregon)", "eu-west-1": "EU (Ireland)"}
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmAction:
+    """An ARN action an alarm runs, as its handler sees it."""
+
+    action: str  # the ARN listed in the alarm's actions
+    alarm_name: str
+    state: AlarmState
+    threshold: float
+    datapoints: tuple[float, ...]  # the evaluated values, oldest first; empty after SetAlarmState
+    at: float
+    repeat: bool  # the alarm stayed in the state (not a transition)
+
+
+ActionHandler = Callable[[AlarmAction], None]
 
 
 class NoMetrics:
@@ -149,8 +170,11 @@ class AlarmService:
         interval_s: float | None = None,
         tick_s: float = 1.0,
         notifier: WebhookNotifier | None = None,
+        action_handlers: Mapping[str, ActionHandler] | None = None,
     ) -> None:
         self.repo = repo
+        # ARN prefix -> handler (e.g. "arn:aws:autoscaling:" -> the autoscaler's step policies)
+        self.action_handlers: dict[str, ActionHandler] = dict(action_handlers or {})
         self.source = source
         self.account = account or Account()
         self.clock = clock
@@ -343,6 +367,7 @@ class AlarmService:
         current = AlarmState(row.state_value)
         result = evaluate(definition, points, current, now)
         if result.state is current:
+            self._repeat_actions(row.name, definition, current, result.reason_data, now)
             return None
         reason_data = orjson.dumps(result.reason_data).decode()
         if not self._change(row, result.state, result.reason, reason_data, now, expected=current):
@@ -368,9 +393,41 @@ class AlarmService:
         actions = definition.actions_for(new)
         if actions:
             message = self.notification(old, definition, AlarmState(old.state_value), new, reason, now)
+            data = orjson.loads(reason_data) if reason_data else None
             for action in actions:
+                if self._hand_over(action, row.name, definition, new, data if isinstance(data, dict) else None,
+                                   now, repeat=False):  # fmt: skip
+                    self.repo.add_history(row.name, "Action", f"Successfully executed action {action}", {
+                        "actionState": "Succeeded", "notificationResource": action,
+                        "stateUpdateTimestamp": message["StateChangeTime"],
+                    })  # fmt: skip
+                    continue
                 self._run_action(row.name, action, message)
         return True
+
+    def _handler(self, action: str) -> ActionHandler | None:
+        return next((h for prefix, h in self.action_handlers.items() if action.startswith(prefix)), None)
+
+    def _hand_over(
+        self, action: str, name: str, definition: AlarmDefinition, state: AlarmState,
+        reason_data: Mapping[str, Any] | None, now: float, repeat: bool,
+    ) -> bool:  # fmt: skip
+        handler = self._handler(action)
+        if handler is None:
+            return False
+        points = tuple(float(v) for v in (reason_data or {}).get("recentDatapoints") or ())
+        try:
+            handler(AlarmAction(action, name, state, definition.threshold, points, now, repeat))
+        except Exception:
+            log.exception("alarm %s: action %s failed", name, action)
+        return True
+
+    def _repeat_actions(
+        self, name: str, definition: AlarmDefinition, state: AlarmState, reason_data: Mapping[str, Any], now: float
+    ) -> None:
+        """CloudWatch keeps invoking Auto Scaling actions while the alarm stays in the state (not webhooks)."""
+        for action in definition.actions_for(state):
+            self._hand_over(action, name, definition, state, reason_data, now, repeat=True)
 
     def _run_action(self, name: str, action: str, message: Mapping[str, Any]) -> None:
         if action.startswith(("http://", "https://")):

@@ -59,6 +59,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX autoscaling_activities_target ON autoscaling_activities (namespace, resource_id)",
         ),
     ),
+    Migration(
+        2,
+        "Scheduled actions, and the scaler's per-target memory (cooldowns survive a restart)",
+        (
+            """CREATE TABLE autoscaling_scheduled_actions (
+                namespace TEXT NOT NULL,
+                resource_id TEXT NOT NULL,
+                dimension TEXT NOT NULL,
+                name TEXT NOT NULL,
+                document TEXT NOT NULL,
+                created REAL NOT NULL,
+                PRIMARY KEY (namespace, resource_id, dimension, name)
+            )""",
+            """CREATE TABLE autoscaling_scaler (
+                namespace TEXT NOT NULL,
+                resource_id TEXT NOT NULL,
+                dimension TEXT NOT NULL,
+                document TEXT NOT NULL,
+                PRIMARY KEY (namespace, resource_id, dimension)
+            )""",
+        ),
+    ),
 )
 
 Key = tuple[str, str, str]  # (ServiceNamespace, ResourceId, ScalableDimension)
@@ -129,12 +151,13 @@ class Autoscaling:
         return [t for t in found if t.key[1] in resource_ids] if resource_ids else found
 
     def delete_target(self, key: Key) -> bool:
-        """Delete the target and its policies; False when there was none."""
+        """Delete the target, its policies, scheduled actions and scaler memory; False when there was none."""
+        where = "WHERE namespace = ? AND resource_id = ? AND dimension = ?"
         with transaction(self.conn) as c:
-            gone = c.execute(
-                "DELETE FROM autoscaling_targets WHERE namespace = ? AND resource_id = ? AND dimension = ?", key
-            ).rowcount
-            c.execute("DELETE FROM autoscaling_policies WHERE namespace = ? AND resource_id = ? AND dimension = ?", key)
+            gone = c.execute(f"DELETE FROM autoscaling_targets {where}", key).rowcount
+            c.execute(f"DELETE FROM autoscaling_policies {where}", key)
+            c.execute(f"DELETE FROM autoscaling_scheduled_actions {where}", key)
+            c.execute(f"DELETE FROM autoscaling_scaler {where}", key)
         return gone > 0
 
     # ---- scaling policies ------------------------------------------------------------------------------------
@@ -174,6 +197,66 @@ class Autoscaling:
             ).rowcount
         return gone > 0
 
+    # ---- scheduled actions -----------------------------------------------------------------------------------
+    def put_scheduled_action(self, key: Key, name: str, document: Mapping[str, Any]) -> None:
+        with transaction(self.conn) as c:
+            c.execute(
+                "INSERT INTO autoscaling_scheduled_actions (namespace, resource_id, dimension, name, document, "
+                "created) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, resource_id, dimension, name) "
+                "DO UPDATE SET document = excluded.document",
+                (*key, name, _dumps(document), self.clock()),
+            )
+
+    def get_scheduled_action(self, key: Key, name: str) -> dict[str, Any] | None:
+        r = self.conn.execute(
+            "SELECT document FROM autoscaling_scheduled_actions "
+            "WHERE namespace = ? AND resource_id = ? AND dimension = ? AND name = ?",
+            (*key, name),
+        ).fetchone()
+        return None if r is None else dict(orjson.loads(r[0]))
+
+    def scheduled_actions(
+        self, namespace: str, resource_id: str | None = None, dimension: str | None = None, names: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        where, args = _where(namespace, resource_id, dimension)
+        rows = self.conn.execute(
+            f"SELECT name, document FROM autoscaling_scheduled_actions WHERE {where} ORDER BY created, name", args
+        ).fetchall()
+        return [dict(orjson.loads(d)) for n, d in rows if not names or n in names]
+
+    def delete_scheduled_action(self, key: Key, name: str) -> bool:
+        with transaction(self.conn) as c:
+            gone = c.execute(
+                "DELETE FROM autoscaling_scheduled_actions "
+                "WHERE namespace = ? AND resource_id = ? AND dimension = ? AND name = ?",
+                (*key, name),
+            ).rowcount
+        return gone > 0
+
+    # ---- the scaler's memory of a target ---------------------------------------------------------------------
+    def scaler_state(self, key: Key) -> dict[str, Any]:
+        """What the scaler remembers of ``key`` (empty for a target it has not acted on)."""
+        r = self.conn.execute(
+            "SELECT document FROM autoscaling_scaler WHERE namespace = ? AND resource_id = ? AND dimension = ?", key
+        ).fetchone()
+        return {} if r is None else dict(orjson.loads(r[0]))
+
+    def put_scaler_state(self, key: Key, document: Mapping[str, Any]) -> None:
+        """Store the scaler's memory of ``key``, unless the target has been deregistered meanwhile."""
+        with transaction(self.conn) as c:
+            if (
+                c.execute(
+                    "SELECT 1 FROM autoscaling_targets WHERE namespace = ? AND resource_id = ? AND dimension = ?", key
+                ).fetchone()
+                is None
+            ):
+                return
+            c.execute(
+                "INSERT INTO autoscaling_scaler (namespace, resource_id, dimension, document) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, resource_id, dimension) DO UPDATE SET document = excluded.document",
+                (*key, _dumps(document)),
+            )
+
     # ---- scaling activities ----------------------------------------------------------------------------------
     def add_activity(self, key: Key, activity_id: str, document: Mapping[str, Any]) -> None:
         with transaction(self.conn) as c:
@@ -182,6 +265,20 @@ class Autoscaling:
                 "start_time) VALUES (?, ?, ?, ?, ?, ?)",
                 (activity_id, *key, _dumps(document), self.clock()),
             )
+
+    def update_activity(self, activity_id: str, document: Mapping[str, Any]) -> bool:
+        """Replace an activity's document (its status moved on); False when there is no such activity."""
+        with transaction(self.conn) as c:
+            changed = c.execute(
+                "UPDATE autoscaling_activities SET document = ? WHERE activity_id = ?", (_dumps(document), activity_id)
+            ).rowcount
+        return changed > 0
+
+    def get_activity(self, activity_id: str) -> dict[str, Any] | None:
+        r = self.conn.execute(
+            "SELECT document FROM autoscaling_activities WHERE activity_id = ?", (activity_id,)
+        ).fetchone()
+        return None if r is None else dict(orjson.loads(r[0]))
 
     def activities(
         self, namespace: str, resource_id: str | None = None, dimension: str | None = None

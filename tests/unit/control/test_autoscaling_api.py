@@ -121,7 +121,7 @@ def test_target_tracking_policy_lifecycle(aas: tuple[Any, Autoscaling]) -> None:
     assert err.value.response["Error"]["Code"] == "ObjectNotFoundException"
 
 
-def test_step_scaling_and_other_metrics_are_refused(aas: tuple[Any, Autoscaling]) -> None:
+def test_invalid_step_scaling_predictive_scaling_and_other_metrics_are_refused(aas: tuple[Any, Autoscaling]) -> None:
     client, _ = aas
     key = {"ServiceNamespace": "sagemaker", "ResourceId": RID, "ScalableDimension": DIM}
     register(client, MinCapacity=1, MaxCapacity=4)
@@ -133,7 +133,10 @@ def test_step_scaling_and_other_metrics_are_refused(aas: tuple[Any, Autoscaling]
             **key,
         )
     assert err.value.response["Error"]["Code"] == "ValidationException"
-    assert "TargetTrackingScaling only, not StepScaling" in err.value.response["Error"]["Message"]
+    assert "at least one step adjustment" in err.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as err:
+        client.put_scaling_policy(PolicyName="pr", PolicyType="PredictiveScaling", **key)
+    assert "PredictiveScaling is not implemented" in err.value.response["Error"]["Message"]
     other = {
         **TT,
         "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantProvisionedConcurrencyUtilization"},

@@ -296,3 +296,55 @@ def test_a_shadow_variant_gets_copies_never_answers_and_is_compared(up: UpProces
             break
         time.sleep(0.2)
     assert broken["requests"] == 50 and broken["shadow_errors"] == 50
+
+
+def test_the_cli_rolls_a_new_model_out_in_the_seed_steps(up: UpProcess, tmp_path: Path) -> None:
+    sm, cw = up.sm(), up.client("cloudwatch")
+    config(sm, "v1", "m1", scaling_model(tmp_path, "m1", 1.0))
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="v1")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    cw.put_metric_alarm(
+        AlarmName="quiet",
+        Namespace="AWS/SageMaker",
+        MetricName="Invocation5XXErrors",
+        Dimensions=[{"Name": "EndpointName", "Value": "ep"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+        Statistic="Sum",
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=0,
+        ComparisonOperator="GreaterThanThreshold",
+        TreatMissingData="notBreaching",
+    )
+    new_model = scaling_model(tmp_path, "m2", 3.0)
+    cli = [sys.executable, "-m", "servekit.cli.main", "endpoint", "update", "ep", "--url", up.url, "--home"]
+    args = ["--model-dir", str(new_model), "--steps", "5,20,50,100", "--wait-interval", "1", "--alarm", "quiet"]
+    with Load(up.rt, "ep") as load:
+        done = subprocess.run(
+            [*cli, str(up.home), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    for n, share in enumerate(("5%", "20%", "50%", "100%"), start=1):
+        assert f"Step {n} of 4: {share} of traffic on the new fleet" in done.stderr, done.stderr
+    desc = sm.describe_endpoint(EndpointName="ep")
+    assert desc["EndpointConfigName"].startswith("ep-config-") and "now runs" in done.stdout
+    tags = sm.describe_endpoint_config(EndpointConfigName=desc["EndpointConfigName"])
+    assert "ServekitTrafficSteps" not in tags  # the steps travel as a tag, not as a field SageMaker lacks
+    assert load.failures == [] and set(load.answers) == {1.0, 3.0}
+
+    # A malformed steps tag is refused where the config is created.
+    with pytest.raises(botocore.exceptions.ClientError, match="growing traffic percentages"):
+        sm.create_endpoint_config(
+            EndpointConfigName="bad-steps",
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": "m1",
+                    "InitialInstanceCount": 1,
+                    "InstanceType": "ml.t2.medium",
+                }
+            ],
+            Tags=[{"Key": "servekit:TrafficSteps", "Value": "50 20"}],
+        )

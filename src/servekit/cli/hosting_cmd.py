@@ -304,6 +304,118 @@ def endpoint_shadow_report(
         )
 
 
+@endpoint_app.command("update")
+def endpoint_update(
+    name: Annotated[str, typer.Argument(help="The endpoint's name.")],
+    model_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--model-dir", help="Deploy this model (directory, file:// or s3:// URL) on the current variants."
+        ),
+    ] = None,
+    config: Annotated[str | None, typer.Option("--config", help="Deploy this existing endpoint config.")] = None,
+    canary: Annotated[float | None, typer.Option("--canary", help="Canary: this % of traffic first.")] = None,
+    linear: Annotated[float | None, typer.Option("--linear", help="Linear: this % of traffic per step.")] = None,
+    steps: Annotated[
+        str | None, typer.Option("--steps", help='Traffic % per step, e.g. "5,20,50,100" (needs --model-dir).')
+    ] = None,
+    wait_interval: Annotated[int, typer.Option("--wait-interval", help="Seconds each step bakes.", min=0)] = 60,
+    bake: Annotated[int, typer.Option("--bake", help="Final bake with all traffic (TerminationWait).", min=0)] = 0,
+    alarms: Annotated[
+        list[str] | None, typer.Option("--alarm", help="Roll back when this CloudWatch alarm fires (repeatable).")
+    ] = None,
+    max_time: Annotated[
+        int | None, typer.Option("--max-time", help="MaximumExecutionTimeoutInSeconds (600-28800).")
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the rollout to its end.")] = True,
+) -> None:
+    """Roll a new model or endpoint config out to a live endpoint: all at once, canary, linear or a list of traffic
+    steps, each baked while the named alarms are watched; an alarm rolls everything back (UpdateEndpoint with a
+    DeploymentConfig). Exits 1 when the rollout was rolled back."""
+    import time
+    from datetime import UTC
+    from datetime import datetime as dt
+
+    from servekit.control.hosting import STEPS_TAG
+
+    if (model_dir is None) == (config is None):
+        raise _fail("give one of --model-dir (a new model) or --config (an existing endpoint config)", code=2)
+    if sum(x is not None for x in (canary, linear, steps)) > 1:
+        raise _fail("--canary, --linear and --steps are alternatives: give one", code=2)
+    if steps is not None and model_dir is None:
+        raise _fail("--steps needs --model-dir (the steps travel as a tag of the endpoint config it creates)", code=2)
+    routing: dict[str, Any] = {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": wait_interval}
+    if canary is not None:
+        size = {"Type": "CAPACITY_PERCENT", "Value": round(canary)}
+        routing = {"Type": "CANARY", "WaitIntervalInSeconds": wait_interval, "CanarySize": size}
+    elif linear is not None:
+        size = {"Type": "CAPACITY_PERCENT", "Value": round(linear)}
+        routing = {"Type": "LINEAR", "WaitIntervalInSeconds": wait_interval, "LinearStepSize": size}
+    blue_green: dict[str, Any] = {"TrafficRoutingConfiguration": routing, "TerminationWaitInSeconds": bake}
+    if max_time is not None:
+        blue_green["MaximumExecutionTimeoutInSeconds"] = max_time
+    deployment: dict[str, Any] = {"BlueGreenUpdatePolicy": blue_green}
+    if alarms:
+        deployment["AutoRollbackConfiguration"] = {"Alarms": [{"AlarmName": a} for a in alarms]}
+
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        live = sm.describe_endpoint(EndpointName=name)
+        if model_dir is not None:
+            if "://" in model_dir:
+                data_url = model_dir
+            else:
+                path = Path(model_dir).expanduser().resolve()
+                if not path.is_dir():
+                    raise _fail(f"{model_dir} is not a directory", code=2)
+                data_url = str(path)
+            stamp = dt.now(UTC).strftime("%Y%m%d%H%M%S")
+            model, config = f"{name}-{stamp}", f"{name}-config-{stamp}"
+            current = sm.describe_endpoint_config(EndpointConfigName=live["EndpointConfigName"])
+            sm.create_model(ModelName=model, PrimaryContainer={"Image": "servekit", "ModelDataUrl": data_url})
+            variants = [
+                {
+                    k: v[k]
+                    for k in ("VariantName", "InitialInstanceCount", "InstanceType", "InitialVariantWeight")
+                    if k in v
+                }
+                | {"ModelName": model}
+                for v in current["ProductionVariants"]
+            ]
+            # tag values allow no commas: "5,20,50,100" travels as "5 20 50 100"
+            tag = " ".join(x for x in steps.replace(",", " ").split()) if steps else ""
+            extra: dict[str, Any] = {"Tags": [{"Key": STEPS_TAG, "Value": tag}]} if tag else {}
+            if current.get("DataCaptureConfig"):
+                extra["DataCaptureConfig"] = current["DataCaptureConfig"]
+            sm.create_endpoint_config(EndpointConfigName=config, ProductionVariants=variants, **extra)
+            typer.echo(f"created model {model} and endpoint config {config}", err=True)
+        assert config is not None
+        sm.update_endpoint(EndpointName=name, EndpointConfigName=config, DeploymentConfig=deployment)
+    typer.echo(f"updating endpoint {name} to {config}", err=True)
+    if not wait:
+        return
+    last = ""
+    with _api_errors(url):
+        while True:
+            desc = sm.describe_endpoint(EndpointName=name)
+            status = desc["EndpointStatus"]
+            pending = desc.get("PendingDeploymentSummary", {}).get("ProductionVariants", [])
+            message = next((s.get("StatusMessage", "") for v in pending for s in v.get("VariantStatus", [])), "")
+            line = f"{status}: {message}" if message else status
+            if line != last:
+                typer.echo(line, err=True)
+                last = line
+            if status not in ("Updating", "RollingBack"):
+                break
+            time.sleep(0.5)  # following another process's progress
+    if desc.get("EndpointConfigName") == config and status == "InService":
+        typer.echo(f"endpoint {name} now runs {config}")
+        return
+    raise _fail(f"endpoint {name} stayed on {desc.get('EndpointConfigName')}: {desc.get('FailureReason', status)}")
+
+
 # ---- servekit model (list, describe: registered on main's model group) ---------------------------------------------
 def model_list(
     name_contains: Annotated[str | None, typer.Option("--name-contains", help="Only names with this.")] = None,

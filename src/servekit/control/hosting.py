@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -166,8 +167,11 @@ class HostingService:
                 )
             v.setdefault("InitialVariantWeight", 1.0)
             v.setdefault("InitialInstanceCount", 1)
+        steps = _traffic_steps(p.get("Tags") or [])
         arn = self._arn(ResourceKind.ENDPOINT_CONFIG, name)
         record = {k: v for k, v in p.items() if k != "Tags"}
+        if steps:
+            record[_STEPS] = steps
         record.update({"ProductionVariants": variants, "EndpointConfigArn": arn})
         if shadows:
             record["ShadowProductionVariants"] = shadows
@@ -179,7 +183,8 @@ class HostingService:
 
     async def describe_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._config(p["EndpointConfigName"])
-        return {**row.record, "EndpointConfigName": row.name, "EndpointConfigArn": row.arn, "CreationTime": row.created}
+        record = {k: v for k, v in row.record.items() if k != _STEPS}
+        return {**record, "EndpointConfigName": row.name, "EndpointConfigArn": row.arn, "CreationTime": row.created}
 
     async def list_endpoint_configs(self, p: dict[str, Any]) -> dict[str, Any]:
         page = _list(self.repo.list_endpoint_configs, p)
@@ -339,6 +344,15 @@ class HostingService:
         green = sum(int(v.get("InitialInstanceCount", 1)) for v in config.variants)
         try:
             policy = rollout.policy_from(deployment, green)
+            steps = config.record.get(_STEPS)
+            if steps and deployment and deployment.get("BlueGreenUpdatePolicy"):
+                policy = rollout.custom_policy(
+                    steps,
+                    wait_s=policy.steps[0].bake_s,
+                    termination_wait_s=policy.termination_wait_s,
+                    alarms=policy.alarms,
+                    max_execution_s=policy.max_execution_s,
+                )
         except ValueError as exc:
             raise validation_exception(str(exc)) from None
         if policy.alarms:
@@ -663,6 +677,28 @@ _ALLOWED_FROM: dict[EndpointStatus, frozenset[EndpointStatus]] = {
     _E.OUT_OF_SERVICE: frozenset({_E.DELETING}),
     _E.UPDATE_ROLLBACK_FAILED: frozenset({_E.UPDATING, _E.DELETING}),
 }
+
+
+# An endpoint config's tag ``servekit:TrafficSteps`` = "5 20 50 100" (spaces or slashes: tag values allow no
+# commas): a blue/green deployment to that config shifts
+# traffic in these percentages (each baked for the policy's WaitIntervalInSeconds) instead of its CANARY/LINEAR
+# sizes; SageMaker's shapes cannot say 5 -> 20 -> 50 -> 100, and a tag travels through every SageMaker client.
+STEPS_TAG = "servekit:TrafficSteps"
+_STEPS = "ServekitTrafficSteps"
+
+
+def _traffic_steps(tags: Sequence[Mapping[str, Any]]) -> list[float]:
+    value = next((str(t.get("Value", "")) for t in tags if t.get("Key") == STEPS_TAG), None)
+    if value is None:
+        return []
+    try:
+        steps = [float(x) for x in re.split(r"[\s,/]+", value.strip()) if x]
+        rollout.custom_policy(steps, wait_s=0)  # checks they grow to 100
+    except ValueError:
+        raise validation_exception(
+            f'Tag {STEPS_TAG} must list growing traffic percentages ending at 100, e.g. "5 20 50 100", not {value!r}.'
+        ) from None
+    return steps
 
 
 class _Unservable(Exception):

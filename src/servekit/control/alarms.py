@@ -126,8 +126,10 @@ class AlarmDefinition:
         return self.insufficient_data_actions
 
     @classmethod
-    def from_params(cls, p: Mapping[str, Any]) -> AlarmDefinition:
-        """Validate a PutMetricAlarm input as CloudWatch does (metric alarms on one metric)."""
+    def from_params(cls, p: Mapping[str, Any], resolution_s: int = 60) -> AlarmDefinition:
+        """Validate a PutMetricAlarm input as CloudWatch does (metric alarms on one metric). A metrics store finer
+        than a minute (``resolution_s``) also allows any multiple of its resolution as the Period: how tests and
+        demos compress time (an alarm of Period 2 on two-second datapoints)."""
         name = p.get("AlarmName")
         if not name:
             raise AlarmConfigError("MissingRequiredParameterException", "The parameter AlarmName is required.")
@@ -174,10 +176,12 @@ class AlarmDefinition:
                 f"ExtendedStatistic {extended!r} is not supported: servekit evaluates percentiles p0.0 to p100.",
             )
         period = int(p["Period"])
-        if not (period in (10, 20, 30) or (period >= 60 and period % 60 == 0)):
+        fine = 0 < resolution_s < 60 and period > 0 and period % resolution_s == 0
+        if not (fine or period in (10, 20, 30) or (period >= 60 and period % 60 == 0)):
+            also = f" (or of {resolution_s}, the metrics resolution)" if 0 < resolution_s < 60 else ""
             raise AlarmConfigError(
                 "InvalidParameterValueException",
-                "The parameter Period must be 10, 20, 30, or a multiple of 60.",
+                f"The parameter Period must be 10, 20, 30, or a multiple of 60{also}.",
             )
         n = int(p["EvaluationPeriods"])
         if n < 1:

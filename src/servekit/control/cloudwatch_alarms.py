@@ -3,7 +3,7 @@ DescribeAlarmHistory), the evaluator that moves alarms between states, and their
 
 :class:`AlarmService` answers the operations (``handlers()``, registered as ``services={"cloudwatch": ...}``
 on :class:`~servekit.control.server.ControlPlane`) and, once started, evaluates every alarm each
-``min(Period, 60)`` seconds (or every ``interval_s``) against a
+``min(Period, 60, the metrics resolution)`` seconds (or every ``interval_s``) against a
 :class:`~servekit.control.metric_source.MetricSource` with the pure
 :func:`~servekit.control.alarms.evaluate`. A state change (by evaluation or SetAlarmState, which holds only until
 the next evaluation, as in CloudWatch) is stored with its history row and runs the actions for the new state:
@@ -159,7 +159,9 @@ class WebhookNotifier:
 
 class AlarmService:
     """The alarm operations and the evaluator. ``clock`` is seconds since the epoch (injectable, as is the
-    repository's); ``interval_s`` evaluates every alarm that often instead of each ``min(Period, 60)``."""
+    repository's); ``interval_s`` evaluates every alarm that often instead of each ``min(Period, 60,
+    resolution_s)``. ``resolution_s``: the metric source's resolution; a finer one than a minute allows alarm
+    periods that are multiples of it and evaluates that often, so short periods are judged as soon as they end."""
 
     def __init__(
         self,
@@ -171,8 +173,10 @@ class AlarmService:
         tick_s: float = 1.0,
         notifier: WebhookNotifier | None = None,
         action_handlers: Mapping[str, ActionHandler] | None = None,
+        resolution_s: int = 60,
     ) -> None:
         self.repo = repo
+        self.resolution_s = resolution_s
         # ARN prefix -> handler (e.g. "arn:aws:autoscaling:" -> the autoscaler's step policies)
         self.action_handlers: dict[str, ActionHandler] = dict(action_handlers or {})
         self.source = source
@@ -201,7 +205,7 @@ class AlarmService:
     # ---- operations ------------------------------------------------------------------------------------------
     async def put_metric_alarm(self, p: dict[str, Any]) -> dict[str, Any]:
         try:
-            definition = AlarmDefinition.from_params(p)
+            definition = AlarmDefinition.from_params(p, self.resolution_s)
         except AlarmConfigError as exc:
             raise _error(exc.code, exc.message) from None
         doc = {k: v for k, v in p.items() if v is not None and k != "Tags"}
@@ -331,7 +335,8 @@ class AlarmService:
         cached = self._definitions.get(row.name)
         if cached is not None and cached[0] == row.config_updated:
             return cached[1]
-        definition = AlarmDefinition.from_params(row.definition)
+        # checked when it was put; a restart with a coarser resolution leaves it without datapoints, not broken
+        definition = AlarmDefinition.from_params(row.definition, resolution_s=1)
         self._definitions[row.name] = (row.config_updated, definition)
         return definition
 
@@ -345,7 +350,7 @@ class AlarmService:
             except AlarmConfigError:
                 log.exception("alarm %s has a definition servekit cannot evaluate", row.name)
                 continue
-            interval = self.interval_s or min(definition.period_s, 60)
+            interval = self.interval_s or min(definition.period_s, 60, max(1, self.resolution_s))
             last = self._last_evaluated.get(row.name)
             if last is not None and now < last + interval:
                 continue

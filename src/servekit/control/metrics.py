@@ -1,11 +1,18 @@
-"""Endpoint metrics on local data, in CloudWatch's model: one-minute aggregates per (namespace, metric,
-dimensions), enough to answer ``SampleCount``, ``Sum``, ``Average``, ``Minimum``, ``Maximum`` and percentiles.
+"""Endpoint metrics on local data, in CloudWatch's model: aggregates per (namespace, metric, dimensions) and
+resolution bucket (one minute by default, ``resolution_s``), enough to answer ``SampleCount``, ``Sum``,
+``Average``, ``Minimum``, ``Maximum`` and percentiles.
 
 The gateway path records samples into an in-memory accumulator (a dict update per sample, no SQLite write per
-request); :meth:`MetricsStore.flush` (run each minute by :meth:`MetricsStore.run`, and at shutdown) writes
-finished minutes to the ``metrics`` state aggregate and drops minutes older than the retention. Queries
+request); :meth:`MetricsStore.flush` (run after each bucket by :meth:`MetricsStore.run`, and at shutdown) writes
+finished buckets to the ``metrics`` state aggregate and drops buckets older than the retention. Queries
 (:meth:`MetricsStore.datapoints`, the :class:`~servekit.control.metric_source.MetricSource` alarms read) merge
-the stored minutes with the ones not yet flushed, so the current minute is visible at once.
+the stored buckets with the ones not yet flushed, so the current bucket is visible at once.
+
+**Resolution.** ``resolution_s`` is 1, 2, 5, 10, 20, 30, 60 or a multiple of 60 (a divisor of a minute or whole
+minutes, so every period a query may ask for is whole buckets). A query's period must be a positive multiple of
+it: with ``resolution_s=10`` CloudWatch's high-resolution periods 10/20/30 have datapoints; with 2, an alarm of
+Period 2 compresses time for tests and demos. As CloudWatch keeps high-resolution data three hours and then
+one-minute data, sub-minute buckets older than :data:`HIGH_RESOLUTION_RETENTION_S` are rolled up into minutes.
 
 **Percentiles** come from a fixed log-spaced histogram per minute (DDSketch's buckets): a positive sample
 ``v`` falls in bucket ``i = ceil(log(v) / log(g))``, i.e. ``(g**(i-1), g**i]``, with ``g = (1+a)/(1-a)`` and
@@ -25,6 +32,13 @@ per InvokeEndpoint by :meth:`MetricsStore.record_invocation`:
   ``ModelError`` (a timeout, status 0, counts as 5XX), 5XX for ``ServiceUnavailable``;
 - ``ModelLatency`` µs: the instance's own time (its ``x-servekit-total-ms`` header), else the upstream round
   trip the gateway measured; ``OverheadLatency`` µs: the gateway's time minus ModelLatency.
+
+Each is recorded twice: under ``EndpointName``/``VariantName`` and, when the caller knows which endpoint config's
+fleet answered, also under ``EndpointName``/``VariantName``/``EndpointConfigName`` — during a blue/green
+deployment a variant has two fleets, and an alarm on the second series watches the new (green) fleet only, as
+SageMaker's guardrail deployments allow. ``ModelSetupTime`` (µs, the same two dimension sets) is the time from an
+instance's start to its first healthy check (:meth:`MetricsStore.record_setup_time`). The utilization metrics of
+namespace ``/aws/sagemaker/Endpoints`` come from :mod:`servekit.control.utilization`.
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from servekit.control.metric_source import MetricQuery
@@ -44,14 +58,18 @@ from servekit.state.metrics import Dimensions, Metrics, MinuteRow, merge_rows
 log = logging.getLogger(__name__)
 
 NAMESPACE = "AWS/SageMaker"
+INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"  # CloudWatch's namespace of the utilization metrics
 MINUTE = 60
 RETENTION_S = 15 * 86_400  # CloudWatch keeps one-minute datapoints 15 days
+HIGH_RESOLUTION_RETENTION_S = 3 * 3600  # and sub-minute ones three hours, then as one-minute datapoints
+SUB_MINUTE_RESOLUTIONS = (1, 2, 5, 10, 20, 30)
 ALPHA = 0.01  # the percentiles' relative error bound
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
 _LOG_GAMMA = math.log(GAMMA)
 ZERO_BUCKET = -(2**31)
 _MIN_INDEX = -(2**31) + 1
 _MAX_INDEX = 2**31 - 1
+_MAX_BUCKET_COUNT = 2**32 - 1
 
 UNITS = {
     "Invocations": "None",
@@ -60,6 +78,10 @@ UNITS = {
     "Invocation5XXErrors": "None",
     "ModelLatency": "Microseconds",
     "OverheadLatency": "Microseconds",
+    "ModelSetupTime": "Microseconds",
+    "CPUUtilization": "Percent",
+    "MemoryUtilization": "Percent",
+    "DiskUtilization": "Percent",
 }
 BASIC_STATISTICS = ("SampleCount", "Average", "Sum", "Minimum", "Maximum")
 _PERCENTILE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
@@ -67,6 +89,17 @@ _PERCENTILE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
 
 class StatisticError(ValueError):
     """A statistic servekit does not compute (CloudWatch's ``tm90``, ``IQM``…) or a malformed one."""
+
+
+def check_resolution(resolution_s: int) -> int:
+    """``resolution_s`` if the store can keep it (see the module's doc), else :class:`ValueError`."""
+    if not isinstance(resolution_s, int) or not (
+        resolution_s in SUB_MINUTE_RESOLUTIONS or (resolution_s >= MINUTE and resolution_s % MINUTE == 0)
+    ):
+        raise ValueError(
+            f"The metrics resolution must be 1, 2, 5, 10, 20, 30 or a multiple of 60 seconds, not {resolution_s!r}."
+        )
+    return resolution_s
 
 
 def bucket_of(value: float) -> int:
@@ -121,7 +154,7 @@ def statistic(row: MinuteRow, name: str) -> float:
 
 @dataclass(slots=True)
 class _Open:
-    count: int = 0
+    count: float = 0
     sum: float = 0.0
     min: float = math.inf
     max: float = -math.inf
@@ -137,6 +170,21 @@ class _Open:
         b = bucket_of(value)
         self.histogram[b] = self.histogram.get(b, 0) + 1
 
+    def add_set(self, count: float, total: float, low: float, high: float, at: float) -> None:
+        """``count`` samples summing to ``total`` within [low, high] (a PutMetricData statistic set, or ``Values``
+        with ``Counts`` as one value at a time). The histogram holds them at ``at`` (the value itself, or the
+        set's average: a set's own samples are unknown, so its percentiles are estimates clamped to [min, max])."""
+        self.count += count
+        self.sum += total
+        self.min = min(self.min, low)
+        self.max = max(self.max, high)
+        b = bucket_of(at)
+        # the histogram's counts are whole and stored as uint32: a huge published count is capped there (only the
+        # percentiles' ranks feel it; SampleCount and Sum stay exact)
+        self.histogram[b] = min(
+            _MAX_BUCKET_COUNT, self.histogram.get(b, 0) + max(1, min(round(count), _MAX_BUCKET_COUNT))
+        )
+
 
 _Key = tuple[str, str, Dimensions, int]
 
@@ -146,7 +194,7 @@ def _as_row(key: _Key, agg: _Open) -> MinuteRow:
 
 
 class MetricsStore:
-    """Records samples per minute, flushes finished minutes to ``repo`` and answers queries over both.
+    """Records samples per resolution bucket, flushes finished buckets to ``repo`` and answers queries over both.
     Single-threaded: call it from the event loop that records."""
 
     def __init__(
@@ -155,13 +203,24 @@ class MetricsStore:
         clock: Callable[[], float] = time.time,
         retention_s: float = RETENTION_S,
         units: dict[str, str] | None = None,
+        resolution_s: int = MINUTE,
     ) -> None:
         self.repo = repo
         self.clock = clock
         self.retention_s = retention_s
+        self.resolution_s = check_resolution(resolution_s)
         self.units = dict(UNITS if units is None else units)
         self._open: dict[_Key, _Open] = {}
+        # each series' newest finished bucket, for Prometheus (kept from the flushes: no query per scrape)
+        self._latest: dict[tuple[str, str, Dimensions], MinuteRow] = {}
+        self._rolled_up_to = 0  # sub-minute buckets before this are already minutes (see _roll_up)
+        self._put_units: dict[tuple[str, str], str] = {}
         self._task: asyncio.Task[None] | None = None
+
+    def bucket(self, t: float) -> int:
+        """The start of the resolution bucket holding ``t`` (epoch-aligned)."""
+        r = self.resolution_s
+        return int(t // r) * r
 
     # ---- recording ---------------------------------------------------------------------------------------------
     def record(
@@ -169,7 +228,7 @@ class MetricsStore:
     ) -> None:
         """One sample; ``dimensions`` sorted (name, value) pairs; ``at`` defaults to the clock's now."""
         t = self.clock() if at is None else at
-        key = (namespace, metric, dimensions, int(t // MINUTE) * MINUTE)
+        key = (namespace, metric, dimensions, self.bucket(t))
         agg = self._open.get(key)
         if agg is None:
             agg = self._open[key] = _Open()
@@ -184,37 +243,97 @@ class MetricsStore:
         model_us: float | None,
         overhead_us: float | None,
         error: int | None = None,
+        config_name: str | None = None,
     ) -> None:
-        """One InvokeEndpoint that reached ``variant``; ``error`` the status class counted (4 or 5), if any."""
+        """One InvokeEndpoint that reached ``variant``; ``error`` the status class counted (4 or 5), if any;
+        ``config_name`` the endpoint config whose fleet answered (adds the EndpointConfigName series)."""
         t = self.clock()
-        dims: Dimensions = (("EndpointName", endpoint), ("VariantName", variant))
-        self.record(NAMESPACE, "Invocations", dims, 1.0, t)
-        self.record(NAMESPACE, "InvocationsPerInstance", dims, 1.0 / instances if instances > 0 else 1.0, t)
-        self.record(NAMESPACE, "Invocation4XXErrors", dims, 1.0 if error == 4 else 0.0, t)
-        self.record(NAMESPACE, "Invocation5XXErrors", dims, 1.0 if error == 5 else 0.0, t)
-        if model_us is not None:
-            self.record(NAMESPACE, "ModelLatency", dims, model_us, t)
-        if overhead_us is not None:
-            self.record(NAMESPACE, "OverheadLatency", dims, max(0.0, overhead_us), t)
+        for dims in _variant_dimensions(endpoint, variant, config_name):
+            self.record(NAMESPACE, "Invocations", dims, 1.0, t)
+            self.record(NAMESPACE, "InvocationsPerInstance", dims, 1.0 / instances if instances > 0 else 1.0, t)
+            self.record(NAMESPACE, "Invocation4XXErrors", dims, 1.0 if error == 4 else 0.0, t)
+            self.record(NAMESPACE, "Invocation5XXErrors", dims, 1.0 if error == 5 else 0.0, t)
+            if model_us is not None:
+                self.record(NAMESPACE, "ModelLatency", dims, model_us, t)
+            if overhead_us is not None:
+                self.record(NAMESPACE, "OverheadLatency", dims, max(0.0, overhead_us), t)
+
+    def put(
+        self,
+        namespace: str,
+        metric: str,
+        dimensions: Dimensions,
+        at: float,
+        *,
+        values: Sequence[tuple[float, float]] = (),
+        statistics: tuple[float, float, float, float] | None = None,
+        unit: str | None = None,
+    ) -> None:
+        """Published data (CloudWatch's PutMetricData): ``values`` as (value, count) pairs, or ``statistics`` as
+        (SampleCount, Sum, Minimum, Maximum). Data older than the high-resolution retention goes into its minute,
+        as CloudWatch would have rolled it up. ``unit`` is kept per (namespace, metric), the first one seen."""
+        if unit is not None:
+            self._put_units.setdefault((namespace, metric), unit)
+        width = self.resolution_s if at >= self.clock() - HIGH_RESOLUTION_RETENTION_S else MINUTE
+        key = (namespace, metric, dimensions, int(at // width) * width)
+        agg = self._open.get(key)
+        if agg is None:
+            agg = self._open[key] = _Open()
+        for value, count in values:
+            if count > 0:
+                agg.add_set(count, value * count, value, value, value)
+        if statistics is not None:
+            n, total, low, high = statistics
+            agg.add_set(n, total, low, high, total / n)
+
+    def record_setup_time(self, endpoint: str, variant: str, config_name: str | None, setup_us: float) -> None:
+        """``ModelSetupTime``: one instance of ``variant`` turned healthy ``setup_us`` after it was started."""
+        t = self.clock()
+        for dims in _variant_dimensions(endpoint, variant, config_name):
+            self.record(NAMESPACE, "ModelSetupTime", dims, max(0.0, setup_us), t)
 
     # ---- flushing ----------------------------------------------------------------------------------------------
     def flush(self, everything: bool = False) -> int:
-        """Write the minutes before the current one (all of them with ``everything``) and apply the retention;
-        the number of minutes written. On a database error the minutes stay in memory for the next flush."""
-        current = int(self.clock() // MINUTE) * MINUTE
+        """Write the buckets before the current one (all of them with ``everything``), apply the retention and
+        roll old sub-minute buckets up; the number of buckets written. On a database error the buckets stay in
+        memory for the next flush."""
+        now = self.clock()
+        current = self.bucket(now)
         done = [k for k in self._open if everything or k[3] < current]
         if done:
-            self.repo.add(_as_row(k, self._open[k]) for k in done)
+            rows = [_as_row(k, self._open[k]) for k in done]
+            self.repo.add(rows)
             for k in done:
                 del self._open[k]
-        self.repo.delete_before(int((self.clock() - self.retention_s) // MINUTE) * MINUTE)
+            for row in rows:
+                if row.minute < current:
+                    series = (row.namespace, row.metric, row.dimensions)
+                    seen = self._latest.get(series)
+                    if seen is None or seen.minute <= row.minute:
+                        self._latest[series] = row
+        cutoff = int((now - self.retention_s) // MINUTE) * MINUTE
+        self.repo.delete_before(cutoff)
+        self._roll_up(now)
         return len(done)
 
+    def _roll_up(self, now: float) -> None:
+        # at most once a minute, and only over the minutes newly past the high-resolution retention
+        if self.resolution_s >= MINUTE and self._rolled_up_to:
+            return
+        before = int((now - HIGH_RESOLUTION_RETENTION_S) // MINUTE) * MINUTE
+        if before >= self._rolled_up_to + MINUTE or not self._rolled_up_to:
+            self.repo.roll_up(self._rolled_up_to, before, MINUTE)
+            self._rolled_up_to = before
+
+    def _interval_s(self) -> float:
+        return float(min(self.resolution_s, MINUTE))
+
     async def run(self) -> None:
-        """Flush shortly after each minute ends, forever."""
+        """Flush shortly after each bucket ends (each minute at the most), forever."""
+        step = self._interval_s()
         while True:
             now = self.clock()
-            await asyncio.sleep((math.floor(now / MINUTE) + 1) * MINUTE - now + 0.25)
+            await asyncio.sleep((math.floor(now / step) + 1) * step - now + min(0.25, step / 4))
             try:
                 self.flush()
             except Exception:
@@ -237,8 +356,9 @@ class MetricsStore:
 
     # ---- queries -----------------------------------------------------------------------------------------------
     def minutes(self, namespace: str, metric: str, dimensions: Dimensions, start: float, end: float) -> list[MinuteRow]:
-        """The series' minutes starting in [start rounded down to the minute, end), stored and open, merged."""
-        lo = int(start // MINUTE) * MINUTE
+        """The series' buckets starting in [start rounded down to the bucket, end), stored and open, merged
+        (named for the one-minute default; each row's ``minute`` is its bucket's start)."""
+        lo = self.bucket(start)
         hi = math.ceil(end)
         merged: dict[int, MinuteRow] = {r.minute: r for r in self.repo.minutes(namespace, metric, dimensions, lo, hi)}
         for key, agg in self._open.items():
@@ -247,13 +367,20 @@ class MetricsStore:
                 merged[key[3]] = merge_rows(merged[key[3]], row) if key[3] in merged else row
         return [merged[m] for m in sorted(merged)]
 
+    def valid_period(self, period_s: int) -> bool:
+        """Whether a query may ask for ``period_s``: a positive multiple of the resolution."""
+        return isinstance(period_s, int) and period_s > 0 and period_s % self.resolution_s == 0
+
     def periods(
         self, namespace: str, metric: str, dimensions: Dimensions, period_s: int, start: float, end: float
     ) -> list[tuple[int, MinuteRow]]:
-        """``(period start, merged aggregate)`` for each epoch-aligned period of ``period_s`` (a multiple of 60)
-        from the one holding ``start`` up to ``end`` that has data, oldest first."""
-        if period_s <= 0 or period_s % MINUTE:
-            raise StatisticError(f"The period must be a positive multiple of {MINUTE} seconds, not {period_s}.")
+        """``(period start, merged aggregate)`` for each epoch-aligned period of ``period_s`` (a multiple of the
+        resolution) from the one holding ``start`` up to ``end`` that has data, oldest first."""
+        if not self.valid_period(period_s):
+            raise StatisticError(
+                f"The period must be a positive multiple of {self.resolution_s} seconds (the metrics resolution), "
+                f"not {period_s}."
+            )
         lo = int(start // period_s) * period_s
         out: dict[int, MinuteRow] = {}
         for row in self.minutes(namespace, metric, dimensions, lo, end):
@@ -263,14 +390,18 @@ class MetricsStore:
 
     def datapoints(self, query: MetricQuery, start: float, end: float) -> list[tuple[float, float]]:
         """:class:`~servekit.control.metric_source.MetricSource`: one value of ``query.statistic`` per period
-        with data; periods are aligned to multiples of ``period_s`` since the epoch. The store keeps one-minute
-        resolution, so a sub-minute period (a high-resolution alarm) has no datapoints: its alarm decides by
-        ``TreatMissingData``, as CloudWatch's does for a standard-resolution metric."""
-        if query.period_s < 60 or query.period_s % 60:
+        with data; periods are aligned to multiples of ``period_s`` since the epoch. A period finer than the
+        resolution, or not a multiple of it (a 10 s alarm on one-minute data), has no datapoints: its alarm
+        decides by ``TreatMissingData``, as CloudWatch's does for a standard-resolution metric."""
+        if not self.valid_period(query.period_s):
             return []
         dims = tuple(sorted(query.dimensions))
         rows = self.periods(query.namespace, query.metric_name, dims, query.period_s, start, end)
         return [(float(p), statistic(row, query.statistic)) for p, row in rows]
+
+    def latest(self, namespace: str | None = None) -> list[MinuteRow]:
+        """Each series' newest finished bucket that was flushed by this process (Prometheus's view)."""
+        return [r for r in self._latest.values() if namespace is None or r.namespace == namespace]
 
     def series(self, namespace: str | None = None, metric: str | None = None) -> list[tuple[str, str, Dimensions]]:
         """Every (namespace, metric, dimensions) with data, stored or open."""
@@ -280,8 +411,18 @@ class MetricsStore:
                 found.add((key[0], key[1], key[2]))
         return sorted(found)
 
-    def unit(self, metric: str) -> str:
+    def unit(self, metric: str, namespace: str | None = None) -> str:
+        """The unit of a metric: a published one's first unit, else the hosting metrics' table, else None."""
+        if namespace is not None and (namespace, metric) in self._put_units:
+            return self._put_units[(namespace, metric)]
         return self.units.get(metric, "None")
+
+
+def _variant_dimensions(endpoint: str, variant: str, config_name: str | None) -> list[Dimensions]:
+    dims: Dimensions = (("EndpointName", endpoint), ("VariantName", variant))
+    if not config_name:
+        return [dims]
+    return [dims, dimensions_of((*dims, ("EndpointConfigName", config_name)))]
 
 
 def dimensions_of(pairs: Iterable[tuple[str, str]]) -> Dimensions:

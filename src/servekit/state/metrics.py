@@ -1,5 +1,6 @@
-"""The metrics aggregate: one row per (namespace, metric, dimensions, minute) with what CloudWatch statistics
-need: sample count, sum, minimum, maximum and a sparse histogram of bucket counts.
+"""The metrics aggregate: one row per (namespace, metric, dimensions, bucket) with what CloudWatch statistics
+need: sample count, sum, minimum, maximum and a sparse histogram of bucket counts. A row's ``minute`` column is
+its time bucket's start: a minute by default, a sub-minute bucket when the store keeps a finer resolution.
 
 The repository stores what it is given; what a histogram bucket means belongs to ``servekit.control.metrics``.
 Here a histogram is a mapping of signed bucket index to count, stored as packed little-endian
@@ -8,7 +9,8 @@ Here a histogram is a mapping of signed bucket index to count, stored as packed 
 - **A minute written twice is merged**, not replaced: counts and sums add, minimum and maximum combine,
   histogram counts add bucket by bucket (a partial minute flushed at shutdown and continued after a restart).
 - **Dimensions are stored canonically**: sorted ``(name, value)`` pairs, so one series has one key.
-- **Retention is explicit**: :meth:`Metrics.delete_before` drops whole minutes older than a cutoff.
+- **Retention is explicit**: :meth:`Metrics.delete_before` drops whole minutes older than a cutoff;
+  :meth:`Metrics.roll_up` merges the sub-minute buckets of a time range into their minutes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -54,7 +56,8 @@ _PAIR = struct.Struct("<iI")
 
 
 def encode_histogram(buckets: dict[int, int]) -> bytes:
-    return b"".join(_PAIR.pack(i, c) for i, c in sorted(buckets.items()) if c)
+    # a count past uint32 (merged minutes of huge published counts) is capped rather than failing every flush
+    return b"".join(_PAIR.pack(i, min(c, 0xFFFFFFFF)) for i, c in sorted(buckets.items()) if c)
 
 
 def decode_histogram(blob: bytes) -> dict[int, int]:
@@ -115,29 +118,25 @@ class Metrics:
         n = 0
         with transaction(self.conn) as c:
             for row in rows:
-                key = dimensions_key(row.dimensions)
-                old = c.execute(
-                    f"SELECT {_COLUMNS} FROM metric_minutes WHERE namespace=? AND metric=? AND dimensions=? "
-                    "AND minute=?",
-                    (row.namespace, row.metric, key, row.minute),
-                ).fetchone()
-                merged = merge_rows(_row(old), row) if old is not None else row
-                c.execute(
-                    f"INSERT OR REPLACE INTO metric_minutes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        merged.namespace,
-                        merged.metric,
-                        key,
-                        merged.minute,
-                        merged.count,
-                        merged.sum,
-                        merged.min,
-                        merged.max,
-                        encode_histogram(merged.histogram),
-                    ),
-                )
+                _upsert(c, row)
                 n += 1
         return n
+
+    def roll_up(self, start: int, before: int, width: int = 60) -> int:
+        """Merge every bucket starting in [start, before) that is not on a multiple of ``width`` into the one that
+        is (its minute), in one transaction; the number of buckets merged away."""
+        where = "minute>=? AND minute<? AND minute % ? != 0"
+        with transaction(self.conn) as c:
+            rows = [
+                _row(r)
+                for r in c.execute(f"SELECT {_COLUMNS} FROM metric_minutes WHERE {where}", (start, before, width))
+            ]
+            if not rows:
+                return 0
+            c.execute(f"DELETE FROM metric_minutes WHERE {where}", (start, before, width))
+            for row in rows:
+                _upsert(c, replace(row, minute=row.minute // width * width))
+        return len(rows)
 
     def minutes(self, namespace: str, metric: str, dimensions: Dimensions, start: int, end: int) -> list[MinuteRow]:
         """One series' minutes in [start, end), oldest first."""
@@ -170,6 +169,29 @@ class Metrics:
 
     def count(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM metric_minutes").fetchone()[0])
+
+
+def _upsert(c: sqlite3.Connection, row: MinuteRow) -> None:
+    key = dimensions_key(row.dimensions)
+    old = c.execute(
+        f"SELECT {_COLUMNS} FROM metric_minutes WHERE namespace=? AND metric=? AND dimensions=? AND minute=?",
+        (row.namespace, row.metric, key, row.minute),
+    ).fetchone()
+    merged = merge_rows(_row(old), row) if old is not None else row
+    c.execute(
+        f"INSERT OR REPLACE INTO metric_minutes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            merged.namespace,
+            merged.metric,
+            key,
+            merged.minute,
+            merged.count,
+            merged.sum,
+            merged.min,
+            merged.max,
+            encode_histogram(merged.histogram),
+        ),
+    )
 
 
 def sorted_dimensions(pairs: Sequence[tuple[str, str]]) -> Dimensions:

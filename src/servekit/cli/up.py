@@ -12,6 +12,7 @@ import uvicorn
 
 from servekit.control.api import Api, Credentials
 from servekit.control.artifacts import ArtifactResolver
+from servekit.control.autoscaler import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.control.autoscaling_api import AutoscalingApi
 from servekit.control.backends import LocalProcessBackend
 from servekit.control.cloudwatch_alarms import AlarmService
@@ -73,6 +74,13 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
     alarms = AlarmService(db.alarms, endpoint_metrics, Account())
     cloudwatch_handlers = CloudWatchMetrics(endpoint_metrics).handlers()
     cloudwatch = {**alarms.handlers(), **cloudwatch_handlers}
+    # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
+    # no less often than new datapoints arrive; alarms hand it their step-policy actions.
+    resolution = int(getattr(endpoint_metrics, "resolution_s", 60))
+    scaler = Autoscaler(
+        db.autoscaling, hosting, endpoint_metrics, period_s=resolution, tick_s=min(DEFAULT_TICK_S, resolution)
+    )
+    alarms.action_handlers[ACTION_PREFIX] = scaler.alarm_action
     return ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
@@ -83,6 +91,7 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
+        background=[scaler],
     )
 
 

@@ -16,7 +16,9 @@ One tick, per target (endpoint variant):
    count wins; a scale-in happens only when every target-tracking policy with scale-in enabled wants one, to the
    largest count asked. ``DynamicScalingOutSuspended``/``DynamicScalingInSuspended`` stop either direction.
 
-Cooldowns start when an activity completes and are kept in the state (``Autoscaling.scaler_state``), so a restart
+Target tracking acts only once a complete period started after the last change ended, since
+``InvocationsPerInstance`` measured before it describes the old fleet. Cooldowns start when an activity
+completes and are kept in the state (``Autoscaling.scaler_state``), so a restart
 remembers them. Time (``clock``), the metric source and the endpoints are injected; :meth:`Autoscaler.tick` is
 the whole decision and is what tests drive.
 """
@@ -212,6 +214,11 @@ class Autoscaler:
             return None
         start, end = policy.window(now)
         points = policy.per_minute(self.source.datapoints(policy.query(), start, end))
+        changed = mem.get("last_change")
+        if changed is not None and not any(t >= changed for t, _ in points):
+            # Every point predates the last change: InvocationsPerInstance measured the old fleet, and sizing the
+            # new one from it would overshoot (a CloudWatch alarm, too, acts only on a new datapoint).
+            return None
         return decide(policy, points, current, lo, hi, mem.get("last_scale_out"), mem.get("last_scale_in"), now)
 
     def _step(self, p: dict[str, Any], current: int, lo: int, hi: int, mem: dict[str, Any], now: float) -> _Want | None:
@@ -380,6 +387,7 @@ class Autoscaler:
             self.repo.update_activity(act["id"], doc)
         if act.get("kind") != "bounds":  # cooldowns run from when a dynamic activity completes
             mem["last_scale_out" if act.get("direction") == "out" else "last_scale_in"] = now
+        mem["last_change"] = now
         del mem["activity"]
         self.repo.put_scaler_state(key, mem)
         return True

@@ -2,10 +2,13 @@
 when they die, and published to the gateway's routing table only once healthy.
 
 An :class:`EndpointController` owns one endpoint. ``create`` brings a plan's fleets up (the endpoint turns
-InService, or Failed with the reason an instance gave); ``update`` is blue/green: the new fleets start beside the
-old ones and take traffic only when every instance is healthy, then the old ones drain and stop (a new fleet that
-fails is stopped and the old one keeps serving); ``set_capacity`` changes weights and counts in place; ``tick``
-replaces dead instances. Status changes are reported through ``on_status``: this module keeps no state on disk.
+InService, or Failed with the reason an instance gave); ``update`` is a guarded deployment: the new (green) fleets
+start beside the old (blue) ones and take traffic only when every instance is healthy, in the steps of a
+:class:`~servekit.control.rollout.RolloutPolicy` (all at once, canary, linear, rolling batches), each baked while
+its alarms are watched; then blue drains and stops — or, on an alarm or the time limit, all traffic goes back to
+blue and green stops (``control.rollout`` decides, this module applies). ``set_capacity`` changes weights and
+counts in place; ``tick`` replaces dead instances. Shadow variants are fleets too, published as the gateway's
+shadow routes. Status changes are reported through ``on_status``: this module keeps no state on disk.
 """
 
 from __future__ import annotations
@@ -218,6 +221,7 @@ class EndpointController:
                 moved(rollout.applied(d.state, self._clock()))
             due = rollout.next_change_s(d.policy, d.state, self._clock())
             await self._sleep(self._poll_s if due is None else min(self._poll_s, due))
+            await self._replace_dead([*self.fleets.values(), *d.fleets.values()])  # bakes can be long
             alarms = alarm_states(d.policy.alarms) if d.policy.alarms else {}
             moved(rollout.advance(d.policy, d.state, alarms, self._clock()))
 
@@ -308,21 +312,26 @@ class EndpointController:
     async def tick(self) -> None:
         """Replace instances that died; the endpoint stays InService while the others serve."""
         if self._lock.locked():
-            return  # a change is under way and watches its own instances
+            return  # a change is under way and replaces its own fleets' dead instances
         async with self._lock:
-            for fleet in self.fleets.values():
-                dead = [i for i in fleet.instances if not self._backend.alive(i.handle)]
-                if not dead:
-                    continue
-                for i in dead:
-                    log.warning("endpoint %s: %s; replacing it", self.name, i.handle.exit_reason)
-                    fleet.instances.remove(i)
-                self._publish()
-                try:
-                    await self._grow(fleet)
-                except InstanceFailed as exc:
-                    log.error("endpoint %s: replacing an instance of %s failed: %s", self.name, fleet.plan.name, exc)
-                self._publish()
+            await self._replace_dead(list(self.fleets.values()))
+
+    async def _replace_dead(self, fleets: Sequence[Fleet]) -> None:
+        """Start a replacement for each instance that died, keeping each fleet at the size it had."""
+        for fleet in fleets:
+            dead = [i for i in fleet.instances if not self._backend.alive(i.handle)]
+            if not dead:
+                continue
+            size = len(fleet.instances)
+            for i in dead:
+                log.warning("endpoint %s: %s; replacing it", self.name, i.handle.exit_reason)
+                fleet.instances.remove(i)
+            self._publish()
+            try:
+                await self._grow(fleet, size)
+            except InstanceFailed as exc:
+                log.error("endpoint %s: replacing an instance of %s failed: %s", self.name, fleet.plan.name, exc)
+            self._publish()
 
     def summary(self) -> list[dict[str, object]]:
         """Per variant: weight and instance counts, as DescribeEndpoint reports them (during a deployment, the

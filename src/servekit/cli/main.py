@@ -321,12 +321,26 @@ def up(
         str | None, typer.Option("--instance-types", help="YAML/TOML file of extra local instance types.")
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")] = "info",
+    metrics_resolution_s: Annotated[
+        int,
+        typer.Option(
+            "--metrics-resolution-s",
+            help="Seconds per CloudWatch datapoint: 1, 2, 5, 10, 20, 30 or a multiple of 60 (finer ones allow "
+            "alarm and query periods that are multiples of it).",
+        ),
+    ] = 60,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.cli.up import run_up
+    from servekit.control.metrics import check_resolution
     from servekit.state.home import resolve_home
 
-    run_up(resolve_home(home, os.environ), host, port, log_level, instance_types)
+    try:
+        check_resolution(metrics_resolution_s)
+    except ValueError as exc:
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
+    run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s)
 
 
 # Thin clients of servekit up's API (servekit.cli.hosting_cmd): deploy stands alone, beside up.

@@ -24,6 +24,7 @@ from servekit.control.metrics import MetricsStore
 from servekit.control.names import Account
 from servekit.control.server import ControlPlane
 from servekit.control.shadow import ShadowLog
+from servekit.control.utilization import UtilizationSampler, hosting_instances
 from servekit.state.database import StateDB
 from servekit.storage import Storage
 
@@ -48,7 +49,9 @@ def alarm_states(db: StateDB, names: Sequence[str]) -> dict[str, str]:
     return {n: row.state_value for n in names if (row := db.alarms.get(n)) is not None}
 
 
-def build(home: Path, instance_types_file: str | None = None, strict_output: bool = False) -> ControlPlane:
+def build(
+    home: Path, instance_types_file: str | None = None, strict_output: bool = False, metrics_resolution_s: int = 60
+) -> ControlPlane:
     db = StateDB.open(home)
     credentials = Credentials.load_or_create(home)
     backend = LocalProcessBackend(home / "instances")
@@ -61,6 +64,12 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     artifacts = ArtifactResolver(home / "models", storage=storage)
+    planes: list[ControlPlane] = []  # the plane, once built below (hosting comes first)
+
+    def instance_ready(endpoint: str, config: str, variant: str, instance_id: str, setup_s: float) -> None:
+        for plane in planes:  # CloudWatch's ModelSetupTime and its Prometheus histogram
+            plane.record_instance_ready(endpoint, config, variant, instance_id, setup_s)
+
     hosting = HostingService(
         db.hosting,
         backend,
@@ -69,9 +78,12 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
         alarm_states=lambda names: alarm_states(db, names),
+        on_instance_ready=instance_ready,
     )
-    endpoint_metrics = MetricsStore(db.metrics)  # what InvokeEndpoint records; CloudWatch and alarms read it
-    alarms = AlarmService(db.alarms, endpoint_metrics, Account())
+    # what InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it
+    endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)
+    alarms = AlarmService(db.alarms, endpoint_metrics, Account(), resolution_s=metrics_resolution_s)
+    sampler = UtilizationSampler(lambda: hosting_instances(hosting), endpoint_metrics, disk_path=home)
     cloudwatch_handlers = CloudWatchMetrics(endpoint_metrics).handlers()
     cloudwatch = {**alarms.handlers(), **cloudwatch_handlers}
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
@@ -81,7 +93,7 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         db.autoscaling, hosting, endpoint_metrics, period_s=resolution, tick_s=min(DEFAULT_TICK_S, resolution)
     )
     alarms.action_handlers[ACTION_PREFIX] = scaler.alarm_action
-    return ControlPlane(
+    plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
         gateway,
@@ -91,14 +103,24 @@ def build(home: Path, instance_types_file: str | None = None, strict_output: boo
         },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
-        background=[scaler],
+        background=[scaler, sampler],
     )
+    plane.registry.register(sampler)  # per-instance utilization gauges on /metrics
+    planes.append(plane)
+    return plane
 
 
-def run_up(home: Path, host: str, port: int, log_level: str = "info", instance_types_file: str | None = None) -> None:
+def run_up(
+    home: Path,
+    host: str,
+    port: int,
+    log_level: str = "info",
+    instance_types_file: str | None = None,
+    metrics_resolution_s: int = 60,
+) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     first = not (home / "credentials.json").exists()
-    plane = build(home, instance_types_file)
+    plane = build(home, instance_types_file, metrics_resolution_s=metrics_resolution_s)
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
     if first:

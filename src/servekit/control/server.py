@@ -25,7 +25,7 @@ from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.gateway import Gateway, GatewayError
 from servekit.control.hosting import Handler, HostingService
 from servekit.control.lifecycle import EndpointStatus
-from servekit.control.metrics import MetricsStore
+from servekit.control.metrics import NAMESPACE, MetricsStore
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,29 @@ class ControlPlane:
             buckets=buckets,
             registry=self.registry,
         )
+        self._setup_time = Histogram(
+            "servekit_endpoint_model_setup_seconds",
+            "CloudWatch's ModelSetupTime: each instance's time from start to its first healthy check, by endpoint and"
+            " variant.",
+            ["endpoint", "variant"],
+            buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0),
+            registry=self.registry,
+        )
+        self._datapoint = Gauge(
+            "servekit_endpoint_datapoint",
+            "The latest complete CloudWatch datapoint (AWS/SageMaker, the metrics resolution) of each hosting metric"
+            " by endpoint and variant, in CloudWatch's units (latencies in microseconds).",
+            ["endpoint", "variant", "metric", "statistic"],
+            registry=self.registry,
+        )
+        self._datapoint_time = Gauge(
+            "servekit_endpoint_datapoint_timestamp_seconds",
+            "Start of the period of servekit_endpoint_datapoint.",
+            ["endpoint", "variant", "metric"],
+            registry=self.registry,
+        )
+        # endpoint -> the labelled series recorded for it, removed from /metrics when the endpoint is gone
+        self._labelled: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
         self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
         self._cost = Gauge(
             "servekit_endpoint_cost_per_hour",
@@ -184,7 +207,7 @@ class ControlPlane:
                 p.get("InferenceId"),
             )
         except GatewayError as exc:
-            self._invocations.labels(endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
+            self._series(self._invocations, endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
             self._record(endpoint, exc, time.perf_counter() - began)
             if exc.code == "ModelError":
                 status = exc.extra.get("OriginalStatusCode", 0)
@@ -193,8 +216,8 @@ class ControlPlane:
             if exc.code == "ServiceUnavailable":
                 raise service_unavailable(exc.message) from None
             raise validation_error(exc.message) from None
-        self._invocations.labels(endpoint, out.variant, "ok").inc()
-        self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began)
+        self._series(self._invocations, endpoint, out.variant, "ok").inc()
+        self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began, out.config_name)
         result: dict[str, Any] = {
             "Body": out.body,
             "ContentType": out.content_type,
@@ -210,12 +233,20 @@ class ControlPlane:
                 return len(v.instances)
         return 0
 
-    def _record_ok(self, endpoint: str, variant: str, model_s: float | None, total_s: float) -> None:
+    def _series(self, metric: Any, endpoint: str, *labels: str) -> Any:
+        """``metric.labels(endpoint, *labels)``, remembered so the series leaves /metrics with its endpoint."""
+        values = (endpoint, *labels)
+        self._labelled.setdefault(endpoint, set()).add((metric, values))
+        return metric.labels(*values)
+
+    def _record_ok(
+        self, endpoint: str, variant: str, model_s: float | None, total_s: float, config_name: str = ""
+    ) -> None:
         overhead_s = max(0.0, total_s - model_s) if model_s is not None else None
         if model_s is not None:
-            self._model_latency.labels(endpoint, variant).observe(model_s)
+            self._series(self._model_latency, endpoint, variant).observe(model_s)
         if overhead_s is not None:
-            self._overhead_latency.labels(endpoint, variant).observe(overhead_s)
+            self._series(self._overhead_latency, endpoint, variant).observe(overhead_s)
         if self.endpoint_metrics is not None:
             self.endpoint_metrics.record_invocation(
                 endpoint,
@@ -223,6 +254,7 @@ class ControlPlane:
                 instances=self._instances(endpoint, variant),
                 model_us=model_s * 1e6 if model_s is not None else None,
                 overhead_us=overhead_s * 1e6 if overhead_s is not None else None,
+                config_name=config_name or None,
             )
 
     def _record(self, endpoint: str, exc: GatewayError, total_s: float) -> None:
@@ -232,13 +264,14 @@ class ControlPlane:
             return
         status = exc.extra.get("OriginalStatusCode")
         error = 4 if exc.code == "ModelError" and isinstance(status, int) and 400 <= status < 500 else 5
-        self._errors.labels(endpoint, variant, f"{error}xx").inc()
+        self._series(self._errors, endpoint, variant, f"{error}xx").inc()
         model = exc.extra.get("ModelSeconds")
         model_s = float(model) if isinstance(model, (int, float)) else None
         overhead_s = max(0.0, total_s - model_s) if model_s is not None else total_s
         if model_s is not None:
-            self._model_latency.labels(endpoint, variant).observe(model_s)
-        self._overhead_latency.labels(endpoint, variant).observe(overhead_s)
+            self._series(self._model_latency, endpoint, variant).observe(model_s)
+        self._series(self._overhead_latency, endpoint, variant).observe(overhead_s)
+        config = exc.extra.get("EndpointConfigName")
         if self.endpoint_metrics is not None:
             self.endpoint_metrics.record_invocation(
                 endpoint,
@@ -247,18 +280,50 @@ class ControlPlane:
                 model_us=model_s * 1e6 if model_s is not None else None,
                 overhead_us=overhead_s * 1e6,
                 error=error,
+                config_name=config if isinstance(config, str) and config else None,
             )
+
+    def record_instance_ready(
+        self, endpoint: str, config_name: str, variant: str, instance_id: str, setup_s: float
+    ) -> None:
+        """An instance turned healthy ``setup_s`` after its start (HostingService's ``on_instance_ready``):
+        CloudWatch's ModelSetupTime and its Prometheus histogram."""
+        self._series(self._setup_time, endpoint, variant).observe(setup_s)
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.record_setup_time(endpoint, variant, config_name, setup_s * 1e6)
 
     def metrics(self) -> bytes:
         counts: dict[str, int] = {}
         rows = self.hosting.repo.all_endpoints()
+        names = {row.name for row in rows}
         self._cost.clear()  # deleted endpoints leave the series
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
             self._cost.labels(row.name).set(self.hosting.cost_per_hour(row))
         for status in EndpointStatus:
             self._endpoints.labels(str(status)).set(counts.get(str(status), 0))
+        for endpoint in [e for e in self._labelled if e and e not in names]:
+            for metric, values in self._labelled.pop(endpoint):
+                with contextlib.suppress(KeyError):
+                    metric.remove(*values)
+        self._latest_datapoints(names)
         return generate_latest(self.registry)
+
+    def _latest_datapoints(self, endpoints: set[str]) -> None:
+        self._datapoint.clear()
+        self._datapoint_time.clear()
+        if self.endpoint_metrics is None:
+            return
+        for row in self.endpoint_metrics.latest(NAMESPACE):
+            dims = dict(row.dimensions)
+            if set(dims) != {"EndpointName", "VariantName"} or dims["EndpointName"] not in endpoints:
+                continue  # the per-config series stay in CloudWatch's API; gone endpoints leave
+            endpoint, variant = dims["EndpointName"], dims["VariantName"]
+            self._datapoint_time.labels(endpoint, variant, row.metric).set(row.minute)
+            average = row.sum / row.count if row.count else 0.0
+            for name, value in (("Sum", row.sum), ("SampleCount", row.count), ("Average", average)):
+                self._datapoint.labels(endpoint, variant, row.metric, name).set(value)
+            self._datapoint.labels(endpoint, variant, row.metric, "Maximum").set(row.max)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -40,7 +40,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the API's sha
 endpoint_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Endpoints of a running servekit up: list, describe, delete.",
+    help="Endpoints of a running servekit up: list, describe, scale, delete.",
 )
 keys_app = typer.Typer(
     add_completion=False,
@@ -244,6 +244,48 @@ def endpoint_describe(
         ]
         out.print()
         out.print(_rows_table(variants, columns))
+
+
+@endpoint_app.command("scale")
+def endpoint_scale(
+    name: Annotated[str, typer.Argument(help="The endpoint's name.")],
+    variant: Annotated[str, typer.Option("--variant", help="The production variant to change.")],
+    count: Annotated[int | None, typer.Option("--count", help="Its new instance count.", min=1)] = None,
+    weight: Annotated[float | None, typer.Option("--weight", help="Its new traffic weight.", min=0.0)] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait for InService.")] = True,
+    url: UrlOpt = DEFAULT_URL,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a variant's instance count and/or weight in place (UpdateEndpointWeightsAndCapacities)."""
+    if count is None and weight is None:
+        raise _fail("give --count, --weight or both", code=2)
+    change: dict[str, Any] = {"VariantName": variant}
+    if count is not None:
+        change["DesiredInstanceCount"] = count
+    if weight is not None:
+        change["DesiredWeight"] = weight
+    sm = _client("sagemaker", url, home)
+    with _api_errors(url):
+        sm.update_endpoint_weights_and_capacities(EndpointName=name, DesiredWeightsAndCapacities=[change])
+        if not wait:
+            typer.echo(f"endpoint {name} is Updating; follow it with: servekit endpoint describe {name}")
+            return
+        sm.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 900})
+        desc = sm.describe_endpoint(EndpointName=name)
+    [now] = [v for v in desc.get("ProductionVariants") or [] if v["VariantName"] == variant] or [{}]
+    if as_json:
+        _print_json(now)
+        return
+    if count is not None and now.get("CurrentInstanceCount") != count:
+        raise _fail(
+            f"endpoint {name} is InService but variant {variant} has {now.get('CurrentInstanceCount')} of {count} "
+            "instances serving (servekit up's log says why)"
+        )
+    typer.echo(
+        f"endpoint {name} variant {variant}: {now.get('CurrentInstanceCount')} instance(s), "
+        f"weight {now.get('CurrentWeight')}"
+    )
 
 
 @endpoint_app.command("delete")

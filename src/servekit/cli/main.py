@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from servekit._version import __version__
+from servekit.cli.autoscale_cmd import autoscale_app
 from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
@@ -71,6 +72,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
+app.add_typer(autoscale_app, name="autoscale")
 
 
 def _print_version(value: bool) -> None:

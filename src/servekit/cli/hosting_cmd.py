@@ -10,22 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-if TYPE_CHECKING:
-    from servekit.control.api import Credentials
-
-DEFAULT_URL = "http://127.0.0.1:8765"
-URL_ENV = "SERVEKIT_URL"
-REGION = "us-east-1"
+from servekit.cli.api_client import DEFAULT_URL as DEFAULT_URL  # re-exported for the other API commands
+from servekit.cli.api_client import REGION as REGION
+from servekit.cli.api_client import URL_ENV as URL_ENV
+from servekit.cli.api_client import api_errors, client, credentials, fail, home_dir
 
 UrlOpt = Annotated[
     str,
@@ -54,72 +50,12 @@ class KeyScope(StrEnum):
     admin = "admin"
 
 
-# ---- plumbing -----------------------------------------------------------------------------------------------------
-def _home(home: Path | None) -> Path:
-    from servekit.state.home import resolve_home
-
-    return resolve_home(home, os.environ)
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"servekit: {message}", err=True)
-    return typer.Exit(code)
-
-
-def _credentials(home: Path) -> Credentials:
-    """The home's keys; a home without a key file is an error here (the CLI never makes a stray home)."""
-    from servekit.control.api import Credentials
-
-    if not (home / "credentials.json").exists():
-        raise _fail(
-            f"no access keys in {home} (no credentials.json): start servekit up with this home first, "
-            "or point --home / $SERVEKIT_HOME at the home servekit up uses"
-        )
-    try:
-        return Credentials.load(home)
-    except (OSError, ValueError) as exc:
-        raise _fail(str(exc)) from None
-
-
-def _client(service: str, url: str, home: Path | None) -> Any:
-    from botocore.config import Config
-
-    from servekit.control.api import client
-
-    root = _home(home)
-    _credentials(root)
-    config = Config(connect_timeout=5, read_timeout=120, retries={"mode": "standard", "total_max_attempts": 2})
-    with _api_errors(url):
-        made = client(root, service, url.rstrip("/"), region=REGION, config=config)
-    made.meta.events.register("after-call.sagemaker.DescribeEndpoint", _keep_servekit_fields)
-    return made
-
-
-def _keep_servekit_fields(http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
-    """botocore's parser keeps only modeled members; servekit's own DescribeEndpoint fields (``Servekit*``:
-    cost per hour, oversubscription warnings) are copied back from the raw body so the CLI can show them."""
-    try:
-        raw = json.loads(http_response.content or b"{}")
-    except ValueError:
-        return
-    if isinstance(raw, dict):
-        parsed.update({k: v for k, v in raw.items() if k.startswith("Servekit")})
-
-
-@contextlib.contextmanager
-def _api_errors(url: str) -> Iterator[None]:
-    """API errors as one line and exit 1, never a traceback."""
-    import botocore.exceptions as bx
-
-    try:
-        yield
-    except bx.ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise _fail(f"{error.get('Code', 'Error')}: {error.get('Message', '') or exc}") from None
-    except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:
-        raise _fail(f"cannot reach servekit up at {url} ({type(exc).__name__}): is it running?") from None
-    except bx.BotoCoreError as exc:
-        raise _fail(f"{type(exc).__name__}: {exc}") from None
+# ---- plumbing (shared with the other API commands: servekit.cli.api_client) ------------------------------------
+_home = home_dir
+_fail = fail
+_credentials = credentials
+_client = client
+_api_errors = api_errors
 
 
 def _plain(value: Any) -> Any:

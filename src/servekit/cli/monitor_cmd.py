@@ -14,6 +14,7 @@ from servekit.errors import ConfigError
 
 if TYPE_CHECKING:
     from servekit.monitor.config import MonitorConfig
+    from servekit.monitor.run import RunResult
 
 monitor_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Data drift: baselines, windows, thresholds, alarms, reports."
@@ -169,9 +170,36 @@ def run_cmd(
     metrics: MetricsOpt = None,
     report: ReportOpt = True,
     fail_on_alarm: Annotated[bool, typer.Option("--fail-on-alarm", help="Exit with status 3 if any alarm.")] = False,
+    publish_url: Annotated[
+        str | None,
+        typer.Option(
+            "--publish-url",
+            help="Publish DriftedFeatures, DataQualityViolations and DriftAlarms as CloudWatch metrics to this "
+            "servekit up (needs --endpoint-name).",
+        ),
+    ] = None,
+    endpoint_name: Annotated[
+        str | None, typer.Option("--endpoint-name", help="EndpointName dimension of the published metrics.")
+    ] = None,
+    variant_name: Annotated[
+        str | None, typer.Option("--variant-name", help="VariantName dimension of the published metrics.")
+    ] = None,
+    publish_namespace: Annotated[
+        str, typer.Option("--publish-namespace", help="Namespace of the published metrics.")
+    ] = "servekit",
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home", help="servekit home with the keys to sign with (default $SERVEKIT_HOME or ./.servekit)."
+        ),
+    ] = None,
     log_level: LogOpt = "warning",
 ) -> None:
     """Judge each window of the data against the baseline; write metrics.json, violations and report.html."""
+    if publish_url is not None and not endpoint_name:
+        _fail("--publish-url needs --endpoint-name (the metrics' EndpointName dimension)", 2)
+    if publish_url is None and (endpoint_name or variant_name):
+        _fail("--endpoint-name and --variant-name name the published metrics: give --publish-url too", 2)
     _logging(log_level)
     from servekit.monitor.job import JobSpec, run_job
     from servekit.monitor.sources import SourceError, UnreadableFile
@@ -215,8 +243,30 @@ def run_cmd(
         typer.echo(f"ALARM {a.feature}: {a.metric} {a.value:.4g} > {a.threshold:.4g} at window {a.window_index}")
     if cfg.webhooks.urls:
         typer.echo(f"webhooks: {delivery.delivered} delivered, {delivery.failed} failed, {delivery.dropped} dropped")
+    if publish_url is not None and endpoint_name:
+        _publish(result, publish_url, publish_namespace, endpoint_name, variant_name, home)
     if fail_on_alarm and result.alarms:
         raise typer.Exit(3)
+
+
+def _publish(
+    result: RunResult, url: str, namespace: str, endpoint: str, variant: str | None, home: Path | None
+) -> None:
+    """PutMetricData of the run's verdict (servekit.cli.monitor_publish); an API error exits 1 in one line."""
+    from datetime import UTC, datetime
+
+    from servekit.cli.api_client import api_errors, client
+    from servekit.cli.monitor_publish import drift_metric_data
+
+    data = drift_metric_data(result, endpoint, variant, datetime.now(UTC))
+    if not data:
+        typer.echo("servekit: warning: no judged window: no drift metrics published", err=True)
+        return
+    cloudwatch = client("cloudwatch", url, home)
+    with api_errors(url):
+        cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
+    summary = ", ".join(f"{d['MetricName']}={d['Value']:g}" for d in data)
+    typer.echo(f"published to {url}: {namespace} {summary}")
 
 
 @monitor_app.command()

@@ -232,6 +232,22 @@ def serve(
     max_connections: Annotated[
         int, _tf("--max_connections", help="Open connections per worker; more get 503 (0 = from the file limit).")
     ] = 0,
+    multi_model: Annotated[
+        bool,
+        _tf(
+            "--multi_model",
+            help="SageMaker's multi-model container API (POST/GET/DELETE /models, /models/NAME/invoke): start with "
+            "no model, load on request.",
+        ),
+    ] = False,
+    multi_model_memory_bytes: Annotated[
+        int,
+        _tf(
+            "--multi_model_memory_bytes",
+            help="With --multi_model: resident memory the process may reach; idle models are unloaded (LRU) to fit "
+            "a new one (0 = no limit).",
+        ),
+    ] = 0,
     log_level: Annotated[str, _tf("--log_level", help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
@@ -246,6 +262,8 @@ def serve(
         elif model_base_path:
             name = model_name or Path(model_base_path.rstrip("/")).name
             models = (ModelConfig(name=name, base_path=_abs(model_base_path)),)
+        elif multi_model:
+            models = ()
         else:
             raise ConfigError("nothing to serve: give --model_base_path (and --model_name) or --model_config_file")
         config = ServerConfig(
@@ -285,6 +303,8 @@ def serve(
                 max_connections=max_connections,
             ),
             auth=load_auth_token_file(auth_token_file) if auth_token_file else None,
+            multi_model=multi_model,
+            multi_model_memory_bytes=multi_model_memory_bytes or None,
         )
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)

@@ -239,6 +239,9 @@ class ServerConfig:
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
     auth: AuthTokens | None = None  # None = no authentication
 
+    multi_model: bool = False  # SageMaker's multi-model container API: models loaded on request
+    multi_model_memory_bytes: int | None = None  # resident memory the process may reach with its models
+
     def __post_init__(self) -> None:
         names = [m.name for m in self.models]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -256,6 +259,10 @@ class ServerConfig:
             raise ConfigError("num_request_iterations_for_warmup must be >= 1")
         if self.num_inference_threads < 1:
             raise ConfigError("num_inference_threads must be >= 1")
+        if self.multi_model and self.workers != 1:
+            raise ConfigError("--multi_model needs --workers 1: each worker would hold its own copy of every model")
+        if self.multi_model_memory_bytes is not None and self.multi_model_memory_bytes <= 0:
+            raise ConfigError("multi_model_memory_bytes must be > 0")
         if self.max_queued_requests < 0:
             raise ConfigError("max_queued_requests must be >= 0")
         for port in (self.rest_api_port, self.sagemaker_port):

@@ -21,6 +21,7 @@ from servekit.protocols.kserve_v2 import KServeV2, infer_target
 from servekit.protocols.sagemaker import SageMaker
 from servekit.protocols.tfserving_rest import TfServingRest
 from servekit.server.core import ServingCore
+from servekit.server.multi_model import MultiModelHost
 
 
 class FastPath:
@@ -78,6 +79,7 @@ def build_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath
         core.metrics,
         config.sagemaker_default_accept,
         request_timeout_s=config.request_timeout_ms / 1e3 if config.request_timeout_ms else None,
+        multi_model=MultiModelHost(core, config.multi_model_memory_bytes) if config.multi_model else None,
     )
 
     async def metrics(request: Request) -> Response:

@@ -9,6 +9,7 @@ from servekit.errors import invalid
 from servekit.inference.ports import RequestObserver
 from servekit.inference.service import InferenceService
 from servekit.protocols.large import DecodeLane
+from servekit.server.multi_model import MultiModelHost
 
 TIMEOUT_HEADER = "x-servekit-timeout-ms"
 _MAX_TIMEOUT_MS = 24 * 3600 * 1e3
@@ -22,6 +23,7 @@ class AdapterContext:
     sagemaker_default_accept: str = "application/json"
     request_timeout_s: float | None = None  # default deadline for waiting in a batch queue or for a thread
     large: DecodeLane = field(default_factory=DecodeLane)
+    multi_model: MultiModelHost | None = None  # SageMaker's multi-model container API, when serving that way
 
     def timeout(self, headers: Mapping[str, str]) -> float | None:
         """The request's deadline: ``x-servekit-timeout-ms`` when sent, else the server default."""

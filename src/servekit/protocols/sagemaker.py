@@ -9,6 +9,7 @@ Lines and CSV rows become instances; ``application/x-npy`` is one columnar tenso
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable
 
@@ -30,11 +31,18 @@ from servekit.codecs.tfjson import (
     encode_classify,
     encode_regress,
 )
-from servekit.errors import ServekitError, invalid
+from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.schema import InferenceRequest, RawBody
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.errors import SAGEMAKER_STATUS
-from servekit.protocols.http import RETRY_AFTER_SECONDS, InferenceHTTPResponse, RequestRunner, read_body
+from servekit.protocols.http import (
+    RETRY_AFTER_SECONDS,
+    InferenceHTTPResponse,
+    RequestRunner,
+    json_response,
+    read_body,
+)
+from servekit.server.multi_model import AlreadyLoaded, InsufficientMemory, MultiModelHost
 from servekit.types import CLASSIFY_METHOD, PREDICT_METHOD, REGRESS_METHOD
 
 INFERENCE_ID_HEADER = "x-amzn-sagemaker-inference-id"  # SageMaker's InferenceId, recorded with captured data
@@ -52,19 +60,29 @@ class SageMaker:
         self._observed = RequestRunner("sagemaker", SAGEMAKER_STATUS, ctx.observer, ctx.service.has_model)
 
     def routes(self) -> list[BaseRoute]:
-        return [
+        routes: list[BaseRoute] = [
             Route("/ping", self.ping, methods=["GET"]),
             Route("/invocations", self.invocations, methods=["POST"]),
         ]
+        if self._ctx.multi_model is not None:
+            mme = MultiModelRoutes(self._ctx.multi_model, self)
+            routes += [
+                Route("/models", mme.load, methods=["POST"]),
+                Route("/models", mme.listing, methods=["GET"]),
+                Route("/models/{name}", mme.get, methods=["GET"]),
+                Route("/models/{name}", mme.unload, methods=["DELETE"]),
+                Route("/models/{name}/invoke", mme.invoke, methods=["POST"]),
+            ]
+        return routes
 
     async def ping(self, request: Request) -> Response:
-        if self._ctx.service.all_ready():
+        if self._ctx.multi_model is not None or self._ctx.service.all_ready():  # a multi-model host starts empty
             return Response(status_code=200)
         return Response(status_code=503, headers={"Retry-After": RETRY_AFTER_SECONDS})
 
-    def _route(self, request: Request) -> tuple[str, int | None, str]:
+    def _route(self, request: Request, default_model: str | None = None) -> tuple[str, int | None, str]:
         attrs = parse_custom_attributes(request.headers.get("x-amzn-sagemaker-custom-attributes", ""))
-        model = attrs.get("tfs-model-name")
+        model = default_model or attrs.get("tfs-model-name")
         if model is None:
             names = self._ctx.service.model_names
             if len(names) != 1:
@@ -86,6 +104,17 @@ class SageMaker:
         except ServekitError as exc:
             return await self._observed.run("", "invocations", _raiser(exc), request.scope)
         return await self._observed.run(target[0], "invocations", lambda: self._invoke(request, *target), request.scope)
+
+    async def invoke_model(self, request: Request, model: str) -> Response:
+        """``/invocations`` for one named model (the multi-model ``/models/{name}/invoke``); the custom attributes
+        may still pick a version and a method."""
+        try:
+            _, version, verb = self._route(request, default_model=model)
+        except ServekitError as exc:
+            return await self._observed.run(model, "invocations", _raiser(exc), request.scope)
+        return await self._observed.run(
+            model, "invocations", lambda: self._invoke(request, model, version, verb), request.scope
+        )
 
     async def _invoke(self, request: Request, model: str, version: int | None, verb: str) -> Response:
         body = await read_body(request, self._ctx.max_request_bytes)
@@ -120,6 +149,90 @@ class SageMaker:
             return InferenceHTTPResponse(dumps(encode_regress(resp)), JSON, resp)
         accept = negotiate_accept(request.headers.get("accept", ""), self._ctx.sagemaker_default_accept)
         return InferenceHTTPResponse(await lane.run(len(body), encode_body, resp, accept, payload.rows), accept, resp)
+
+
+class MultiModelRoutes:
+    """SageMaker's multi-model container API over a :class:`MultiModelHost`: load (``POST /models``), list, get,
+    unload, and invoke a loaded model. Statuses as the contract says: 409 already loaded, 507 no memory for it,
+    404 unknown."""
+
+    _PAGE = 100
+
+    def __init__(self, host: MultiModelHost, sagemaker: SageMaker) -> None:
+        self._host = host
+        self._sagemaker = sagemaker
+
+    async def load(self, request: Request) -> Response:
+        body = await read_body(request, 64 * 1024)
+        try:
+            doc = json.loads(body)
+        except ValueError as exc:
+            return _mme_error(400, f"the body must be JSON {{'model_name': ..., 'url': ...}}: {exc}")
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("model_name"), str)
+            or not isinstance(doc.get("url"), str)
+        ):
+            return _mme_error(400, "the body must be a JSON object with string fields model_name and url")
+        try:
+            report = await self._host.load(doc["model_name"], doc["url"])
+        except AlreadyLoaded as exc:
+            return _mme_error(409, exc.message)
+        except InsufficientMemory as exc:
+            return _mme_error(507, exc.message)
+        except ServekitError as exc:
+            status = {ErrorCode.NOT_FOUND: 404, ErrorCode.INVALID_ARGUMENT: 400}.get(exc.code, 500)
+            return _mme_error(status, exc.message)
+        return json_response(
+            {
+                "message": f"model {report.name} loaded",
+                "loadSeconds": report.load_s,
+                "footprintBytes": report.footprint_bytes,
+                "evicted": list(report.evicted),
+            }
+        )
+
+    async def listing(self, request: Request) -> Response:
+        models = self._host.listing()
+        token = request.query_params.get("next_page_token")
+        start = 0
+        if token:
+            try:
+                start = parse_count(token, "next_page_token")
+            except ServekitError as exc:
+                return _mme_error(400, exc.message)
+        page = models[start : start + self._PAGE]
+        out: dict[str, object] = {"models": [{"modelName": m.name, "modelUrl": m.url} for m in page]}
+        if start + self._PAGE < len(models):
+            out["nextPageToken"] = str(start + self._PAGE)
+        return json_response(out)
+
+    async def get(self, request: Request) -> Response:
+        try:
+            m = self._host.get(request.path_params["name"])
+        except ServekitError as exc:
+            return _mme_error(404, exc.message)
+        return json_response({"modelName": m.name, "modelUrl": m.url})
+
+    async def unload(self, request: Request) -> Response:
+        try:
+            seconds = await self._host.unload(request.path_params["name"])
+        except ServekitError as exc:
+            return _mme_error(404, exc.message)
+        return json_response({"message": f"model {request.path_params['name']} unloaded", "unloadSeconds": seconds})
+
+    async def invoke(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            self._host.get(name)
+        except ServekitError as exc:
+            return _mme_error(404, exc.message)
+        with self._host.using(name):  # no await since the check: it is still loaded, and now never evicted
+            return await self._sagemaker.invoke_model(request, name)
+
+
+def _mme_error(status: int, message: str) -> Response:
+    return json_response({"error": message}, status=status)
 
 
 def _raiser(exc: ServekitError) -> Callable[[], Awaitable[Response]]:

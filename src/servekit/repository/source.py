@@ -131,6 +131,11 @@ class RepositorySource:
         self._target.set_models(models)
         return True
 
+    async def replace_models(self, models: Sequence[ModelConfig]) -> None:
+        """Serve exactly ``models`` from now on (models left out unload) and scan for their versions at once."""
+        if self._apply_config(tuple(models)):
+            await self.poll()
+
     async def start(self) -> None:
         self._target.set_models(self._models)
         if self._poll_wait >= 0:

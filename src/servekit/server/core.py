@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from servekit._utils.threads import ModelThreads
@@ -57,6 +58,7 @@ class ServingCore:
             admission=Admission(self.threads, config.num_inference_threads, config.max_queued_requests),
         )
         self._background: set[asyncio.Task[None]] = set()
+        self._state_listeners: list[Callable[[str, int, ServableState], None]] = []
         self._ready: asyncio.Event | None = None
         config_file = config.model_config_file
         self.source = RepositorySource(
@@ -87,9 +89,15 @@ class ServingCore:
                 raise
         return servable
 
+    def add_state_listener(self, listener: Callable[[str, int, ServableState], None]) -> None:
+        """Also tell ``listener`` each servable state change (e.g. a multi-model host waiting for a load)."""
+        self._state_listeners.append(listener)
+
     # LifecycleObserver: metrics, and batch queues closed with their version.
     def on_state(self, model: str, version: int, state: ServableState) -> None:
         self.metrics.on_state(model, version, state)
+        for listener in self._state_listeners:
+            listener(model, version, state)
         self._check_settled()
         if state in (ServableState.END, ServableState.ERROR):
             task = asyncio.get_running_loop().create_task(self.batching.drop(model, version))

@@ -128,7 +128,10 @@ def test_invocations_latency_and_errors_read_back_through_cloudwatch(up: UpProce
     listed = cw.list_metrics(Namespace="AWS/SageMaker", Dimensions=[{"Name": "EndpointName", "Value": "ep"}])
     names = {m["MetricName"] for m in listed["Metrics"]}
     assert {"Invocations", "ModelLatency", "OverheadLatency", "Invocation4XXErrors"} <= names
-    assert all(m["Dimensions"] == DIMS for m in listed["Metrics"])
+    # each metric twice: per variant, and per variant and the endpoint config whose fleet answered
+    with_config = sorted([*DIMS, {"Name": "EndpointConfigName", "Value": "cfg"}], key=lambda d: d["Name"])
+    assert all(m["Dimensions"] in (DIMS, with_config) for m in listed["Metrics"])
+    assert sum(m["Dimensions"] == with_config for m in listed["Metrics"]) == len(names)
     assert cw.list_metrics(Namespace="AWS/SageMaker", MetricName="Nope")["Metrics"] == []
 
     text = requests.get(f"{up.url}/metrics", timeout=10).text

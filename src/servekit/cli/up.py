@@ -59,11 +59,16 @@ def build(
     if reaped:
         log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
     table = RoutingTable()
-    gateway = Gateway(table, random.Random(), shadow_sink=ShadowLog(home / "shadow"))
     # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     artifacts = ArtifactResolver(home / "models", storage=storage)
+    gateway = Gateway(
+        table,
+        random.Random(),
+        shadow_sink=ShadowLog(home / "shadow"),
+        resolve_artifact=lambda url: str(artifacts.resolve(url).base_path),  # multi-model TargetModels
+    )
     planes: list[ControlPlane] = []  # the plane, once built below (hosting comes first)
 
     def instance_ready(endpoint: str, config: str, variant: str, instance_id: str, setup_s: float) -> None:

@@ -23,6 +23,10 @@ from typing import Protocol
 
 log = logging.getLogger(__name__)
 
+# A multi-model instance unloads idle models to stay under this share of its envelope's memory, below the watchdog
+# that stops an instance at the whole envelope.
+MULTI_MODEL_MEMORY_SHARE = 0.85
+
 
 @dataclass(frozen=True, slots=True)
 class InstanceSpec:
@@ -36,6 +40,7 @@ class InstanceSpec:
     cpus: tuple[int, ...] | None = None  # CPU affinity; None = any
     environment: Mapping[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()  # further `servekit serve` flags (capture, batching...)
+    multi_model: bool = False  # a multi-model instance: starts with no model, loads them as the gateway asks
 
 
 @dataclass(slots=True)
@@ -98,15 +103,18 @@ class LocalProcessBackend:
         self._killed: set[str] = set()  # instances stopped for their memory (their exit reason says so)
 
     def command(self, spec: InstanceSpec, port: int) -> list[str]:
+        if spec.multi_model:
+            # models come and go through the container API; they must fit under the envelope's memory watchdog
+            limit = int(spec.memory_bytes * MULTI_MODEL_MEMORY_SHARE) if spec.memory_bytes else 0
+            models = ["--multi_model", "--multi_model_memory_bytes", str(limit)]
+        else:
+            models = ["--model_name", spec.model_name, "--model_base_path", spec.model_dir]
         return [
             self._python,
             "-m",
             "servekit.cli.main",
             "serve",
-            "--model_name",
-            spec.model_name,
-            "--model_base_path",
-            spec.model_dir,
+            *models,
             "--host",
             "127.0.0.1",
             "--rest_api_port",

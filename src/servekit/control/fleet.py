@@ -43,6 +43,7 @@ class VariantPlan:
     weight: float
     extra_args: tuple[str, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)
+    multi_model: bool = False  # Mode MultiModel: model_dir is the ModelDataUrl prefix TargetModel is under
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +389,7 @@ class EndpointController:
                 v.weight * (1.0 - green_share),
                 [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in self.fleets[v.name].healthy()],
                 self.plan.config_name,
+                v.model_dir if v.multi_model else None,
             )
             for v in self.plan.variants
             if v.name in self.fleets
@@ -399,6 +401,7 @@ class EndpointController:
                     v.weight * green_share,
                     [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in d.fleets[v.name].healthy()],
                     d.plan.config_name,
+                    v.model_dir if v.multi_model else None,
                 )
                 for v in d.plan.variants
                 if v.name in d.fleets
@@ -474,6 +477,7 @@ class EndpointController:
             memory_bytes=v.memory_bytes,
             environment=dict(v.environment),
             extra_args=v.extra_args,
+            multi_model=v.multi_model,
         )
         handle = await self._backend.start(spec)
         return Instance(handle, started=self._clock())
@@ -486,10 +490,10 @@ class EndpointController:
             if not self._backend.alive(instance.handle):
                 tail = self._backend.log_tail(instance.handle, 5)
                 raise InstanceFailed(f"{instance.handle.exit_reason} before it was healthy. Last log lines: {tail}")
-            error = await self._model_error(url, v.model_name)
+            error = None if v.multi_model else await self._model_error(url, v.model_name)
             if error is not None:
                 raise InstanceFailed(f"The model {v.model_name} failed to load: {error}")
-            if await self._ready(url):
+            if await self._ready(url, "/ping" if v.multi_model else "/v2/health/ready"):
                 instance.healthy = True
                 if self._on_ready is not None:
                     self._on_ready(
@@ -508,9 +512,9 @@ class EndpointController:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
         return self._session
 
-    async def _ready(self, url: str) -> bool:
+    async def _ready(self, url: str, path: str = "/v2/health/ready") -> bool:
         try:
-            async with self._client().get(f"{url}/v2/health/ready") as r:
+            async with self._client().get(f"{url}{path}") as r:
                 return r.status == 200
         except (aiohttp.ClientError, TimeoutError):
             return False

@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from servekit.control.router import choose_variant, least_outstanding
+from servekit.control.mme import (
+    TARGET_HEADER,
+    LoadError,
+    LoadOutcome,
+    ModelLoads,
+    Resolve,
+    TargetError,
+    check_target,
+    model_name,
+)
+from servekit.control.router import choose_variant, least_outstanding, rendezvous
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +49,7 @@ class VariantRoute:
     # the endpoint config this fleet runs: during a blue/green deployment one variant name has two fleets (blue
     # and green), told apart by it, and CloudWatch's EndpointConfigName dimension comes from it
     config_name: str = ""
+    multi_model: str | None = None  # a multi-model fleet: the ModelDataUrl prefix its TargetModels are under
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,7 @@ class Invocation:
     custom_attributes: str | None = None
     model_s: float | None = None  # the instance's own time (its x-servekit-total-ms), else the upstream round trip
     config_name: str = ""  # the endpoint config of the fleet that answered
+    model_load: LoadOutcome | None = None  # a multi-model request: cache hit, or what loading its model cost
 
 
 class GatewayError(Exception):
@@ -139,10 +151,15 @@ class Gateway:
         connections_per_instance: int = 64,
         shadow_sink: ShadowSink | None = None,
         max_shadow_in_flight: int = 256,
+        resolve_artifact: Resolve | None = None,
+        spill_at: int = 8,
     ) -> None:
         """``shadow_sink`` receives every mirrored request's two answers; copies beyond ``max_shadow_in_flight``
         are skipped (a slow shadow never holds memory or connections that the callers' requests need)."""
         self.table = table
+        # multi-model endpoints: TargetModel -> local model directory (None: such endpoints are refused)
+        self.model_loads = ModelLoads(resolve_artifact) if resolve_artifact is not None else None
+        self._spill_at = spill_at  # requests in flight on an instance before its models' requests spill over
         self._shadow_sink = shadow_sink
         self._max_shadow = max_shadow_in_flight
         self._shadow_tasks: set[asyncio.Task[None]] = set()
@@ -165,9 +182,14 @@ class Gateway:
         return self._session
 
     def choose(
-        self, endpoint: str, target_variant: str | None = None, exclude: frozenset[str] = frozenset()
+        self,
+        endpoint: str,
+        target_variant: str | None = None,
+        exclude: frozenset[str] = frozenset(),
+        target_model: str | None = None,
     ) -> tuple[VariantRoute, InstanceRoute]:
-        """The variant (by weight, or ``target_variant``) and its least busy instance not in ``exclude``."""
+        """The variant (by weight, or ``target_variant``) and its least busy instance not in ``exclude`` — or, for
+        a multi-model fleet, the instance ``target_model`` hashes to unless that one is saturated."""
         variants = self.table.variants(endpoint)
         if variants is None:
             raise GatewayError("ValidationError", 400, f"Endpoint {endpoint} of account local not found.")
@@ -204,7 +226,11 @@ class Gateway:
                 {"VariantName": chosen.name},
             )
         by_id = {i.instance_id: i for i in candidates}
-        picked = least_outstanding([(i.instance_id, i.outstanding) for i in candidates], self._rng.random())
+        loads = [(i.instance_id, i.outstanding) for i in candidates]
+        if chosen.multi_model is not None and target_model is not None:
+            picked = rendezvous(loads, target_model, self._spill_at)
+        else:
+            picked = least_outstanding(loads, self._rng.random())
         assert picked is not None
         return chosen, by_id[picked]
 
@@ -217,12 +243,13 @@ class Gateway:
         custom_attributes: str | None = None,
         target_variant: str | None = None,
         inference_id: str | None = None,
+        target_model: str | None = None,
     ) -> Invocation:
         shadows = self.table.shadows(endpoint) if self._shadow_sink is not None else []
         began = time.perf_counter()
         try:
             out = await self._forward(
-                endpoint, body, content_type, accept, custom_attributes, target_variant, inference_id
+                endpoint, body, content_type, accept, custom_attributes, target_variant, inference_id, target_model
             )
         except GatewayError as exc:
             if shadows and isinstance(exc.extra.get("VariantName"), str):
@@ -319,6 +346,7 @@ class Gateway:
         custom_attributes: str | None = None,
         target_variant: str | None = None,
         inference_id: str | None = None,
+        target_model: str | None = None,
     ) -> Invocation:
         headers = {"Content-Type": content_type or "application/octet-stream"}
         if inference_id:
@@ -327,15 +355,45 @@ class Gateway:
             headers["Accept"] = accept
         if custom_attributes:
             headers[CUSTOM_ATTRIBUTES] = custom_attributes
+        if target_model is not None:
+            try:
+                target_model = check_target(target_model)
+            except TargetError as exc:
+                raise GatewayError("ValidationError", 400, str(exc)) from None
+            headers[TARGET_HEADER] = target_model
         tried: frozenset[str] = frozenset()
+        reloaded = False
         while True:  # ends: each turn excludes one more instance, and choose() raises when none is left
-            variant, instance = self.choose(endpoint, target_variant, tried)
+            variant, instance = self.choose(endpoint, target_variant, tried, target_model)
+            path, load = "/invocations", None
+            if variant.multi_model is not None:
+                if target_model is None:
+                    raise GatewayError(
+                        "ValidationError",
+                        400,
+                        f"Endpoint {endpoint} is a multi-model endpoint: name the model to invoke with TargetModel.",
+                    )
+                load = await self._ensure_loaded(variant, instance, target_model)
+                path = f"/models/{model_name(target_model)}/invoke"
+            elif target_model is not None:
+                raise GatewayError(
+                    "ValidationError",
+                    400,
+                    f"Endpoint {endpoint} is not a multi-model endpoint and does not support target model header.",
+                    {"ErrorCode": "TARGET_MODEL_HEADER_NOT_SUPPORTED"},
+                )
             tried |= {instance.instance_id}
             instance.outstanding += 1
             began = time.perf_counter()
             try:
-                async with self._client().post(f"{instance.url}/invocations", data=body, headers=headers) as resp:
+                async with self._client().post(f"{instance.url}{path}", data=body, headers=headers) as resp:
                     payload = await resp.read()
+                    if resp.status == 404 and load is not None and not reloaded and self.model_loads is not None:
+                        # the instance no longer holds the model (unloaded for room, or restarted): load, retry once
+                        self.model_loads.forget(instance.instance_id, model_name(target_model or ""))
+                        tried -= {instance.instance_id}
+                        reloaded = True
+                        continue
                     if resp.status != 200:
                         text = payload[:_ORIGINAL_MESSAGE_MAX].decode("utf-8", "replace")
                         raise GatewayError(
@@ -359,8 +417,11 @@ class Gateway:
                         resp.headers.get(CUSTOM_ATTRIBUTES),
                         _model_s(resp.headers.get(TOTAL_MS), time.perf_counter() - began),
                         variant.config_name,
+                        load,
                     )
             except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if self.model_loads is not None:
+                    self.model_loads.forget_instance(instance.instance_id)
                 continue  # the instance is gone (refused, reset): another instance may answer
             except TimeoutError:
                 raise GatewayError(
@@ -378,6 +439,22 @@ class Gateway:
                 ) from None
             finally:
                 instance.outstanding -= 1
+
+    async def _ensure_loaded(self, variant: VariantRoute, instance: InstanceRoute, target: str) -> LoadOutcome:
+        if self.model_loads is None or variant.multi_model is None:
+            raise GatewayError("ValidationError", 400, "multi-model endpoints are not enabled on this gateway.")
+        instance.outstanding += 1  # a load in progress counts as load: other models spill elsewhere meanwhile
+        try:
+            return await self.model_loads.ensure(
+                self._client(), instance.instance_id, instance.url, variant.multi_model, target
+            )
+        except LoadError as exc:
+            extra: dict[str, object] = {"VariantName": variant.name, "EndpointConfigName": variant.config_name}
+            if exc.code == "ModelError":
+                extra |= {"OriginalStatusCode": exc.original_status, "OriginalMessage": exc.message}
+            raise GatewayError(exc.code, exc.status, exc.message, extra) from None
+        finally:
+            instance.outstanding -= 1
 
     async def drain_shadows(self) -> None:
         """Wait for the shadow copies in flight (tests, shutdown)."""

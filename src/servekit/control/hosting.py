@@ -478,15 +478,17 @@ class HostingService:
         model = self.repo.get_model(v["ModelName"])
         if model is None:
             raise _Unservable(f"the model {v['ModelName']} of variant {v['VariantName']} does not exist")
-        if model.container.mode == "MultiModel":
-            raise _Unservable(f"model {model.name} is a multi-model container, which servekit cannot host yet")
+        multi_model = model.container.mode == "MultiModel"
         env = self._envelopes.envelope(v["InstanceType"])
         if env is None:
             raise _Unservable(f"instance type {v['InstanceType']} is not known")
-        try:
-            model_dir = self._resolve_model(model.container.model_data_url)
-        except Exception as exc:
-            raise _Unservable(f"the model data of {model.name} cannot be used: {exc}") from exc
+        if multi_model:  # a prefix: the gateway resolves each TargetModel under it on first use
+            model_dir = model.container.model_data_url
+        else:
+            try:
+                model_dir = self._resolve_model(model.container.model_data_url)
+            except Exception as exc:
+                raise _Unservable(f"the model data of {model.name} cannot be used: {exc}") from exc
         return VariantPlan(
             name=v["VariantName"],
             model_name=model.name,
@@ -498,6 +500,7 @@ class HostingService:
             weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
             extra_args=capture_args(config.data_capture, name, v["VariantName"]),
             environment=dict(model.container.environment),
+            multi_model=multi_model,
         )
 
     def _check_oversubscription(self, plan: EndpointPlan) -> None:

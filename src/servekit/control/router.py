@@ -4,6 +4,7 @@ test replays the same choices and a statistical test counts exact splits."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 
@@ -35,3 +36,21 @@ def least_outstanding(outstanding: Sequence[tuple[str, int]], u: float) -> str |
     low = min(n for _, n in outstanding)
     tied = [name for name, n in outstanding if n == low]
     return tied[min(int(u * len(tied)), len(tied) - 1)]
+
+
+def rendezvous(outstanding: Sequence[tuple[str, int]], key: str, spill_at: int) -> str | None:
+    """The instance for ``key`` (a multi-model endpoint's TargetModel) by rendezvous hashing: each instance ranks
+    by a hash of (key, instance), and the highest-ranked one with fewer than ``spill_at`` requests in flight takes
+    it, so one model keeps landing where it is loaded and a saturated instance spills to the next in that model's
+    order; when all are saturated, the least busy. Instances joining or leaving move only their share of keys."""
+    if not outstanding:
+        return None
+
+    def rank(instance: str) -> bytes:
+        return hashlib.blake2b(f"{key}\0{instance}".encode(), digest_size=8).digest()
+
+    ordered = sorted(outstanding, key=lambda item: rank(item[0]), reverse=True)
+    for name, n in ordered:
+        if n < spill_at:
+            return name
+    return min(ordered, key=lambda item: item[1])[0]

@@ -187,11 +187,6 @@ class ControlPlane:
 
     async def _invoke(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = p["EndpointName"]
-        if p.get("TargetModel"):
-            raise validation_error(
-                "TargetModel is for multi-model endpoints, which servekit does not host yet.",
-                "TARGET_MODEL_HEADER_NOT_SUPPORTED",
-            )
         body = p.get("Body") or b""
         if isinstance(body, str):
             body = body.encode()
@@ -205,6 +200,7 @@ class ControlPlane:
                 p.get("CustomAttributes"),
                 p.get("TargetVariant"),
                 p.get("InferenceId"),
+                p.get("TargetModel"),
             )
         except GatewayError as exc:
             self._series(self._invocations, endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
@@ -215,7 +211,8 @@ class ControlPlane:
                 raise model_error_response(exc.message, status if isinstance(status, int) else 0, original) from None
             if exc.code == "ServiceUnavailable":
                 raise service_unavailable(exc.message) from None
-            raise validation_error(exc.message) from None
+            code = exc.extra.get("ErrorCode")
+            raise validation_error(exc.message, code if isinstance(code, str) else None) from None
         self._series(self._invocations, endpoint, out.variant, "ok").inc()
         self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began, out.config_name)
         result: dict[str, Any] = {

@@ -113,6 +113,7 @@ class MultiModelHost:
         self._changed = asyncio.Event()
         self.unloads = 0
         self._links: Path | None = None  # version-1 links for flat model directories
+        self._footprints: dict[str, int] = {}  # model directory -> resident bytes it took when last loaded
         core.add_state_listener(self._on_state)
 
     def _on_state(self, model: str, version: int, state: ServableState) -> None:
@@ -158,7 +159,8 @@ class MultiModelHost:
             raise not_found(f"model data for {name} not found at {url}", model=name)
         url = self._versioned(name, url)
         async with self._lock:
-            estimate = max(disk_bytes(url), 1)
+            # what this model took last time it was loaded here, else its size on disk
+            estimate = max(disk_bytes(url), self._footprints.get(url, 0), 1)
             evicted = list(self._make_room(estimate))
             for gone in evicted:
                 await self._unload(gone)
@@ -173,7 +175,8 @@ class MultiModelHost:
                 raise LoadFailed(f"model {name} failed to load: {error}")
             hosted = self.models[name]
             hosted.load_s = self._clock() - began
-            hosted.footprint_bytes = max(self._rss() - before, estimate)
+            hosted.footprint_bytes = max(self._rss() - before, disk_bytes(url), 1)
+            self._footprints[url] = hosted.footprint_bytes
             if self.memory_limit_bytes is not None and self._rss() > self.memory_limit_bytes:
                 more = [m for m in self._idle_lru() if m != name]
                 while more and self._rss() > self.memory_limit_bytes:

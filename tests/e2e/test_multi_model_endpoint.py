@@ -9,6 +9,7 @@ import io
 import json
 import tarfile
 import textwrap
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -142,6 +143,26 @@ def test_models_load_on_first_use_are_cached_and_evicted_by_memory(up: UpProcess
     broken = error(lambda: invoke(rt, "broken"))
     assert broken["Code"] == "ModelError" and "broken failed to load" in broken["Message"]
     assert invoke(rt, "customer-3", 1.0) == 3.0  # the instance serves on
+    cw = up.client("cloudwatch")
+    dims = [{"Name": "EndpointName", "Value": "mme"}, {"Name": "VariantName", "Value": "A"}]
+
+    def stat(metric: str, statistic: str = "Sum", namespace: str = "AWS/SageMaker") -> float:
+        now = time.time()
+        points = cw.get_metric_statistics(
+            Namespace=namespace,
+            MetricName=metric,
+            Dimensions=dims,
+            StartTime=now - 3600,
+            EndTime=now + 60,
+            Period=3600,
+            Statistics=[statistic],
+        )["Datapoints"]
+        return float(sum(p[statistic] for p in points))
+
+    hits, calls = stat("ModelCacheHit"), stat("ModelCacheHit", "SampleCount")
+    assert 0 < hits < calls  # some requests found their model loaded, some did not
+    assert stat("ModelLoadingTime", "SampleCount") >= 5 and stat("ModelUnloadingTime", "SampleCount") >= 1
+    assert stat("LoadedModelCount", "Maximum", "/aws/sagemaker/Endpoints") >= 2
     no_target = error(lambda: rt.invoke_endpoint(EndpointName="mme", Body=b"[1]", ContentType="application/json"))
     assert no_target["Code"] == "ValidationError" and "TargetModel" in no_target["Message"]
 

@@ -82,6 +82,13 @@ UNITS = {
     "CPUUtilization": "Percent",
     "MemoryUtilization": "Percent",
     "DiskUtilization": "Percent",
+    # multi-model endpoints
+    "ModelCacheHit": "None",
+    "ModelLoadingWaitTime": "Microseconds",
+    "ModelDownloadingTime": "Microseconds",
+    "ModelLoadingTime": "Microseconds",
+    "ModelUnloadingTime": "Microseconds",
+    "LoadedModelCount": "None",
 }
 BASIC_STATISTICS = ("SampleCount", "Average", "Sum", "Minimum", "Maximum")
 _PERCENTILE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
@@ -257,6 +264,35 @@ class MetricsStore:
                 self.record(NAMESPACE, "ModelLatency", dims, model_us, t)
             if overhead_us is not None:
                 self.record(NAMESPACE, "OverheadLatency", dims, max(0.0, overhead_us), t)
+
+    def record_model_load(
+        self,
+        endpoint: str,
+        variant: str,
+        *,
+        hit: bool,
+        wait_us: float = 0.0,
+        download_us: float = 0.0,
+        load_us: float = 0.0,
+        unload_us: tuple[float, ...] = (),
+        loaded_models: int | None = None,
+    ) -> None:
+        """A multi-model request's model: ``ModelCacheHit`` 1/0 (its Average is the hit ratio); on a miss what it
+        waited (``ModelLoadingWaitTime``), the download and load times; one ``ModelUnloadingTime`` sample per model
+        the instance unloaded to make room (their SampleCount shows thrashing); ``LoadedModelCount`` of the
+        instance that served it, in ``/aws/sagemaker/Endpoints``."""
+        t = self.clock()
+        dims: Dimensions = (("EndpointName", endpoint), ("VariantName", variant))
+        self.record(NAMESPACE, "ModelCacheHit", dims, 1.0 if hit else 0.0, t)
+        if not hit:
+            self.record(NAMESPACE, "ModelLoadingWaitTime", dims, wait_us, t)
+            if download_us or load_us:
+                self.record(NAMESPACE, "ModelDownloadingTime", dims, download_us, t)
+                self.record(NAMESPACE, "ModelLoadingTime", dims, load_us, t)
+        for us in unload_us:
+            self.record(NAMESPACE, "ModelUnloadingTime", dims, us, t)
+        if loaded_models is not None:
+            self.record(INSTANCE_NAMESPACE, "LoadedModelCount", dims, float(loaded_models), t)
 
     def put(
         self,

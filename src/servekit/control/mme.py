@@ -61,7 +61,8 @@ class LoadOutcome:
     wait_s: float = 0.0  # ModelLoadingWaitTime: what this request waited for download and load
     download_s: float = 0.0  # ModelDownloadingTime (resolving the artifact)
     load_s: float = 0.0  # ModelLoadingTime (the instance's load)
-    unloaded: int = 0  # models the instance unloaded to make room (ModelUnloadingTime's SampleCount)
+    unload_s: tuple[float, ...] = ()  # per model the instance unloaded to make room (ModelUnloadingTime)
+    loaded_models: int = 0  # how many models the instance holds now (LoadedModelCount)
 
 
 class LoadError(Exception):
@@ -105,7 +106,7 @@ class ModelLoads:
         name = model_name(target)
         state = self._instances.setdefault(instance_id, _Instance())
         if name in state.loaded:
-            return LoadOutcome(hit=True)
+            return LoadOutcome(hit=True, loaded_models=len(state.loaded))
         began = self._clock()
         pending = state.loading.get(name)
         if pending is None:
@@ -121,8 +122,9 @@ class ModelLoads:
                 state.loading.pop(name, None)
             pending.set_result(outcome)
             return outcome
-        shared = await asyncio.shield(pending)
-        return LoadOutcome(False, self._clock() - began, shared.download_s, shared.load_s, 0)
+        await asyncio.shield(pending)
+        # the load was another request's: this one only waited for it (its costs are counted once, there)
+        return LoadOutcome(False, self._clock() - began, loaded_models=len(state.loaded))
 
     async def _load(
         self, session: aiohttp.ClientSession, state: _Instance, url: str, prefix: str, target: str, name: str
@@ -160,8 +162,10 @@ class ModelLoads:
         evicted = [str(x) for x in listed] if isinstance(listed, list) else []
         for gone in evicted:
             state.loaded.discard(str(gone))
+        times = doc.get("unloadSeconds")
+        unload_s = tuple(float(x) for x in times) if isinstance(times, list) else (0.0,) * len(evicted)
         done = self._clock()
-        return LoadOutcome(False, done - began, downloaded - began, done - downloaded, len(evicted))
+        return LoadOutcome(False, done - began, downloaded - began, done - downloaded, unload_s, len(state.loaded))
 
 
 def _json(text: str) -> dict[str, object]:

@@ -215,6 +215,18 @@ class ControlPlane:
             raise validation_error(exc.message, code if isinstance(code, str) else None) from None
         self._series(self._invocations, endpoint, out.variant, "ok").inc()
         self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began, out.config_name)
+        if out.model_load is not None and self.endpoint_metrics is not None:
+            load = out.model_load
+            self.endpoint_metrics.record_model_load(
+                endpoint,
+                out.variant,
+                hit=load.hit,
+                wait_us=load.wait_s * 1e6,
+                download_us=load.download_s * 1e6,
+                load_us=load.load_s * 1e6,
+                unload_us=tuple(s * 1e6 for s in load.unload_s),
+                loaded_models=load.loaded_models,
+            )
         result: dict[str, Any] = {
             "Body": out.body,
             "ContentType": out.content_type,

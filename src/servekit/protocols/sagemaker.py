@@ -189,6 +189,7 @@ class MultiModelRoutes:
                 "loadSeconds": report.load_s,
                 "footprintBytes": report.footprint_bytes,
                 "evicted": list(report.evicted),
+                "unloadSeconds": list(report.unload_s),
             }
         )
 

@@ -90,6 +90,7 @@ class LoadReport:
     load_s: float
     footprint_bytes: int
     evicted: tuple[str, ...] = field(default_factory=tuple)
+    unload_s: tuple[float, ...] = field(default_factory=tuple)  # per evicted model, how long its unload took
 
 
 class MultiModelHost:
@@ -162,8 +163,7 @@ class MultiModelHost:
             # what this model took last time it was loaded here, else its size on disk
             estimate = max(disk_bytes(url), self._footprints.get(url, 0), 1)
             evicted = list(self._make_room(estimate))
-            for gone in evicted:
-                await self._unload(gone)
+            unload_s = [await self._unload(gone) for gone in evicted]
             before = self._rss()
             began = self._clock()
             self.models[name] = Hosted(name, url, estimate, began, began)
@@ -182,7 +182,7 @@ class MultiModelHost:
                 while more and self._rss() > self.memory_limit_bytes:
                     gone = more.pop(0)
                     evicted.append(gone)
-                    await self._unload(gone)
+                    unload_s.append(await self._unload(gone))
                 if self._rss() > self.memory_limit_bytes:
                     footprint = hosted.footprint_bytes
                     await self._unload(name)
@@ -191,7 +191,7 @@ class MultiModelHost:
                         f"{self.memory_limit_bytes / 2**20:.0f} MiB even with every idle model unloaded"
                     )
             log.info("loaded %s from %s in %.3f s (%d bytes)", name, url, hosted.load_s, hosted.footprint_bytes)
-            return LoadReport(name, hosted.load_s, hosted.footprint_bytes, tuple(evicted))
+            return LoadReport(name, hosted.load_s, hosted.footprint_bytes, tuple(evicted), tuple(unload_s))
 
     def _versioned(self, name: str, url: str) -> str:
         """``url`` itself when it holds version directories (``1/``, ``2/``); else a base whose version 1 links to

@@ -32,3 +32,15 @@ bench:
 # The long fuzz profile (1,000 random cases per decoder test; minutes). CI runs the bounded, derandomized profile.
 fuzz: install
 	SERVEKIT_FUZZ_PROFILE=deep $(PYTHON) -m pytest -q -p no:cacheprovider --timeout=0 tests/integration/test_fuzz.py
+
+# gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/protocols/grpc/_generated from
+# protos/descriptors.txtpb; protos-extract re-reads the descriptors from the upstream wheels first.
+PROTO_WHEELS := tensorflow-serving-api==2.21.0 tensorflow-cpu==2.21.0 tritonclient==2.73.0
+.PHONY: protos protos-extract
+protos:
+	$(PYTHON) scripts/grpc_protos.py generate
+
+protos-extract:
+	rm -rf build/proto-wheels && $(PIP) download -q --no-deps -d build/proto-wheels $(PROTO_WHEELS)
+	$(PYTHON) scripts/grpc_protos.py extract build/proto-wheels/*.whl
+	$(PYTHON) scripts/grpc_protos.py generate

@@ -33,7 +33,7 @@ bench:
 fuzz: install
 	SERVEKIT_FUZZ_PROFILE=deep $(PYTHON) -m pytest -q -p no:cacheprovider --timeout=0 tests/integration/test_fuzz.py
 
-# gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/protocols/grpc/_generated from
+# gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/protos from
 # protos/descriptors.txtpb; protos-extract re-reads the descriptors from the upstream wheels first.
 PROTO_WHEELS := tensorflow-serving-api==2.21.0 tensorflow-cpu==2.21.0 tritonclient==2.73.0
 .PHONY: protos protos-extract

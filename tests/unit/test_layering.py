@@ -31,15 +31,18 @@ ALLOWED: dict[str, frozenset[str]] = {
     "serving": BASE | {"config", "runtime"},
     "batching": BASE | {"config", "runtime"},
     "inference": BASE | {"config", "runtime", "serving", "batching"},
+    # Generated protobuf/gRPC modules (scripts/grpc_protos.py): wire types only, importing nothing of servekit
+    # but themselves, so the TensorProto codec and the gRPC fronts can share them.
+    "protos": frozenset(),
     # Wire formats: pure functions over the inference schema; no server, no route, no model manager.
-    "codecs": BASE | {"inference"},
+    "codecs": BASE | {"inference", "protos"},
     "observability": BASE | {"serving", "batching", "inference"},
     "capture": BASE | {"config", "storage", "codecs", "inference"},
     # The serving core: everything a serving process needs except its fronts.
     "server": _CORE | {"codecs", "observability", "capture"},
     # Protocol fronts mount on the core.
-    "protocols": _CORE | {"codecs", "observability", "server"},
-    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state", "control"},
+    "protocols": _CORE | {"codecs", "observability", "server", "protos"},
+    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state", "control", "protos"},
     "demo": BASE | {"config", "codecs"},
     "monitor": BASE | {"config", "storage", "state", "codecs", "capture"},
     "bench": BASE | {"config", "codecs"},

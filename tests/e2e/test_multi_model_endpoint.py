@@ -185,3 +185,57 @@ def test_target_model_on_a_single_model_endpoint_is_refused_as_sagemaker_does(up
         invoke(rt, "whatever.tar.gz", endpoint="one")
     assert err.value.response["Error"]["Code"] == "ValidationError"
     assert "not a multi-model endpoint" in err.value.response["Error"]["Message"]
+
+
+def test_preloaded_models_are_warm_and_a_disabled_cache_unloads_after_each_call(up: UpProcess, tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    for i in (1, 2):
+        flat_model(prefix / f"c{i}", float(i))
+    sm, rt = up.sm(), up.rt()
+    sm.create_model(
+        ModelName="warm",
+        PrimaryContainer={
+            "Image": "servekit",
+            "Mode": "MultiModel",
+            "ModelDataUrl": str(prefix),
+            "Environment": {"SERVEKIT_MME_PRELOAD": "c1"},
+        },
+    )
+    sm.create_model(
+        ModelName="cold",
+        PrimaryContainer={
+            "Image": "servekit",
+            "Mode": "MultiModel",
+            "ModelDataUrl": str(prefix),
+            "MultiModelConfig": {"ModelCacheSetting": "Disabled"},
+        },
+    )
+    for name in ("warm", "cold"):
+        sm.create_endpoint_config(
+            EndpointConfigName=f"{name}-cfg",
+            ProductionVariants=[
+                {"VariantName": "A", "ModelName": name, "InitialInstanceCount": 1, "InstanceType": "ml.mme.small"}
+            ],
+        )
+        sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-cfg")
+    for name in ("warm", "cold"):
+        sm.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig=FAST)
+    assert len(loads_of(up)) == 1  # c1, preloaded on the warm endpoint's instance before it took traffic
+
+    assert invoke(rt, "c1", 1.0, endpoint="warm") == 1.0
+    assert len(loads_of(up)) == 1  # a cache hit
+
+    def unloads() -> int:
+        return sum(
+            "servekit.serving.manager" in line and "unloaded" in line
+            for log in (up.home / "instances").glob("*.log")
+            for line in log.read_text(errors="replace").splitlines()
+        )
+
+    for _ in range(3):
+        before = unloads()
+        assert invoke(rt, "c2", 1.0, endpoint="cold") == 2.0
+        deadline = time.monotonic() + 10
+        while unloads() == before and time.monotonic() < deadline:  # the unload runs after the answer
+            time.sleep(0.05)
+    assert len(loads_of(up)) == 4 and unloads() >= 3  # loaded for each call, unloaded after it

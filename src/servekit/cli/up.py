@@ -84,6 +84,7 @@ def build(
         Account(),
         alarm_states=lambda names: alarm_states(db, names),
         on_instance_ready=instance_ready,
+        preload=gateway.preload,
     )
     # what InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it
     endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)

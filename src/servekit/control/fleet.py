@@ -44,6 +44,8 @@ class VariantPlan:
     extra_args: tuple[str, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)
     multi_model: bool = False  # Mode MultiModel: model_dir is the ModelDataUrl prefix TargetModel is under
+    model_cache: bool = True  # MultiModelConfig.ModelCacheSetting: Disabled unloads a model after each request
+    preload: tuple[str, ...] = ()  # TargetModels loaded (and pinned) on each instance before it takes traffic
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,8 @@ class InstanceFailed(Exception):
 StatusCallback = Callable[[str, str | None], Awaitable[None]]  # (EndpointStatus value, FailureReason)
 # (endpoint config, variant, instance id, seconds from start to healthy): CloudWatch's ModelSetupTime
 ReadyCallback = Callable[[str, str, str, float], None]
+# (instance id, instance URL, ModelDataUrl prefix, TargetModels): load and pin them on a new multi-model instance
+Preload = Callable[[str, str, str, tuple[str, ...]], Awaitable[None]]
 AlarmStates = Callable[[Sequence[str]], Mapping[str, str]]  # alarm names -> their states (OK, ALARM, ...)
 PhaseCallback = Callable[[RolloutState], None]
 
@@ -124,10 +128,12 @@ class EndpointController:
         clock: Callable[[], float] = time.monotonic,
         on_instance_ready: ReadyCallback | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        preload: Preload | None = None,
     ) -> None:
         self.name = name
         self._on_ready = on_instance_ready
         self._sleep = sleep
+        self._preload = preload
         self.deployment: Deployment | None = None  # the update under way, if any
         self._backend = backend
         self._table = table
@@ -390,6 +396,7 @@ class EndpointController:
                 [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in self.fleets[v.name].healthy()],
                 self.plan.config_name,
                 v.model_dir if v.multi_model else None,
+                v.model_cache,
             )
             for v in self.plan.variants
             if v.name in self.fleets
@@ -402,6 +409,7 @@ class EndpointController:
                     [InstanceRoute(i.handle.spec.instance_id, i.handle.url) for i in d.fleets[v.name].healthy()],
                     d.plan.config_name,
                     v.model_dir if v.multi_model else None,
+                    v.model_cache,
                 )
                 for v in d.plan.variants
                 if v.name in d.fleets
@@ -494,6 +502,11 @@ class EndpointController:
             if error is not None:
                 raise InstanceFailed(f"The model {v.model_name} failed to load: {error}")
             if await self._ready(url, "/ping" if v.multi_model else "/v2/health/ready"):
+                if v.multi_model and v.preload and self._preload is not None:
+                    try:
+                        await self._preload(instance.handle.spec.instance_id, url, v.model_dir, v.preload)
+                    except Exception as exc:
+                        raise InstanceFailed(f"preloading {', '.join(v.preload)} failed: {exc}") from exc
                 instance.healthy = True
                 if self._on_ready is not None:
                     self._on_ready(

@@ -24,6 +24,7 @@ from servekit.control.mme import (
     check_target,
     model_name,
 )
+from servekit.control.mme import unload as unload_model
 from servekit.control.router import choose_variant, least_outstanding, rendezvous
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class VariantRoute:
     # and green), told apart by it, and CloudWatch's EndpointConfigName dimension comes from it
     config_name: str = ""
     multi_model: str | None = None  # a multi-model fleet: the ModelDataUrl prefix its TargetModels are under
+    model_cache: bool = True  # False (ModelCacheSetting Disabled): a model is unloaded after each request
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +412,8 @@ class Gateway:
                                 "EndpointConfigName": variant.config_name,
                             },
                         )
+                    if load is not None and not variant.model_cache and target_model is not None:
+                        self._uncache(instance, target_model)
                     return Invocation(
                         payload,
                         resp.headers.get("Content-Type", "application/octet-stream"),
@@ -439,6 +443,34 @@ class Gateway:
                 ) from None
             finally:
                 instance.outstanding -= 1
+
+    def _uncache(self, instance: InstanceRoute, target: str) -> None:
+        """ModelCacheSetting Disabled: unload the model after its request, in the background."""
+        if self.model_loads is None:
+            return
+        self.model_loads.forget(instance.instance_id, model_name(target))
+
+        async def run() -> None:
+            try:
+                await unload_model(self._client(), instance.url, target)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                log.info("unloading %s from %s failed: %s", target, instance.instance_id, exc)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._shadow_tasks.add(task)  # tracked with the other background requests, cancelled at close
+        task.add_done_callback(self._shadow_tasks.discard)
+
+    async def preload(self, instance_id: str, url: str, prefix: str, targets: tuple[str, ...]) -> None:
+        """Load and pin ``targets`` on a new multi-model instance before it takes traffic."""
+        if self.model_loads is None:
+            raise RuntimeError("multi-model endpoints are not enabled on this gateway")
+        for target in targets:
+            try:
+                await self.model_loads.ensure(
+                    self._client(), instance_id, url, prefix, check_target(target), pinned=True
+                )
+            except (LoadError, TargetError) as exc:
+                raise RuntimeError(str(exc)) from None
 
     async def _ensure_loaded(self, variant: VariantRoute, instance: InstanceRoute, target: str) -> LoadOutcome:
         if self.model_loads is None or variant.multi_model is None:

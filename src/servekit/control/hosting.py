@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from servekit.control import rollout
 from servekit.control.api.errors import ApiError, validation_exception
 from servekit.control.backends import CpuPinningBackend, CpuPool, ReplicaBackend
-from servekit.control.fleet import AlarmStates, EndpointController, EndpointPlan, VariantPlan
+from servekit.control.fleet import AlarmStates, EndpointController, EndpointPlan, Preload, VariantPlan
 from servekit.control.gateway import RoutingTable
 from servekit.control.instance_types import InstanceType, Machine, oversubscription, this_machine
 from servekit.control.lifecycle import EndpointStatus, check_transition, predecessors
@@ -65,6 +65,7 @@ class HostingService:
         cpus: Sequence[int] | None = None,
         on_instance_ready: Callable[[str, str, str, str, float], None] | None = None,
         alarm_states: AlarmStates | None = None,
+        preload: Preload | None = None,
     ) -> None:
         """``alarm_states`` (alarm names → their states) is what a deployment's AutoRollbackConfiguration
         watches; without it, UpdateEndpoint refuses alarms (there is nothing to watch them with)."""
@@ -85,6 +86,7 @@ class HostingService:
         # (endpoint, endpoint config, variant, instance id, setup seconds) each time an instance turns healthy
         self._on_instance_ready = on_instance_ready
         self._alarm_states = alarm_states
+        self._preload = preload  # multi-model instances: load and pin SERVEKIT_MME_PRELOAD before traffic
         self._tasks: set[asyncio.Task[None]] = set()
 
     def handlers(self) -> dict[str, Handler]:
@@ -456,6 +458,7 @@ class HostingService:
                 on_status,
                 startup_timeout_s=self._startup_timeout_s,
                 on_instance_ready=(lambda c, v, i, s: ready(name, c, v, i, s)) if ready is not None else None,
+                preload=self._preload,
             )
             self.controllers[name] = controller
         return controller
@@ -501,6 +504,8 @@ class HostingService:
             extra_args=capture_args(config.data_capture, name, v["VariantName"]),
             environment=dict(model.container.environment),
             multi_model=multi_model,
+            model_cache=_model_cache(model.record),
+            preload=_preload(model.container.environment) if multi_model else (),
         )
 
     def _check_oversubscription(self, plan: EndpointPlan) -> None:
@@ -739,6 +744,22 @@ def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str)
 def _busy_message(row: EndpointRow, current: EndpointStatus, to: EndpointStatus) -> str:
     verb = {_E.UPDATING: "update", _E.DELETING: "delete"}.get(to, str(to))
     return f'Cannot {verb} in-progress endpoint "{row.arn}" (status {current}).'
+
+
+# servekit's: a multi-model container's Environment may name TargetModels to load (and pin: never unloaded for
+# room) on every instance before it takes traffic, comma-separated.
+PRELOAD_ENV = "SERVEKIT_MME_PRELOAD"
+
+
+def _preload(environment: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(t.strip() for t in environment.get(PRELOAD_ENV, "").split(",") if t.strip())
+
+
+def _model_cache(record: Mapping[str, Any]) -> bool:
+    """MultiModelConfig.ModelCacheSetting of the model's container: Disabled unloads a model after each request."""
+    container = record.get("PrimaryContainer") or (record.get("Containers") or [{}])[0]
+    setting = ((container or {}).get("MultiModelConfig") or {}).get("ModelCacheSetting", "Enabled")
+    return bool(setting != "Disabled")
 
 
 def _kept(retain: Mapping[str, tuple[float | None, int | None]], variant: str, which: int, default: Any) -> Any:

@@ -100,7 +100,13 @@ class ModelLoads:
         return found is not None and name in found.loaded
 
     async def ensure(
-        self, session: aiohttp.ClientSession, instance_id: str, url: str, prefix: str, target: str
+        self,
+        session: aiohttp.ClientSession,
+        instance_id: str,
+        url: str,
+        prefix: str,
+        target: str,
+        pinned: bool = False,
     ) -> LoadOutcome:
         """Make sure the instance at ``url`` holds ``target``; concurrent callers share one load."""
         name = model_name(target)
@@ -113,7 +119,7 @@ class ModelLoads:
             pending = asyncio.get_running_loop().create_future()
             state.loading[name] = pending
             try:
-                outcome = await self._load(session, state, url, prefix, target, name)
+                outcome = await self._load(session, state, url, prefix, target, name, pinned)
             except BaseException as exc:
                 pending.set_exception(exc)
                 pending.exception()  # retrieved: nobody else may be waiting
@@ -127,7 +133,14 @@ class ModelLoads:
         return LoadOutcome(False, self._clock() - began, loaded_models=len(state.loaded))
 
     async def _load(
-        self, session: aiohttp.ClientSession, state: _Instance, url: str, prefix: str, target: str, name: str
+        self,
+        session: aiohttp.ClientSession,
+        state: _Instance,
+        url: str,
+        prefix: str,
+        target: str,
+        name: str,
+        pinned: bool,
     ) -> LoadOutcome:
         began = self._clock()
         artifact = join(prefix, target)
@@ -141,7 +154,10 @@ class ModelLoads:
                 ) from None
             self._resolved[artifact] = local
         downloaded = self._clock()
-        async with session.post(f"{url}/models", json={"model_name": name, "url": local}) as resp:
+        body: dict[str, object] = {"model_name": name, "url": local}
+        if pinned:
+            body["pinned"] = True
+        async with session.post(f"{url}/models", json=body) as resp:
             text = (await resp.read()).decode("utf-8", "replace")
             doc = _json(text)
         if resp.status == 409:  # already there (a gateway restart forgot it): fine
@@ -166,6 +182,12 @@ class ModelLoads:
         unload_s = tuple(float(x) for x in times) if isinstance(times, list) else (0.0,) * len(evicted)
         done = self._clock()
         return LoadOutcome(False, done - began, downloaded - began, done - downloaded, unload_s, len(state.loaded))
+
+
+async def unload(session: aiohttp.ClientSession, url: str, target: str) -> None:
+    """Ask an instance to unload ``target`` (ModelCacheSetting Disabled); a model already gone is fine."""
+    async with session.delete(f"{url}/models/{model_name(target)}") as resp:
+        await resp.read()
 
 
 def _json(text: str) -> dict[str, object]:

@@ -175,7 +175,8 @@ class MultiModelRoutes:
         ):
             return _mme_error(400, "the body must be a JSON object with string fields model_name and url")
         try:
-            report = await self._host.load(doc["model_name"], doc["url"])
+            # "pinned" is servekit's: a preloaded model the host never unloads to make room
+            report = await self._host.load(doc["model_name"], doc["url"], pinned=doc.get("pinned") is True)
         except AlreadyLoaded as exc:
             return _mme_error(409, exc.message)
         except InsufficientMemory as exc:

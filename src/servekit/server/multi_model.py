@@ -82,6 +82,7 @@ class Hosted:
     last_used: float = 0.0
     in_flight: int = 0
     load_s: float = 0.0
+    pinned: bool = False  # preloaded for the endpoint's lifetime: never unloaded to make room
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +131,7 @@ class MultiModelHost:
             raise not_found(f"model {name} is not loaded", model=name)
         return found
 
-    async def load(self, name: str, url: str) -> LoadReport:
+    async def load(self, name: str, url: str, pinned: bool = False) -> LoadReport:
         """Load ``url`` (a servekit model directory) as ``name``, unloading idle models first if the budget needs
         it. Concurrent loads of one name share the first one's outcome; a loaded name is :class:`AlreadyLoaded`."""
         pending = self._loading.get(name)
@@ -141,7 +142,7 @@ class MultiModelHost:
         future: asyncio.Future[LoadReport] = asyncio.get_running_loop().create_future()
         self._loading[name] = future
         try:
-            report = await self._load(name, url)
+            report = await self._load(name, url, pinned)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: a load nobody else waited for must not warn
@@ -151,7 +152,7 @@ class MultiModelHost:
         future.set_result(report)
         return report
 
-    async def _load(self, name: str, url: str) -> LoadReport:
+    async def _load(self, name: str, url: str, pinned: bool) -> LoadReport:
         try:
             ModelConfig(name=name, base_path=url)  # the name's rules, before anything is touched
         except ConfigError as exc:
@@ -166,7 +167,7 @@ class MultiModelHost:
             unload_s = [await self._unload(gone) for gone in evicted]
             before = self._rss()
             began = self._clock()
-            self.models[name] = Hosted(name, url, estimate, began, began)
+            self.models[name] = Hosted(name, url, estimate, began, began, pinned=pinned)
             await self._set_models()
             error = await self._wait_loaded(name)
             if error is not None:
@@ -210,8 +211,8 @@ class MultiModelHost:
         return str(base)
 
     def _idle_lru(self) -> list[str]:
-        """Loaded models with no request in flight, least recently used first."""
-        idle = [m for m in self.models.values() if m.in_flight == 0]
+        """Loaded models with no request in flight and not pinned, least recently used first."""
+        idle = [m for m in self.models.values() if m.in_flight == 0 and not m.pinned]
         return [m.name for m in sorted(idle, key=lambda m: m.last_used)]
 
     def _make_room(self, needed: int) -> Iterator[str]:

@@ -25,6 +25,7 @@ def run(
     state = rollout.launched(rollout.start(now), now)
     seen: list[tuple[float, RolloutPhase, float]] = []
     alarms: Mapping[str, str] = {}
+
     def note(s: RolloutState) -> None:
         entry = (now - 1_000.0, s.phase, s.green_share(policy))
         if not seen or seen[-1][1:] != entry[1:]:

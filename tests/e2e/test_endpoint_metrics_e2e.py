@@ -292,3 +292,25 @@ def test_monitor_run_publishes_drift_that_an_alarm_watches(up: UpProcess, tmp_pa
     # the options are checked before any work: publishing needs an endpoint name
     bad = monitor("run", "--baseline", "b", "--data", "d", "--out", "o", "--publish-url", up.url)
     assert bad.returncode == 2 and "--endpoint-name" in bad.stderr
+
+
+def test_a_large_put_metric_data_arrives_gzipped_and_is_read(up: UpProcess) -> None:
+    """botocore gzips PutMetricData bodies of 10 KiB or more (Content-Encoding: gzip): they must land whole."""
+    cw = up.client("cloudwatch")
+    now = time.time()
+    data = [
+        {"MetricName": "Big", "Dimensions": [{"Name": "Shard", "Value": "s"}], "Value": float(i), "Timestamp": now}
+        for i in range(400)
+    ]
+    cw.put_metric_data(Namespace="servekit/test", MetricData=data)
+    points = cw.get_metric_statistics(
+        Namespace="servekit/test",
+        MetricName="Big",
+        Dimensions=[{"Name": "Shard", "Value": "s"}],
+        StartTime=now - 120,
+        EndTime=now + 120,
+        Period=60,
+        Statistics=["SampleCount", "Sum"],
+    )["Datapoints"]
+    assert sum(p["SampleCount"] for p in points) == 400
+    assert sum(p["Sum"] for p in points) == sum(range(400))

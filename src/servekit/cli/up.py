@@ -94,7 +94,7 @@ def build(
     cloudwatch = {**alarms.handlers(), **cloudwatch_handlers}
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
     # no less often than new datapoints arrive; alarms hand it their step-policy actions.
-    resolution = int(getattr(endpoint_metrics, "resolution_s", 60))
+    resolution = endpoint_metrics.resolution_s
     scaler = Autoscaler(
         db.autoscaling, hosting, endpoint_metrics, period_s=resolution, tick_s=min(DEFAULT_TICK_S, resolution)
     )

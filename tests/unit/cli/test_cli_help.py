@@ -81,7 +81,19 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
     hidden = sorted(n for n, c in top.commands.items() if c.hidden)  # type: ignore[attr-defined]
     assert hidden == ["inspect"]
     listed = re.findall(r"^│ (\S+) ", invoke("--help").output.split("Commands", 1)[1], re.MULTILINE)
-    assert listed == ["serve", "up", "deploy", "demo", "model", "endpoint", "bench", "transform", "monitor", "keys"]
+    assert listed == [
+        "serve",
+        "up",
+        "deploy",
+        "demo",
+        "model",
+        "endpoint",
+        "bench",
+        "transform",
+        "monitor",
+        "keys",
+        "autoscale",
+    ]
 
 
 def test_inspect_alias_and_model_inspect_agree(tmp_path: Path) -> None:

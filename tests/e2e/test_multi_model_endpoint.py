@@ -119,8 +119,13 @@ def test_models_load_on_first_use_are_cached_and_evicted_by_memory(up: UpProcess
     sm.create_endpoint(EndpointName="mme", EndpointConfigName="mme-cfg")
     sm.get_waiter("endpoint_in_service").wait(EndpointName="mme", WaiterConfig=FAST)
 
+    def cache(target: str) -> str:
+        r = rt.invoke_endpoint(EndpointName="mme", Body=b"[1.0]", ContentType="application/json", TargetModel=target)
+        return str(r["ResponseMetadata"]["HTTPHeaders"]["x-servekit-model-cache"])
+
     assert invoke(rt, "customer-1", 2.0) == 2.0
     assert invoke(rt, "customer-1", 3.0) == 3.0  # served from the instance's cache
+    assert cache("customer-1") == "hit"
     assert invoke(rt, "tarred/model.tar.gz", 1.0) == 7.0  # SageMaker's archive, unpacked on first use
 
     with ThreadPoolExecutor(6) as pool:  # concurrent cold calls for one model: one load

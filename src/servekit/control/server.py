@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,9 @@ from servekit.control.metrics import NAMESPACE, MetricsStore
 
 log = logging.getLogger(__name__)
 
+MODEL_CACHE_HEADER = "x-servekit-model-cache"
+# Response headers an operation adds beyond its API shape, for the request being answered (one dict per request).
+_EXTRA_HEADERS: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("servekit_extra_headers")
 _MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
 _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -215,6 +219,10 @@ class ControlPlane:
             raise validation_error(exc.message, code if isinstance(code, str) else None) from None
         self._series(self._invocations, endpoint, out.variant, "ok").inc()
         self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began, out.config_name)
+        if out.model_load is not None:
+            # servekit's: whether a multi-model request found its model loaded (clients see it in
+            # ResponseMetadata.HTTPHeaders; SageMaker's own headers are unchanged)
+            _EXTRA_HEADERS.get({})[MODEL_CACHE_HEADER] = "hit" if out.model_load.hit else "miss"
         if out.model_load is not None and self.endpoint_metrics is not None:
             load = out.model_load
             self.endpoint_metrics.record_model_load(
@@ -356,15 +364,18 @@ class ControlPlane:
         if body is None:
             await _send(send, 413, b'{"message": "request body too large"}', "application/json")
             return
+        extra: dict[str, str] = {}
+        _EXTRA_HEADERS.set(extra)
         response = await self.api.handle_async(method, raw_path, headers, body, self.dispatch)
         if response is None:
             await _send(send, 404, b'{"message": "no such API on servekit up"}', "application/json")
             return
+        out_headers = {**response.headers, **extra} if response.status == 200 else response.headers
         await send(
             {
                 "type": "http.response.start",
                 "status": response.status,
-                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()],
+                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers.items()],
             }
         )
         await send({"type": "http.response.body", "body": response.body})

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import tarfile
 import textwrap
 import time
@@ -164,6 +166,16 @@ def test_models_load_on_first_use_are_cached_and_evicted_by_memory(up: UpProcess
         )["Datapoints"]
         return float(sum(p[statistic] for p in points))
 
+    cli = [sys.executable, "-m", "servekit.cli.main", "endpoint", "describe", "mme", "--json"]
+    described = subprocess.run(
+        [*cli, "--url", up.url, "--home", str(up.home)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    per_model = {m["TargetModel"]: m for m in json.loads(described.stdout)["ServekitModelCache"]}
+    assert per_model["customer-2"]["Hits"] + per_model["customer-2"]["Misses"] == 6 + 2  # 6 concurrent, 2 rounds
+    assert per_model["customer-1"]["Hits"] >= 2 and 0 < per_model["customer-1"]["HitRatio"] < 1
     hits, calls = stat("ModelCacheHit"), stat("ModelCacheHit", "SampleCount")
     assert 0 < hits < calls  # some requests found their model loaded, some did not
     assert stat("ModelLoadingTime", "SampleCount") >= 5 and stat("ModelUnloadingTime", "SampleCount") >= 1

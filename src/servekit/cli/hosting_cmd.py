@@ -168,7 +168,16 @@ def endpoint_describe(
         _print_json(desc)
         return
     out = _console()
-    out.print(_fields_table(desc, skip=("ProductionVariants",)))
+    out.print(_fields_table(desc, skip=("ProductionVariants", "ServekitModelCache")))
+    cache = desc.get("ServekitModelCache") or []
+    if cache:
+        out.print()
+        out.print(
+            _rows_table(
+                cache,
+                [("Target model", "TargetModel"), ("Hits", "Hits"), ("Misses", "Misses"), ("Hit ratio", "HitRatio")],
+            )
+        )
     variants = desc.get("ProductionVariants") or []
     if variants:
         columns = [

@@ -31,6 +31,8 @@ from servekit.control.metrics import NAMESPACE, MetricsStore
 log = logging.getLogger(__name__)
 
 MODEL_CACHE_HEADER = "x-servekit-model-cache"
+_MAX_TRACKED_MODELS = 100_000  # per endpoint: past it, new TargetModels are not counted (memory stays bounded)
+_REPORTED_MODELS = 100
 # Response headers an operation adds beyond its API shape, for the request being answered (one dict per request).
 _EXTRA_HEADERS: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("servekit_extra_headers")
 _MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
@@ -64,6 +66,8 @@ class ControlPlane:
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
         self.background = tuple(background)
+        # multi-model endpoints: endpoint -> TargetModel -> [hits, misses] since this process started
+        self.model_cache: dict[str, dict[str, list[int]]] = {}
         self.api = api
         self.hosting = hosting
         self.gateway = gateway
@@ -182,6 +186,12 @@ class ControlPlane:
     async def dispatch(self, call: Call) -> Mapping[str, Any] | None:
         if call.service == "sagemaker-runtime" and call.operation == "InvokeEndpoint":
             return await self._invoke(call.params)
+        if call.service == "sagemaker" and call.operation == "DescribeEndpoint":
+            described = dict(await self._handlers["DescribeEndpoint"](call.params))
+            cache = self.model_cache.get(described["EndpointName"])
+            if cache:  # servekit's: a multi-model endpoint's hit ratio per TargetModel, busiest first
+                described["ServekitModelCache"] = model_cache_report(cache)
+            return described
         handler = self._services.get(call.service, {}).get(call.operation)
         if handler is None:
             raise ApiError(
@@ -223,6 +233,11 @@ class ControlPlane:
             # servekit's: whether a multi-model request found its model loaded (clients see it in
             # ResponseMetadata.HTTPHeaders; SageMaker's own headers are unchanged)
             _EXTRA_HEADERS.get({})[MODEL_CACHE_HEADER] = "hit" if out.model_load.hit else "miss"
+            target = str(p.get("TargetModel"))
+            counts = self.model_cache.setdefault(endpoint, {})
+            if target in counts or len(counts) < _MAX_TRACKED_MODELS:
+                hit_miss = counts.setdefault(target, [0, 0])
+                hit_miss[0 if out.model_load.hit else 1] += 1
         if out.model_load is not None and self.endpoint_metrics is not None:
             load = out.model_load
             self.endpoint_metrics.record_model_load(
@@ -395,6 +410,15 @@ class ControlPlane:
                 await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def model_cache_report(counts: Mapping[str, list[int]]) -> list[dict[str, Any]]:
+    """The busiest TargetModels with their hits, misses and hit ratio (DescribeEndpoint's ServekitModelCache)."""
+    busiest = sorted(counts.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))[:_REPORTED_MODELS]
+    return [
+        {"TargetModel": t, "Hits": h, "Misses": m, "HitRatio": round(h / (h + m), 4) if h + m else 0.0}
+        for t, (h, m) in busiest
+    ]
 
 
 async def _read(receive: Receive, limit: int) -> bytes | None:

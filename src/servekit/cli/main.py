@@ -32,6 +32,7 @@ from servekit.config.models import (
     ServerConfig,
 )
 from servekit.errors import ConfigError
+from servekit.protocols.grpc.config import DEFAULT_MAX_MESSAGE_BYTES, GrpcConfig
 
 # Help is rendered at the terminal's width; the option tables are laid out so that every option name shows in
 # full from 100 columns up (tests/unit/test_cli.py checks this for every command).
@@ -143,6 +144,17 @@ def serve(
         str | None, _tf("--model_config_file", help="TF Serving model_config_list (text), YAML or TOML.")
     ] = None,
     rest_api_port: Annotated[int, _tf("--rest_api_port", help="REST port (all protocols).")] = 8501,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            "--grpc_port",
+            help="gRPC port (TF Serving's flag; its image uses 8500): TF Serving and KServe V2. Off if unset.",
+        ),
+    ] = None,
+    grpc_max_message_bytes: Annotated[
+        int, _tf("--grpc_max_message_bytes", help="Largest gRPC message either way (64 MiB by default).")
+    ] = DEFAULT_MAX_MESSAGE_BYTES,
     host: Annotated[
         str, _tf("--host", help="Address to listen on; 0.0.0.0 = every interface (warned about without auth).")
     ] = "127.0.0.1",
@@ -306,12 +318,25 @@ def serve(
             multi_model=multi_model,
             multi_model_memory_bytes=multi_model_memory_bytes or None,
         )
+        grpc = (
+            GrpcConfig(
+                port=grpc_port,
+                host=host,
+                max_message_bytes=grpc_max_message_bytes,
+                reuse_port=workers > 1,  # each worker binds the port; the kernel spreads the connections
+            )
+            if grpc_port is not None
+            else None
+        )
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
     from servekit.cli.serve import run_server
 
-    run_server(config, log_level)
+    if grpc is None:
+        run_server(config, log_level)
+    else:
+        run_server(config, log_level, grpc)
 
 
 @model_app.command("inspect")

@@ -19,12 +19,14 @@ import tempfile
 import time
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
 from servekit.cli.connections import guarded_protocol, resolve
 from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
+from servekit.protocols.grpc.config import GrpcConfig
 
 log = logging.getLogger("servekit")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -69,8 +71,12 @@ def _sockets(config: ServerConfig) -> list[socket.socket]:
     return sockets
 
 
-def _uvicorn(config: ServerConfig, log_level: str) -> uvicorn.Server:
-    app = build_app(config)
+def _uvicorn(config: ServerConfig, log_level: str, grpc: GrpcConfig | None = None) -> uvicorn.Server:
+    app: Any = build_app(config)
+    if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
+        from servekit.protocols.grpc.server import GrpcFront, WithGrpc
+
+        app = WithGrpc(app, GrpcFront(app.state.core, grpc))
     limits = resolve(config.connections)
     log.info(
         "connections: idle timeout %gs, request head %gs, body %gs, keep-alive %ds, at most %d open",
@@ -97,26 +103,33 @@ def _uvicorn(config: ServerConfig, log_level: str) -> uvicorn.Server:
     return uvicorn.Server(uv)
 
 
-def run_server(config: ServerConfig, log_level: str = "info") -> None:
+def run_server(config: ServerConfig, log_level: str = "info", grpc: GrpcConfig | None = None) -> None:
+    """Serve REST (and gRPC when ``grpc`` is given). With several workers each binds the gRPC port itself with
+    SO_REUSEPORT (``grpc.reuse_port``), so the kernel spreads gRPC connections over them as it does REST's."""
     sockets = _sockets(config)
     if config.workers == 1:
-        _uvicorn(config, log_level).run(sockets=sockets)
+        _uvicorn(config, log_level, grpc).run(sockets=sockets)
         return
-    Supervisor(config, sockets, log_level).run()
+    Supervisor(config, sockets, log_level, grpc).run()
 
 
-def _worker_main(config: ServerConfig, sockets: list[socket.socket], log_level: str) -> None:
+def _worker_main(
+    config: ServerConfig, sockets: list[socket.socket], log_level: str, grpc: GrpcConfig | None = None
+) -> None:
     logging.basicConfig(
         level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
     )
-    _uvicorn(config, log_level).run(sockets=sockets)
+    _uvicorn(config, log_level, grpc).run(sockets=sockets)
 
 
 class Supervisor:
     """Starts ``config.workers`` processes on shared sockets and keeps that many alive until told to stop."""
 
-    def __init__(self, config: ServerConfig, sockets: list[socket.socket], log_level: str) -> None:
+    def __init__(
+        self, config: ServerConfig, sockets: list[socket.socket], log_level: str, grpc: GrpcConfig | None = None
+    ) -> None:
         self._config = config
+        self._grpc = grpc
         self._sockets = sockets
         self._log_level = log_level
         self._ctx = mp.get_context("spawn")
@@ -125,7 +138,9 @@ class Supervisor:
 
     def _spawn(self) -> BaseProcess:
         proc = self._ctx.Process(
-            target=_worker_main, args=(self._config, self._sockets, self._log_level), name="servekit-worker"
+            target=_worker_main,
+            args=(self._config, self._sockets, self._log_level, self._grpc),
+            name="servekit-worker",
         )
         proc.start()
         log.info("started worker %s", proc.pid)

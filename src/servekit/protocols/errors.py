@@ -1,4 +1,5 @@
-"""ErrorCode -> HTTP status, one table per protocol (they agree today; each may diverge on its own)."""
+"""ErrorCode -> status, one table per protocol: HTTP for the REST fronts (they agree today; each may diverge on
+its own) and gRPC status names for the gRPC fronts."""
 
 from __future__ import annotations
 
@@ -23,3 +24,25 @@ _COMMON = {
 TFSERVING_STATUS = MappingProxyType(dict(_COMMON))
 KSERVE_STATUS = MappingProxyType(dict(_COMMON))
 SAGEMAKER_STATUS = MappingProxyType(dict(_COMMON))
+
+# gRPC status names (grpc.StatusCode members), kept as names so the REST front never imports grpc. Messages are
+# the REST ones, unchanged. TF Serving's own mapping where it has one: bad requests are INVALID_ARGUMENT, a model
+# still loading UNAVAILABLE; a body over the limit is what grpc itself answers for an oversized message.
+GRPC_STATUS = MappingProxyType(
+    {
+        ErrorCode.INVALID_ARGUMENT: "INVALID_ARGUMENT",
+        ErrorCode.NOT_FOUND: "NOT_FOUND",
+        ErrorCode.UNAVAILABLE: "UNAVAILABLE",
+        ErrorCode.PAYLOAD_TOO_LARGE: "RESOURCE_EXHAUSTED",
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE: "INVALID_ARGUMENT",
+        ErrorCode.NOT_ACCEPTABLE: "INVALID_ARGUMENT",
+        ErrorCode.MODEL_ERROR: "INTERNAL",
+        ErrorCode.DEADLINE_EXCEEDED: "DEADLINE_EXCEEDED",
+        ErrorCode.CANCELLED: "CANCELLED",
+        ErrorCode.UNIMPLEMENTED: "UNIMPLEMENTED",
+        ErrorCode.INTERNAL: "INTERNAL",
+    }
+)
+# UNAVAILABLE from a model that is serving means it has no room for the request (a full batch queue, its
+# --max_queued_requests in flight): gRPC's RESOURCE_EXHAUSTED, so clients tell "back off" from "not loaded yet".
+GRPC_OVERLOADED = "RESOURCE_EXHAUSTED"

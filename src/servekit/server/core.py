@@ -60,6 +60,7 @@ class ServingCore:
         self._background: set[asyncio.Task[None]] = set()
         self._state_listeners: list[Callable[[str, int, ServableState], None]] = []
         self._ready: asyncio.Event | None = None
+        self._settle_waiters: set[asyncio.Event] = set()  # reload_models calls waiting for the manager to settle
         config_file = config.model_config_file
         self.source = RepositorySource(
             self.storage,
@@ -111,6 +112,24 @@ class ServingCore:
     def _check_settled(self) -> None:
         if self._ready is not None and not self._ready.is_set() and self.manager.settled():
             self._ready.set()
+        if self._settle_waiters and self.manager.settled():
+            for event in self._settle_waiters:
+                event.set()
+
+    async def reload_models(self, models: tuple[ModelConfig, ...]) -> None:
+        """Serve exactly ``models`` from now on (TF Serving's HandleReloadConfigRequest, the same path as a changed
+        config file): new models are loaded and this returns once each has a version available or has finished
+        its first load attempt; models left out are unloaded."""
+        self.source._apply_config(models)  # the config file's reload path, given the list instead of a file
+        await self.source.poll()
+        if self.manager.settled():
+            return
+        event = asyncio.Event()
+        self._settle_waiters.add(event)
+        try:
+            await event.wait()
+        finally:
+            self._settle_waiters.discard(event)
 
     async def start(self) -> None:
         """Start polling; with ``wait_for_models_seconds`` also hold startup (so the server does not accept

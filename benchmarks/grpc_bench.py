@@ -116,12 +116,12 @@ async def _bench(grpc_port: int, rest_port: int, echo_port: int, seconds: float)
                 for name, ch in channels.items():
                     method = ch.unary_unary(PREDICT)  # raw bytes both ways: the client's decode cost is not timed
 
-                    async def grpc_call(method: Any = method) -> None:
+                    async def grpc_call(method: Any = method, payload: bytes = payload) -> None:
                         await method(payload, timeout=30)
 
                     targets[name] = grpc_call
 
-                async def rest_call() -> None:
+                async def rest_call(rest_body: bytes = rest_body) -> None:
                     async with http.post(
                         f"http://127.0.0.1:{rest_port}/v1/models/iris:predict",
                         data=rest_body,
@@ -171,7 +171,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) ->
 
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| rows | c | target | req/s | p50 ms | p99 ms | errors | × echo req/s |",
+        "| rows | c | target | req/s | p50 ms | p99 ms | errors | x echo req/s |",
         "|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -195,9 +195,11 @@ def main() -> None:
         config = build_demo(Path(tmp))
         grpc_port, rest_port, echo_port = _port(), _port(), _port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "servekit.cli.main", "serve", "--model_config_file", str(config)]
-            + ["--rest_api_port", str(rest_port), "--port", str(grpc_port), "--log_level", "warning"]
-            + ["--file_system_poll_wait_seconds", "0"],
+            [
+                *(sys.executable, "-m", "servekit.cli.main", "serve", "--model_config_file", str(config)),
+                *("--rest_api_port", str(rest_port), "--port", str(grpc_port), "--log_level", "warning"),
+                *("--file_system_poll_wait_seconds", "0"),
+            ],
         )
         echo = mp.get_context("spawn").Process(target=_echo_main, args=(echo_port,), daemon=True)
         echo.start()

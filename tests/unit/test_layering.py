@@ -50,6 +50,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The hosting control plane: knows no tensors and no serving internals; instances are `servekit serve`
     # processes it starts, and the gateway forwards bytes.
     "control": BASE | {"config", "storage", "state"},
+    # Capacity recommendation: starts instances the control plane's way (its backend, instance types, API errors),
+    # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
+    # hands its API handlers to the control plane).
+    "recommend": BASE | {"config", "bench", "control", "codecs", "state"},
     "__init__": BASE,
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package

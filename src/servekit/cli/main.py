@@ -21,6 +21,7 @@ from servekit.cli.autoscale_cmd import autoscale_app
 from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
+from servekit.cli.recommend_cmd import recommend as recommend_command
 from servekit.cli.transform_cmd import transform_app
 from servekit.config.loading import load_auth_token_file, load_batching_file, load_model_config_file
 from servekit.config.models import (
@@ -74,6 +75,7 @@ app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
 app.add_typer(autoscale_app, name="autoscale")
+app.command("recommend")(recommend_command)
 
 
 def _print_version(value: bool) -> None:

@@ -54,6 +54,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
     # hands its API handlers to the control plane).
     "recommend": BASE | {"config", "bench", "control", "codecs", "state"},
+    # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
+    # to compare them; knows no server, protocol or wire format.
+    "optimize": BASE | {"config", "runtime"},
     "__init__": BASE,
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package

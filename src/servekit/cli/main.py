@@ -21,6 +21,7 @@ from servekit.cli.autoscale_cmd import autoscale_app
 from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
+from servekit.cli.optimize_cmd import optimize
 from servekit.cli.recommend_cmd import recommend as recommend_command
 from servekit.cli.transform_cmd import transform_app
 from servekit.config.loading import load_auth_token_file, load_batching_file, load_model_config_file
@@ -416,6 +417,10 @@ def demo(
     if build_only:
         return
     serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port, host=host)
+
+
+# servekit optimize (servekit.cli.optimize_cmd) stands alone like serve: a model directory in, a version out.
+app.command("optimize")(optimize)
 
 
 @bench_app.command("run")

@@ -51,22 +51,21 @@ class Quality:
 
 
 def find_task(servable: Servable) -> Task:
+    """Classification when there is a classify signature or the output is a 2-D float with several columns (read
+    as class scores: the class is the highest), or a non-float output (the label itself); else regression."""
     sigs = servable.signatures
     for sig in sigs.values():
         if sig.method == CLASSIFY_METHOD and sig.outputs:
             return Task("classification", sig.name, sig.outputs[0].name, sig.class_labels)
-    for sig in sigs.values():
-        if sig.method == REGRESS_METHOD and sig.outputs:
-            return Task("regression", sig.name, sig.outputs[0].name)
-    sig = sigs.get(DEFAULT_SIGNATURE) or next(iter(sigs.values()))
+    regress = [s for s in sigs.values() if s.method == REGRESS_METHOD and s.outputs]
+    sig = regress[0] if regress else sigs.get(DEFAULT_SIGNATURE) or next(iter(sigs.values()))
     if not sig.outputs:
         raise ConfigError(f"signature {sig.name!r} has no outputs to compare")
     out = sig.outputs[0]
-    if out.dtype.kind == "f" and len(out.shape) == 2 and out.shape[1] != 1:
-        return Task("classification", sig.name, out.name)  # scores: the class is the highest one
     if out.dtype.kind == "f":
-        return Task("regression", sig.name, out.name)
-    return Task("classification", sig.name, out.name)  # the output is the label itself
+        scores = len(out.shape) == 2 and out.shape[1] != 1
+        return Task("classification" if scores else "regression", sig.name, out.name)
+    return Task("classification", sig.name, out.name)
 
 
 def _run(servable: Servable, signature: str, data: Dataset) -> dict[str, npt.NDArray[Any]]:

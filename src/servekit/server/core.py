@@ -120,8 +120,7 @@ class ServingCore:
         """Serve exactly ``models`` from now on (TF Serving's HandleReloadConfigRequest, the same path as a changed
         config file): new models are loaded and this returns once each has a version available or has finished
         its first load attempt; models left out are unloaded."""
-        self.source._apply_config(models)  # the config file's reload path, given the list instead of a file
-        await self.source.poll()
+        await self.source.replace_models(models)  # the config file's reload path, given the list instead of a file
         if self.manager.settled():
             return
         event = asyncio.Event()

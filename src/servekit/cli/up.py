@@ -25,6 +25,7 @@ from servekit.control.names import Account
 from servekit.control.server import ControlPlane
 from servekit.control.shadow import ShadowLog
 from servekit.control.utilization import UtilizationSampler, hosting_instances
+from servekit.recommend.api import RecommendationJobs
 from servekit.state.database import StateDB
 from servekit.storage import Storage
 
@@ -99,17 +100,26 @@ def build(
         db.autoscaling, hosting, endpoint_metrics, period_s=resolution, tick_s=min(DEFAULT_TICK_S, resolution)
     )
     alarms.action_handlers[ACTION_PREFIX] = scaler.alarm_action
+    # Inference Recommender jobs: measure a model on instances of their own, reports under the home
+    recommender = RecommendationJobs(
+        db.recommend_jobs,
+        db.hosting,
+        lambda url: str(artifacts.resolve(url).base_path),
+        load_instance_types(instance_types_file),
+        home / "recommendations",
+    )
     plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
         gateway,
         services={
+            "sagemaker": {**hosting.handlers(), **recommender.handlers()},
             "cloudwatch": cloudwatch,
             "application-autoscaling": AutoscalingApi(db.autoscaling, Account()).handlers(),
         },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
-        background=[scaler, sampler],
+        background=[scaler, sampler, recommender],
     )
     plane.registry.register(sampler)  # per-instance utilization gauges on /metrics
     planes.append(plane)

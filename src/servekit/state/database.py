@@ -15,6 +15,7 @@ from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
+from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.schema import MIGRATIONS
 from servekit.state.transform_jobs import TransformJobs
 
@@ -55,6 +56,11 @@ class StateDB:
     def autoscaling(self) -> Autoscaling:
         """Application Auto Scaling's scalable targets, policies and activities, stamped with the wall clock."""
         return Autoscaling(self.conn)
+
+    @cached_property
+    def recommend_jobs(self) -> RecommendJobs:
+        """Inference recommendation jobs, stamped with the wall clock."""
+        return RecommendJobs(self.conn)
 
     @classmethod
     def open(

@@ -6,7 +6,7 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 
 from __future__ import annotations
 
-from servekit.state import alarms, autoscaling, hosting, metrics, transform_jobs
+from servekit.state import alarms, autoscaling, hosting, metrics, recommend_jobs, transform_jobs
 from servekit.state.migrations import Migration, check_migrations
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -15,6 +15,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     alarms.AGGREGATE: alarms.MIGRATIONS,
     metrics.AGGREGATE: metrics.MIGRATIONS,
     autoscaling.AGGREGATE: autoscaling.MIGRATIONS,
+    recommend_jobs.AGGREGATE: recommend_jobs.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

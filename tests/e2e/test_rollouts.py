@@ -348,3 +348,28 @@ def test_the_cli_rolls_a_new_model_out_in_the_seed_steps(up: UpProcess, tmp_path
             ],
             Tags=[{"Key": "servekit:TrafficSteps", "Value": "50 20"}],
         )
+
+
+def test_a_scale_out_that_cannot_start_is_rolled_back_with_its_reason(up: UpProcess, tmp_path: Path) -> None:
+    sm, rt = up.sm(), up.rt()
+    model_dir = scaling_model(tmp_path, "doomed", 2.0)
+    config(sm, "cfg", "doomed-m", model_dir)
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    (model_dir / "1" / "code" / "inference.py").write_text("raise RuntimeError('the weights are gone')\n")
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName="ep", DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 2}]
+    )
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    desc = sm.describe_endpoint(EndpointName="ep")
+    assert "rolled back" in desc["FailureReason"] and "weights are gone" in desc["FailureReason"]
+    (variant,) = desc["ProductionVariants"]
+    assert variant["DesiredInstanceCount"] == 1 and variant["CurrentInstanceCount"] == 1
+    r = rt.invoke_endpoint(EndpointName="ep", Body=b"[1.0]", ContentType="application/json")
+    assert json.loads(r["Body"].read())["out"] == [2.0]  # the instance that ran serves on
+    db = StateDB.open(up.home)
+    try:
+        moves = [(c.from_status, c.to_status) for c in db.hosting.history("ep")]
+    finally:
+        db.close()
+    assert moves[-3:] == [("InService", "Updating"), ("Updating", "RollingBack"), ("RollingBack", "InService")]

@@ -280,8 +280,11 @@ class EndpointController:
             *(self._drain_and_stop(i, routes.get(i.handle.spec.instance_id)) for f in old.values() for i in f.instances)
         )
 
-    async def set_capacity(self, changes: Mapping[str, tuple[float | None, int | None]]) -> None:
-        """New weights and/or instance counts for variants (UpdateEndpointWeightsAndCapacities)."""
+    async def set_capacity(self, changes: Mapping[str, tuple[float | None, int | None]]) -> str | None:
+        """New weights and/or instance counts for variants (UpdateEndpointWeightsAndCapacities). None when done;
+        else why a scale-out failed, after the variant's desired count was set back to the instances it has
+        (SageMaker rolls a failed capacity change back)."""
+        failed: list[str] = []
         async with self._lock:
             assert self.plan is not None
             variants = []
@@ -304,8 +307,14 @@ class EndpointController:
                         await self._grow(fleet)
                     except InstanceFailed as exc:
                         log.warning("endpoint %s: scaling %s out failed: %s", self.name, v.name, exc)
+                        failed.append(f"scaling variant {v.name} out to {v.count} instance(s) failed: {exc}")
+                        fleet.plan = replace(v, count=len(fleet.instances))
+            if failed:
+                self.plan = replace(self.plan, variants=tuple(self.fleets[v.name].plan for v in variants))
             self._publish()
-            await self._on_status("InService", None)
+            reason = "; ".join(failed) or None
+            await self._on_status("InService", reason)
+            return reason
 
     async def delete(self) -> None:
         async with self._lock:

@@ -603,8 +603,28 @@ class HostingService:
 
     async def _scale(self, name: str, changes: Mapping[str, tuple[float | None, int | None]]) -> None:
         controller = self._controller(name)
-        await controller.set_capacity(changes)
-        self._settle(name, _E.UPDATING, _E.IN_SERVICE, "capacity changed", variants=_variant_states(controller))
+        failed = await controller.set_capacity(changes)
+        if failed is None:
+            self._settle(
+                name,
+                _E.UPDATING,
+                _E.IN_SERVICE,
+                "capacity changed",
+                failure_reason="",
+                variants=_variant_states(controller),
+            )
+            return
+        # as SageMaker reports a failed capacity change: Updating -> RollingBack -> InService with the reason, the
+        # desired count back at the instances that run
+        self._settle(name, _E.UPDATING, _E.ROLLING_BACK, failed)
+        self._settle(
+            name,
+            _E.ROLLING_BACK,
+            _E.IN_SERVICE,
+            failed,
+            failure_reason=f"The capacity change was rolled back: {failed}",
+            variants=_variant_states(controller),
+        )
 
     async def _tear_down(self, name: str) -> None:
         self.warnings.pop(name, None)

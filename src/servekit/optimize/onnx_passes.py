@@ -26,6 +26,14 @@ log = logging.getLogger(__name__)
 GRAPH_LEVELS = ("basic", "extended", "all")
 
 
+def require_onnx() -> None:
+    """onnxruntime.quantization and the graph edits need the ``onnx`` package, which serving does not."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise ConfigError("servekit optimize needs the onnx package: pip install 'servekit[optimize]'") from None
+
+
 def optimize_graph(src: Path, dst: Path, level: str = "extended") -> None:
     """Let onnxruntime optimize ``src`` at ``level`` and save the optimized graph as ``dst``."""
     import onnxruntime as ort
@@ -78,6 +86,7 @@ def _pre_process(src: Path, dst: Path) -> Path:
 def quantize_int8(src: Path, dst: Path, work: Path, calibration: dict[str, npt.NDArray[Any]] | None = None) -> None:
     """int8 weights: dynamic (activations quantized at run time) without ``calibration``, else static (QDQ,
     activation ranges calibrated on the given rows)."""
+    require_onnx()
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,

@@ -168,6 +168,7 @@ def _build(
 ) -> Path:
     """Write the new model file (and manifest) into ``staged``; returns the model file."""
     if source.runtime == "sklearn":
+        onnx_passes.require_onnx()
         import onnx
 
         from servekit.optimize.convert import sklearn_to_onnx

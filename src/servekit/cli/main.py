@@ -76,7 +76,6 @@ app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
 app.add_typer(autoscale_app, name="autoscale")
-app.command("recommend")(recommend_command)
 
 
 def _print_version(value: bool) -> None:
@@ -421,6 +420,8 @@ def demo(
 
 # servekit optimize (servekit.cli.optimize_cmd) stands alone like serve: a model directory in, a version out.
 app.command("optimize")(optimize)
+# servekit recommend (servekit.cli.recommend_cmd) stands alone too: a model directory in, a recommendation out.
+app.command("recommend")(recommend_command)
 
 
 @bench_app.command("run")

@@ -18,8 +18,9 @@ from servekit.config.models import ServerConfig
 
 WIDTH = 100
 # The only commands that are not NOUN VERB: `up` and `deploy` are named so by the hosting issue (`deploy` is the
-# one-line path from a model directory to an InService endpoint); `optimize` is issue 12's `servekit optimize`.
-STANDALONE = {"serve", "up", "deploy", "demo", "optimize"}
+# one-line path from a model directory to an InService endpoint); `optimize` and `recommend` are issue 12's
+# `servekit optimize` and `servekit recommend`.
+STANDALONE = {"serve", "up", "deploy", "demo", "optimize", "recommend"}
 
 
 def invoke(*args: str, width: int = WIDTH) -> Any:
@@ -87,6 +88,7 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
         "deploy",
         "demo",
         "optimize",
+        "recommend",
         "model",
         "endpoint",
         "bench",

@@ -118,7 +118,7 @@ def test_per_request_cpu_and_its_bound() -> None:
 def test_per_request_memory_and_its_bound() -> None:
     idle, grown = 100 << 20, 20 << 20
     m = per_request_memory(idle + grown, idle, 1000.0)
-    assert m == pytest.approx(grown / 1000.0)
+    assert m is not None and m == pytest.approx(grown / 1000.0)
     # M/m with M the envelope less the idle footprint
     assert memory_bound(1 << 30, idle, m) == pytest.approx(((1 << 30) - idle) / m)
     assert memory_bound(idle // 2, idle, m) == 0.0  # the model alone does not fit

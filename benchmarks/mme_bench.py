@@ -24,6 +24,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +61,22 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]  # nearest rank
+
+
+def lru_hit_ratio(sequence: list[int], capacity: int) -> float:
+    """What an ideal least-recently-used cache of ``capacity`` models would hit on the same sequence: the yardstick
+    for the measured ratio (the instance's capacity is in bytes, not models, so it can hold a few more or less)."""
+    cache: OrderedDict[int, None] = OrderedDict()
+    hits = 0
+    for key in sequence:
+        if key in cache:
+            hits += 1
+            cache.move_to_end(key)
+        else:
+            cache[key] = None
+            if len(cache) > capacity:
+                cache.popitem(last=False)
+    return hits / len(sequence) if sequence else 0.0
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
@@ -200,6 +217,7 @@ def main() -> None:
         ("requests, concurrency, Zipf s", f"{args.requests}, {args.concurrency}, {args.zipf}"),
         ("throughput (req/s)", f"{total / wall:.0f}"),
         ("hit ratio", f"{len(hits) / total:.3f}" if total else "-"),
+        (f"ideal LRU of {args.fit} models, same sequence", f"{lru_hit_ratio(list(reversed(targets)), args.fit):.3f}"),
         ("hit latency p50 / p99 (ms)", f"{ms(percentile(hits, 50))} / {ms(percentile(hits, 99))}"),
         ("miss latency p50 / p99 (ms)", f"{ms(percentile(misses, 50))} / {ms(percentile(misses, 99))}"),
         ("loads / unloads on the instance", f"{loads} / {unloads}"),

@@ -63,12 +63,15 @@ class TargetTrackingPolicy:
     low_periods: int = 15
     low_ratio: float = 0.9
     period_s: int = PERIOD_S  # one alarm period; shorter than 60 only to compress time
+    # CustomizedMetricSpecification: (namespace, metric, dimensions, statistic), tracked as it is (no per-minute
+    # scaling): e.g. /aws/sagemaker/Endpoints CPUUtilization Average with TargetValue 70
+    custom: tuple[str, str, tuple[tuple[str, str], ...], str] | None = None
 
     def __post_init__(self) -> None:
         parse_resource_id(self.resource_id)
         if not self.target_value > 0:
             raise ValueError("TargetValue must be greater than 0.")
-        if self.metric_type != INVOCATIONS_PER_INSTANCE:
+        if self.custom is None and self.metric_type != INVOCATIONS_PER_INSTANCE:
             raise ValueError(f"servekit's scaler tracks {INVOCATIONS_PER_INSTANCE}, not {self.metric_type}.")
         if self.high_periods < 1 or self.low_periods < 1:
             raise ValueError("the alarm windows need at least one period")
@@ -84,6 +87,9 @@ class TargetTrackingPolicy:
         return f"TargetTracking-{self.resource_id}-AlarmLow-{self.policy_id}"
 
     def query(self) -> MetricQuery:
+        if self.custom is not None:
+            namespace, metric, dims, statistic = self.custom
+            return MetricQuery(namespace, metric, tuple(sorted(dims)), self.period_s, statistic)
         endpoint, variant = parse_resource_id(self.resource_id)
         dims = (("EndpointName", endpoint), ("VariantName", variant))
         return MetricQuery("AWS/SageMaker", "InvocationsPerInstance", dims, self.period_s, "Sum")
@@ -94,7 +100,9 @@ class TargetTrackingPolicy:
         return end - max(self.high_periods, self.low_periods) * self.period_s, end
 
     def per_minute(self, datapoints: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """Each period's Sum as a rate per minute, the unit of ``TargetValue``."""
+        """Each period's Sum as a rate per minute, the unit of ``TargetValue`` (a customized metric as it is)."""
+        if self.custom is not None:
+            return datapoints
         scale = 60.0 / self.period_s
         return [(t, v * scale) for t, v in datapoints]
 

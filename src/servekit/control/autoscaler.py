@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -208,6 +208,7 @@ class Autoscaler:
                 scale_in_cooldown_s=float(config.get("ScaleInCooldown", 300)),
                 disable_scale_in=bool(config.get("DisableScaleIn", False)),
                 period_s=self.period_s,
+                custom=_custom_metric(config.get("CustomizedMetricSpecification")),
             )
         except ValueError:
             log.exception("policy %s cannot be evaluated", p["PolicyName"])
@@ -426,3 +427,11 @@ def _new_bounds(doc: dict[str, Any], action: dict[str, Any]) -> tuple[int, int]:
         else:
             lo = hi
     return lo, hi
+
+
+def _custom_metric(spec: Mapping[str, Any] | None) -> tuple[str, str, tuple[tuple[str, str], ...], str] | None:
+    """A CustomizedMetricSpecification as the policy's (namespace, metric, dimensions, statistic)."""
+    if not spec:
+        return None
+    dims = tuple((str(d["Name"]), str(d["Value"])) for d in spec.get("Dimensions") or [])
+    return str(spec["Namespace"]), str(spec["MetricName"]), dims, str(spec["Statistic"])

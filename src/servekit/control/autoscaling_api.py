@@ -195,11 +195,23 @@ class AutoscalingApi:
             raise _validation("TargetTrackingScalingPolicyConfiguration is required for TargetTrackingScaling.")
         if p.get("StepScalingPolicyConfiguration"):
             raise _validation("StepScalingPolicyConfiguration cannot be given with TargetTrackingScaling.")
-        metric = (config.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
-        if config.get("CustomizedMetricSpecification") or metric != INVOCATIONS_PER_INSTANCE:
-            raise _validation(
-                f"servekit's target tracking supports PredefinedMetricType {INVOCATIONS_PER_INSTANCE} only."
-            )
+        custom = config.get("CustomizedMetricSpecification")
+        if custom:
+            if config.get("PredefinedMetricSpecification"):
+                raise _validation("Give PredefinedMetricSpecification or CustomizedMetricSpecification, not both.")
+            if custom.get("Metrics"):
+                raise _validation(
+                    "servekit's target tracking does not evaluate metric math (Metrics); name one metric."
+                )
+            if not custom.get("MetricName") or not custom.get("Namespace") or not custom.get("Statistic"):
+                raise _validation("CustomizedMetricSpecification needs MetricName, Namespace and Statistic.")
+        else:
+            metric = (config.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
+            if metric != INVOCATIONS_PER_INSTANCE:
+                raise _validation(
+                    f"servekit's target tracking supports PredefinedMetricType {INVOCATIONS_PER_INSTANCE} or a "
+                    f"CustomizedMetricSpecification, not {metric}."
+                )
         if not config.get("TargetValue", 0) > 0:
             raise _validation("TargetValue must be greater than 0.")
         return {"ScaleOutCooldown": DEFAULT_COOLDOWN, "ScaleInCooldown": DEFAULT_COOLDOWN, "DisableScaleIn": False,

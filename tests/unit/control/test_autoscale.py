@@ -179,3 +179,19 @@ def test_in_target_range_no_change() -> None:
     pts = [(float(m * P), 95.0) for m in range(15)]
     d = decide(policy(), pts, 3, 1, 10, None, None, 15 * P + 1)
     assert not d.scaled and "within the target range" in d.cause
+
+
+def test_a_customized_metric_is_tracked_as_it_is() -> None:
+    dims = (("VariantName", "A"), ("EndpointName", "ep"))
+    pol = policy(target_value=70.0, custom=("/aws/sagemaker/Endpoints", "CPUUtilization", dims, "Average"))
+    q = pol.query()
+    assert (q.namespace, q.metric_name, q.statistic, q.dimensions) == (
+        "/aws/sagemaker/Endpoints",
+        "CPUUtilization",
+        "Average",
+        tuple(sorted(dims)),
+    )
+    points = [(float(t * P), 140.0) for t in range(9_990, 10_000)]
+    assert pol.per_minute(points) == points  # a utilization is not a count: no per-minute scaling
+    d = decide(pol, points, 2, 1, 10, None, None, 10_000 * P + 1.0)
+    assert d.scaled and d.desired == 4  # ceil(2 * 140 / 70)

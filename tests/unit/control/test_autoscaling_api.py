@@ -145,7 +145,35 @@ def test_invalid_step_scaling_predictive_scaling_and_other_metrics_are_refused(a
         client.put_scaling_policy(
             PolicyName="p", PolicyType="TargetTrackingScaling", TargetTrackingScalingPolicyConfiguration=other, **key
         )
-    assert "SageMakerVariantInvocationsPerInstance only" in err.value.response["Error"]["Message"]
+    assert "SageMakerVariantInvocationsPerInstance or a CustomizedMetricSpecification" in str(err.value)
+    math = {"TargetValue": 70.0, "CustomizedMetricSpecification": {"Metrics": [{"Id": "m1", "Expression": "a+b"}]}}
+    with pytest.raises(ClientError) as err:
+        client.put_scaling_policy(
+            PolicyName="m", PolicyType="TargetTrackingScaling", TargetTrackingScalingPolicyConfiguration=math, **key
+        )
+    assert "metric math" in err.value.response["Error"]["Message"]
+
+
+def test_a_customized_metric_policy_is_kept(aas: tuple[Any, Autoscaling]) -> None:
+    client, _ = aas
+    key = {"ServiceNamespace": "sagemaker", "ResourceId": RID, "ScalableDimension": DIM}
+    register(client, MinCapacity=1, MaxCapacity=4)
+    cpu = {
+        "TargetValue": 70.0,
+        "CustomizedMetricSpecification": {
+            "MetricName": "CPUUtilization",
+            "Namespace": "/aws/sagemaker/Endpoints",
+            "Dimensions": [{"Name": "EndpointName", "Value": "ep"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+            "Statistic": "Average",
+            "Unit": "Percent",
+        },
+    }
+    client.put_scaling_policy(
+        PolicyName="cpu", PolicyType="TargetTrackingScaling", TargetTrackingScalingPolicyConfiguration=cpu, **key
+    )
+    [policy] = client.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    spec = policy["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+    assert (spec["MetricName"], spec["Statistic"]) == ("CPUUtilization", "Average")
 
 
 def test_deregister_deletes_policies_and_activities_are_listed(aas: tuple[Any, Autoscaling]) -> None:

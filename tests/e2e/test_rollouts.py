@@ -373,3 +373,38 @@ def test_a_scale_out_that_cannot_start_is_rolled_back_with_its_reason(up: UpProc
     finally:
         db.close()
     assert moves[-3:] == [("InService", "Updating"), ("Updating", "RollingBack"), ("RollingBack", "InService")]
+
+
+def test_an_autoscaled_variant_keeps_its_instance_type_until_deregistered(up: UpProcess, tmp_path: Path) -> None:
+    sm, aas = up.sm(), up.client("application-autoscaling")
+    config(sm, "v1", "m1", scaling_model(tmp_path, "m1", 1.0))
+    sm.create_endpoint(EndpointName="ep", EndpointConfigName="v1")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    target = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/ep/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+    aas.register_scalable_target(MinCapacity=1, MaxCapacity=2, **target)
+    sm.create_model(ModelName="m2", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(tmp_path / "m1")})
+    sm.create_endpoint_config(
+        EndpointConfigName="bigger",
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": "m2", "InitialInstanceCount": 1, "InstanceType": "ml.m5.large"}
+        ],
+    )
+    with pytest.raises(botocore.exceptions.ClientError) as err:
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="bigger")
+    assert "deregister the scalable target first" in err.value.response["Error"]["Message"]
+    sm.create_endpoint_config(
+        EndpointConfigName="same-type",
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": "m2", "InitialInstanceCount": 1, "InstanceType": "ml.t2.medium"}
+        ],
+    )
+    sm.update_endpoint(EndpointName="ep", EndpointConfigName="same-type")  # a model-only change is fine
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    aas.deregister_scalable_target(**target)
+    sm.update_endpoint(EndpointName="ep", EndpointConfigName="bigger")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    assert sm.describe_endpoint(EndpointName="ep")["EndpointConfigName"] == "bigger"

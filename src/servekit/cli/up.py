@@ -50,6 +50,12 @@ def alarm_states(db: StateDB, names: Sequence[str]) -> dict[str, str]:
     return {n: row.state_value for n in names if (row := db.alarms.get(n)) is not None}
 
 
+def scaled_variants(db: StateDB, endpoint: str) -> set[str]:
+    """The endpoint's variants registered as Application Auto Scaling targets."""
+    prefix = f"endpoint/{endpoint}/variant/"
+    return {t.key[1][len(prefix) :] for t in db.autoscaling.targets("sagemaker") if t.key[1].startswith(prefix)}
+
+
 def build(
     home: Path, instance_types_file: str | None = None, strict_output: bool = False, metrics_resolution_s: int = 60
 ) -> ControlPlane:
@@ -86,6 +92,7 @@ def build(
         alarm_states=lambda names: alarm_states(db, names),
         on_instance_ready=instance_ready,
         preload=gateway.preload,
+        scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
     )
     # what InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it
     endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)

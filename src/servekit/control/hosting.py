@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -66,6 +66,7 @@ class HostingService:
         on_instance_ready: Callable[[str, str, str, str, float], None] | None = None,
         alarm_states: AlarmStates | None = None,
         preload: Preload | None = None,
+        scaled_variants: Callable[[str], Collection[str]] | None = None,
     ) -> None:
         """``alarm_states`` (alarm names → their states) is what a deployment's AutoRollbackConfiguration
         watches; without it, UpdateEndpoint refuses alarms (there is nothing to watch them with)."""
@@ -87,6 +88,8 @@ class HostingService:
         self._on_instance_ready = on_instance_ready
         self._alarm_states = alarm_states
         self._preload = preload  # multi-model instances: load and pin SERVEKIT_MME_PRELOAD before traffic
+        # endpoint -> its variants registered with Application Auto Scaling (their instance type is then fixed)
+        self._scaled_variants = scaled_variants
         self._tasks: set[asyncio.Task[None]] = set()
 
     def handlers(self) -> dict[str, Handler]:
@@ -336,10 +339,28 @@ class HostingService:
         if p.get("RetainDeploymentConfig") and deployment is None:
             deployment = row.record.get("LastDeploymentConfig")
         policy = self._policy(deployment, config)
+        self._check_scaled_variants(row, config)
         retain = self._retained(name, p) if p.get("RetainAllVariantProperties") else {}
         self._move(row, _E.UPDATING, "UpdateEndpoint", pending_config_name=config.name)
         self._background(self._update(self._controller(name), config.name, policy, deployment, retain))
         return {"EndpointArn": row.arn}
+
+    def _check_scaled_variants(self, row: EndpointRow, config: Any) -> None:
+        """As SageMaker: an update may not remove an autoscaled variant or change its instance type until the
+        variant is deregistered from Application Auto Scaling (a model-only change is fine)."""
+        scaled = set(self._scaled_variants(row.name)) if self._scaled_variants is not None else set()
+        if not scaled:
+            return
+        live = self.repo.get_endpoint_config(row.config_name)
+        before = {v["VariantName"]: v.get("InstanceType") for v in (live.variants if live else ())}
+        after = {v["VariantName"]: v.get("InstanceType") for v in config.variants}
+        for variant in sorted(scaled):
+            if variant in before and after.get(variant) != before[variant]:
+                change = "removes" if variant not in after else "changes the instance type of"
+                raise validation_exception(
+                    f"The update {change} variant {variant}, which is registered with Application Auto Scaling "
+                    f"(endpoint/{row.name}/variant/{variant}); deregister the scalable target first."
+                )
 
     def _policy(self, deployment: Mapping[str, Any] | None, config: Any) -> RolloutPolicy:
         """The rollout plan of a DeploymentConfig, refused (ValidationException) as SageMaker refuses it."""

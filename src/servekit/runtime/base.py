@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -14,9 +16,56 @@ from servekit.runtime.manifest import Manifest
 from servekit.types import Signature, TensorMap
 
 
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """How a servable's ``predict`` uses the machine, for whoever sizes the work around it (batch threads,
+    the cores an instance envelope grants).
+
+    ``releases_gil``: the framework drops the GIL while it computes (onnxruntime, TensorFlow, torch, XGBoost and
+    LightGBM through their C APIs), so several predict calls overlap and the event loop keeps running; when
+    False, extra model threads only queue behind the GIL. ``threads``: how many threads one predict call may
+    keep busy (the framework's intra-op pool), 0 when unknown.
+    """
+
+    releases_gil: bool
+    threads: int
+
+
+# What a servable that does not say is assumed to do: hold the GIL, one thread (Python code, most estimators).
+UNKNOWN_CONCURRENCY = Concurrency(releases_gil=False, threads=1)
+
+
+def concurrency_of(servable: object) -> Concurrency:
+    """The servable's declared :class:`Concurrency` (an optional ``concurrency`` attribute), else the cautious
+    default: a servable from an older plugin need not declare it."""
+    declared = getattr(servable, "concurrency", None)
+    return declared if isinstance(declared, Concurrency) else UNKNOWN_CONCURRENCY
+
+
+def pool_threads(requested: int) -> int:
+    """The threads a framework pool gets: what the server's options ask for, else one per core."""
+    return requested if requested > 0 else (os.cpu_count() or 1)
+
+
+class ListedSignatures(dict[str, Signature]):
+    """Signatures plus the model format's own listing of them, for ``servekit inspect``.
+
+    A SavedModel's SignatureDef map says more than the servable signatures do (graph tensor names, the
+    ``__saved_model_init_op`` entry, the ops of the graph), and ``saved_model_cli show --all`` prints all of it;
+    a runtime that has such a listing hands it over here instead of letting inspect reconstruct it.
+    """
+
+    def __init__(self, signatures: Mapping[str, Signature], listing: str) -> None:
+        super().__init__(signatures)
+        self.listing = listing
+
+
 @runtime_checkable
 class Servable(Protocol):
-    """A loaded model version. ``predict`` is called from worker threads, possibly concurrently."""
+    """A loaded model version. ``predict`` is called from worker threads, possibly concurrently.
+
+    A servable may also carry ``concurrency: Concurrency`` (see :func:`concurrency_of`); the built-in ones do.
+    """
 
     platform: str
 

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError, ErrorCode, ServekitError
+from servekit.runtime.base import UNKNOWN_CONCURRENCY
 from servekit.runtime.manifest import Manifest
 from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec
 
@@ -144,6 +145,8 @@ def _to_bytes(result: Any, accept: str) -> tuple[bytes, str]:
 
 class HandlerServable:
     platform = "python_handler"
+    # The user's Python code: assume it holds the GIL and uses one thread.
+    concurrency = UNKNOWN_CONCURRENCY
 
     def __init__(self, module: ModuleType, model_dir: Path, manifest: Manifest) -> None:
         self._ctx = HandlerContext(model_dir=str(model_dir))

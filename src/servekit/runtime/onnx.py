@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError
-from servekit.runtime.base import Servable, find_one
+from servekit.runtime.base import Concurrency, Servable, find_one, pool_threads
 from servekit.runtime.manifest import Manifest
 from servekit.types import (
     CLASSIFY_METHOD,
@@ -50,8 +50,10 @@ def _spec(arg: Any) -> TensorSpec | None:
 class OnnxServable:
     platform = "onnxruntime_onnx"
 
-    def __init__(self, session: Any, manifest: Manifest) -> None:
+    def __init__(self, session: Any, manifest: Manifest, threads: int = 0) -> None:
         self._session = session
+        # onnxruntime runs the graph without the GIL, on its intra-op pool (one thread per core by default).
+        self.concurrency = Concurrency(releases_gil=True, threads=pool_threads(threads))
         inputs = tuple(s for s in (_spec(a) for a in session.get_inputs()) if s is not None)
         outputs = tuple(s for s in (_spec(a) for a in session.get_outputs()) if s is not None)
         if len(inputs) != len(session.get_inputs()):
@@ -123,4 +125,4 @@ class OnnxRuntime:
             session = ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for corrupt graphs
             raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
-        return OnnxServable(session, manifest)
+        return OnnxServable(session, manifest, options.intra_op_threads)

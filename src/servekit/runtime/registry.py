@@ -10,22 +10,43 @@ from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError
 from servekit.runtime.base import Runtime, Servable
 from servekit.runtime.handler import HandlerRuntime
+from servekit.runtime.lightgbm_native import LightGBMRuntime
 from servekit.runtime.manifest import read_manifest
 from servekit.runtime.onnx import OnnxRuntime
+from servekit.runtime.pytorch import TorchRuntime
+from servekit.runtime.saved_model import SavedModelRuntime
 from servekit.runtime.sklearn import SklearnRuntime
+from servekit.runtime.xgboost_native import XGBoostRuntime
 
 log = logging.getLogger(__name__)
 
 # The built-in runtimes are listed here and only here (servekit registers no entry points for them); the
 # ``servekit.runtimes`` entry-point group is for third-party runtimes, which cannot replace a built-in.
-# Detection order: a handler overrides model files (SageMaker semantics), then ONNX, then joblib.
-_BUILTIN: tuple[Runtime, ...] = (HandlerRuntime(), OnnxRuntime(), SklearnRuntime())
+# Detection order: a handler overrides model files (SageMaker semantics), then ONNX, then joblib, then the
+# formats of the optional frameworks (whose modules import their framework only when they load a model).
+_BUILTIN: tuple[Runtime, ...] = (
+    HandlerRuntime(),
+    OnnxRuntime(),
+    SklearnRuntime(),
+    SavedModelRuntime(),
+    TorchRuntime(),
+    XGBoostRuntime(),
+    LightGBMRuntime(),
+)
 _ALIASES = {
     "onnxruntime_onnx": "onnx",
     "onnxruntime": "onnx",
     "scikit-learn": "sklearn",
     "python_handler": "python",
     "sagemaker": "python",
+    "saved_model": "tensorflow",
+    "tensorflow_savedmodel": "tensorflow",  # Triton's platform name
+    "pytorch": "torch",
+    "torchscript": "torch",
+    "pytorch_libtorch": "torch",  # Triton's platform name
+    "pytorch_export": "torch",
+    "xgboost_native": "xgboost",
+    "lightgbm_native": "lightgbm",
 }
 
 
@@ -57,8 +78,9 @@ class RuntimeRegistry:
             if runtime.can_load(path):
                 return runtime
         raise ConfigError(
-            f"no runtime recognises the files in {path}: expected code/inference.py, a .onnx file or a "
-            f".joblib/.pkl file (or name the runtime in servekit.toml)"
+            f"no runtime recognises the files in {path}: expected code/inference.py, a .onnx file, a "
+            f".joblib/.pkl file, a SavedModel (saved_model.pb), a TorchScript .pt or torch.export .pt2 archive, "
+            f"an XGBoost .json/.ubj or a LightGBM .txt model (or name the runtime in servekit.toml)"
         )
 
     def load(self, path: Path, platform: str = "", options: RuntimeOptions | None = None) -> Servable:

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError
-from servekit.runtime.base import Servable, find_one, zeros_row
+from servekit.runtime.base import UNKNOWN_CONCURRENCY, Servable, find_one, zeros_row
 from servekit.runtime.manifest import Manifest
 from servekit.types import (
     CLASSIFY_METHOD,
@@ -30,6 +30,8 @@ INPUT = "inputs"
 
 class SklearnServable:
     platform = "sklearn"
+    # Estimators run Python between their numpy calls and mostly on one thread: treat them as GIL-bound.
+    concurrency = UNKNOWN_CONCURRENCY
 
     def __init__(self, estimator: Any, manifest: Manifest) -> None:
         self._est = estimator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from servekit.runtime.base import ListedSignatures
 from servekit.types import Signature, TensorSpec, tf_dtype
 
 
@@ -18,6 +19,8 @@ def _tensor(kind: str, spec: TensorSpec) -> list[str]:
 
 
 def render_signatures(signatures: Mapping[str, Signature], platform: str) -> str:
+    if isinstance(signatures, ListedSignatures):  # a SavedModel: saved_model_cli's own listing of its map
+        return f"Runtime: {platform}\n{signatures.listing}"
     lines = [f"Runtime: {platform}", "", "Model contains the following SignatureDefs:"]
     for name, sig in signatures.items():
         lines += ["", f"signature_def['{name}']:", "  The given SignatureDef contains the following input(s):"]

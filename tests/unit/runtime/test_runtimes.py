@@ -40,7 +40,10 @@ def test_choice_by_files(models: dict[str, Path]) -> None:
 
 def test_choice_by_manifest(tmp_path: Path, models: dict[str, Path]) -> None:
     (tmp_path / "servekit.toml").write_text('runtime = "nonesuch"\n')
-    with pytest.raises(ConfigError, match="unknown runtime 'nonesuch'; available: python, onnx, sklearn"):
+    with pytest.raises(
+        ConfigError,
+        match="unknown runtime 'nonesuch'; available: python, onnx, sklearn, tensorflow, torch, xgboost, lightgbm",
+    ):
         RuntimeRegistry().choose(tmp_path)
 
 

@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-demo demo test lint typecheck pytest bench fuzz
+.PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -19,10 +19,21 @@ lint:
 typecheck:
 	$(PYTHON) -m mypy
 
+# The TensorFlow/torch tests (marked extras) run in `make test-extras`, not here: the default suite needs neither.
 pytest:
-	$(PYTHON) -m pytest -q -p no:cacheprovider
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras"
 
 test: install lint typecheck pytest
+
+# The runtimes of the optional frameworks (TensorFlow SavedModel, TorchScript / torch.export): installs the
+# extras, plus tensorflow-serving-api without its dependencies (it would pull the full `tensorflow` package
+# beside tensorflow-cpu; its modules need only TensorFlow's protos) to write real warmup records in the tests.
+install-extras: install
+	$(PIP) install -q -e '.[test,tensorflow,torch]'
+	$(PIP) install -q --no-deps 'tensorflow-serving-api==2.21.0'
+
+test-extras: install-extras
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m extras
 
 # Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
 bench:

@@ -28,7 +28,10 @@ test: install lint typecheck pytest
 # The runtimes of the optional frameworks (TensorFlow SavedModel, TorchScript / torch.export): installs the
 # extras, plus tensorflow-serving-api without its dependencies (it would pull the full `tensorflow` package
 # beside tensorflow-cpu; its modules need only TensorFlow's protos) to write real warmup records in the tests.
+# torch first, pinned: 2.13.0 is the CPU build these machines keep on disk; with it installed the extra's range is
+# met, where a bare `torch` would fetch a CUDA build of several GB.
 install-extras: install
+	$(PIP) install -q 'torch==2.13.0'
 	$(PIP) install -q -e '.[test,tensorflow,torch]'
 	$(PIP) install -q --no-deps 'tensorflow-serving-api==2.21.0'
 

@@ -42,6 +42,7 @@ class Served:
     stub: Any
     tf_model: Path
     torch_module: Any
+    grpc_target: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, module_server_factory: Call
     )
     srv.wait_ready(timeout=120)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        yield Served(srv.url, prediction_service_pb2_grpc.PredictionServiceStub(channel), tf_model, module)
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        yield Served(srv.url, stub, tf_model, module, f"127.0.0.1:{port}")
 
 
 def _tf(path: Path, signature: str, **inputs: Any) -> dict[str, np.ndarray]:
@@ -162,3 +164,30 @@ def test_torchscript_over_rest(served: Served) -> None:
     assert_allclose(r.json()["outputs"]["output_1"], total.numpy(), rtol=1e-5)
     meta = requests.get(f"{served.rest}/v2/models/torchm", timeout=30).json()
     assert meta["platform"] == "pytorch_libtorch"
+
+
+def test_tensorflow_serving_api_clients_work_unchanged(served: Served) -> None:
+    """What a TF Serving user runs today: tensorflow-serving-api's own stubs and messages, TensorFlow's
+    make_tensor_proto / make_ndarray, pointed at servekit's gRPC port."""
+    tfs_apis = pytest.importorskip("tensorflow_serving.apis.prediction_service_pb2_grpc")
+    from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
+    from tensorflow_serving.apis import predict_pb2 as tfs_predict_pb2
+
+    with grpc.insecure_channel(served.grpc_target) as channel:
+        stub = tfs_apis.PredictionServiceStub(channel)
+        req = tfs_predict_pb2.PredictRequest()
+        req.model_spec.name = "tfm"
+        req.model_spec.signature_name = "serving_default"
+        req.inputs["x"].CopyFrom(tf.make_tensor_proto(X))
+        req.inputs["bias"].CopyFrom(tf.make_tensor_proto(BIAS))
+        resp = stub.Predict(req, timeout=30)
+        ref = _tf(served.tf_model, "serving_default", x=X, bias=BIAS)
+        assert_allclose(tf.make_ndarray(resp.outputs["y"]), ref["y"], rtol=1e-6)
+        assert resp.model_spec.version.value == 1
+
+        status = model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(
+            get_model_status_pb2.GetModelStatusRequest(model_spec={"name": "tfm"}), timeout=30
+        )
+        assert [(v.version, v.state) for v in status.model_version_status] == [
+            (1, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+        ]

@@ -275,6 +275,9 @@ class EndpointController:
         old, routes = self.fleets, self._routes()
         self.plan, self.fleets = d.plan, d.fleets
         d.fleets = {}
+        # green is the endpoint's own fleet now: no deployment share may scale its weights (with the deployment
+        # still set, its Deleting phase would give the new fleet weight 0 while blue drains)
+        self.deployment = None
         self._publish()
         await asyncio.gather(
             *(self._drain_and_stop(i, routes.get(i.handle.spec.instance_id)) for f in old.values() for i in f.instances)

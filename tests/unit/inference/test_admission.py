@@ -55,14 +55,17 @@ def test_a_request_past_its_deadline_never_runs() -> None:
 
     async def main() -> None:
         adm = Admission(threads, num_threads=1, max_queued=8)
-        first = adm.submit("m", model, ("first",), timeout=0.5)
+        # no deadline on `first`: on a virtual clock its deadline could pass while a real thread is still
+        # picking it up (the loop idles meanwhile); that a started request outlives its deadline is the
+        # claim's rule, tested on its own below
+        first = adm.submit("m", model, ("first",))
         await asyncio.to_thread(model.started.wait, 10)  # the only thread is busy with `first`
         late = adm.submit("m", model, ("late",), timeout=0.5)
         with pytest.raises(ServekitError) as err:
             await late  # virtual time: the deadline fires while the thread is held
         assert err.value.code is ErrorCode.DEADLINE_EXCEEDED
         model.release.set()
-        assert await first == "FIRST"  # a request that got its thread runs to the end, deadline or not
+        assert await first == "FIRST"
         await threads.submit(lambda: None)  # one FIFO thread: `late` has been dequeued (and skipped) by now
         assert adm.in_flight("m") == 0
 
@@ -104,3 +107,12 @@ def test_a_departed_client_drops_its_waiting_request() -> None:
         model.release.set()
         threads.shutdown()
     assert model.ran == ["first"]
+
+
+def test_a_started_request_outlives_its_deadline_and_a_dropped_one_never_starts() -> None:
+    from servekit.inference.admission import _Claim
+
+    started = _Claim()
+    assert started.take("thread") and not started.take("deadline")  # the deadline fires too late: it runs on
+    dropped = _Claim()
+    assert dropped.take("deadline") and not dropped.take("thread")  # the thread finds it claimed: never runs

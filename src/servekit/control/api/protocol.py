@@ -243,7 +243,10 @@ class RestJsonProtocol(_Protocol):
         if payload is not None:
             member = shape.members[payload]
             if member.type_name in ("blob", "string"):
-                data[payload] = body if member.type_name == "blob" else body.decode("utf-8", "replace")
+                # an optional payload that was not sent is absent, not empty (newer botocore models give
+                # InvokeEndpointAsync an optional Body beside InputLocation)
+                if body or payload in shape.required_members:
+                    data[payload] = body if member.type_name == "blob" else body.decode("utf-8", "replace")
             elif body.strip():
                 data[payload] = decode_json_body(body)
         else:

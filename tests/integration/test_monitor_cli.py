@@ -225,8 +225,8 @@ def test_real_process_posts_the_alarm_to_a_webhook(workdir: Path, baseline: Path
     assert proc.returncode == 0, proc.stderr
     assert "webhooks: 1 delivered, 0 failed, 0 dropped" in proc.stdout
     (alert,) = _Hook.received
-    assert (alert["feature"], alert["metric"], alert["window_index"]) == ("num_0", "ks_statistic", SHIFT_FROM + 2)
-    assert alert["value"] > alert["threshold"] and alert["report"].endswith("report.html")
+    assert (alert["feature"], alert["metric"], alert["window_index"]) == ("num_0", "ks_pvalue", SHIFT_FROM + 2)
+    assert alert["value"] <= alert["threshold"] and alert["report"].endswith("report.html")  # Holm p <= alpha
     events = [orjson.loads(line)["event"] for line in (out / "alerts.jsonl").read_bytes().splitlines()]
     assert events == ["alert", "delivered"]
 

@@ -240,7 +240,7 @@ def run_cmd(
     if drifted:
         typer.echo(f"drifted features: {', '.join(drifted)}")
     for a in result.alarms:
-        typer.echo(f"ALARM {a.feature}: {a.metric} {a.value:.4g} > {a.threshold:.4g} at window {a.window_index}")
+        typer.echo(f"ALARM {a.feature}: {a.describe()} at window {a.window_index}")
     if cfg.webhooks.urls:
         typer.echo(f"webhooks: {delivery.delivered} delivered, {delivery.failed} failed, {delivery.dropped} dropped")
     if publish_url is not None and endpoint_name:

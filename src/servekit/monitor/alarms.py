@@ -18,10 +18,11 @@ Key = tuple[str, str]  # (feature, metric)
 class Judgement:
     value: float
     threshold: float
+    flag: bool | None = None  # the verdict, when it is not simply value > threshold (a p-value, a combined rule)
 
     @property
     def exceeded(self) -> bool:
-        return self.value > self.threshold
+        return self.value > self.threshold if self.flag is None else self.flag
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,12 @@ class Alarm:
     metric: str
     value: float
     threshold: float
+
+    def describe(self) -> str:
+        """``metric value > threshold``; a test's Holm-adjusted p-value alarms by falling to its level."""
+        if self.metric.endswith("pvalue"):
+            return f"{self.metric} (Holm) {self.value:.4g} <= {self.threshold:.4g}"
+        return f"{self.metric} {self.value:.4g} > {self.threshold:.4g}"
 
     def to_json(self) -> dict[str, object]:
         return {

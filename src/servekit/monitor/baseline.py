@@ -1,9 +1,10 @@
 """Building a baseline from training data in two streaming passes.
 
-Pass 1 infers each column's type, its exact minimum and maximum, and keeps a uniform random sample (bottom-k
-of seeded random keys) to place the quantile edges. Pass 2 bins every value into those edges, one summary
-per random chunk, from which come the baseline's own summary (the sum of the chunks) and the learned
-thresholds (each chunk against the rest). Memory is bounded by the sample and the summaries.
+Pass 1 infers each column's type, its exact minimum and maximum, and keeps every value of a numerical column
+up to ``sample_rows`` (then a uniform random sample: bottom-k of seeded random keys); those values place the
+quantile edges and are kept, sorted, for exact KS and Wasserstein statistics. Pass 2 bins every value into
+those edges, one summary per random chunk, from which come the baseline's own summary (the sum of the chunks)
+and the learned thresholds (each chunk against the rest). Memory is bounded by the sample and the summaries.
 """
 
 from __future__ import annotations
@@ -90,13 +91,19 @@ def _scan(uri: str, cfg: BaselineConfig, stats: SourceStats) -> tuple[dict[str, 
             if scan.numeric == scan.present and len(finite):  # still a numerical candidate: keep sampling
                 all_keys = np.concatenate([scan.keys, keys[numeric]])
                 all_values = np.concatenate([scan.sample, finite])
-                if len(all_keys) > cfg.sample_rows:
-                    keep = np.argpartition(all_keys, cfg.sample_rows)[: cfg.sample_rows]
-                    all_keys, all_values = all_keys[keep], all_values[keep]
+                if len(all_keys) > 2 * cfg.sample_rows:  # prune at twice the cap: amortised O(1) per value
+                    all_keys, all_values = _bottom_k(all_keys, all_values, cfg.sample_rows)
                 scan.keys, scan.sample = all_keys, all_values
     for scan in scans.values():
+        if len(scan.keys) > cfg.sample_rows:
+            scan.keys, scan.sample = _bottom_k(scan.keys, scan.sample, cfg.sample_rows)
         scan.keys = np.empty(0)
     return scans, rows
+
+
+def _bottom_k(keys: FloatArray, values: FloatArray, k: int) -> tuple[FloatArray, FloatArray]:
+    keep = np.argpartition(keys, k)[:k]
+    return keys[keep], values[keep]
 
 
 def _feature(name: str, scan: _ColumnScan, cfg: BaselineConfig) -> Feature:
@@ -176,7 +183,9 @@ def _numeric_profile(
     lo, hi = scan.minimum, scan.maximum
     edges = np.linspace(lo, hi, BUCKETS + 1) if hi > lo else np.linspace(lo - 0.5, hi + 0.5, BUCKETS + 1)
     table = tuple((float(edges[i]), float(edges[i + 1]), int(buckets[i])) for i in range(BUCKETS))
-    return NumericProfile(f, binning, total, psi_groups, lo, hi, table)
+    # Pass 1's sample is every present value when there were at most ``sample_rows`` of them (exact
+    # statistics), else a uniform sample of that many.
+    return NumericProfile(f, binning, total, psi_groups, lo, hi, table, np.sort(scan.sample))
 
 
 def _categorical_profile(

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from servekit.errors import ConfigError
 from servekit.monitor.thresholds import JUDGED_METRICS
+from servekit.monitor.values import EXACT_VALUES
+from servekit.monitor.verdict import ALPHA
 
 Override = tuple[str, str, float]  # (feature, metric, fixed threshold)
 
@@ -17,7 +19,9 @@ class BaselineConfig:
     chunks: int = 10  # random baseline parts for the learned thresholds
     k: float = 3.0  # threshold = mean + k·std over the chunks
     max_categories: int = 1000  # categories kept per categorical feature; the rest are lumped as "other"
-    sample_rows: int = 200_000  # rows sampled (uniformly, seeded) to place the quantile edges
+    # Numerical values kept per feature: all of them up to this many (exact statistics; 8 MB per feature on
+    # disk and in memory), else a uniform seeded sample of this many. They also place the quantile edges.
+    sample_rows: int = EXACT_VALUES
     seed: int = 0
     batch_rows: int = 65536
     categorical: frozenset[str] = frozenset()  # numerical-looking columns to treat as categories
@@ -77,6 +81,8 @@ class MonitorConfig:
     batch_rows: int = 65536
     webhooks: WebhookConfig = WebhookConfig()
     report: bool = True
+    alpha: float = ALPHA  # family-wise false-alarm rate per window (Holm across features)
+    window_values: int = EXACT_VALUES  # values kept per feature and pane for exact statistics (then a sample)
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -94,6 +100,10 @@ class MonitorConfig:
             raise ConfigError(f"judged metrics must be some of {', '.join(JUDGED_METRICS)}; got {unknown or 'none'}")
         if self.batch_rows < 1:
             raise ConfigError("batch_rows must be >= 1")
+        if not 0 < self.alpha < 1:
+            raise ConfigError("alpha must be in (0, 1)")
+        if self.window_values < 100:
+            raise ConfigError("window_values must be >= 100")
         _check_overrides(self.overrides)
 
     @property

@@ -66,10 +66,7 @@ def alert_payload(alarm: Alarm, result: RunResult, info: Mapping[str, Any], fold
     return {
         "id": str(uuid.uuid4()),
         "type": "servekit.monitor.alarm",
-        "summary": (
-            f"{alarm.feature}: {alarm.metric} {alarm.value:.4g} > {alarm.threshold:.4g} "
-            f"for {info['consecutive']} windows in a row"
-        ),
+        "summary": (f"{alarm.feature}: {alarm.describe()} for {info['consecutive']} windows in a row"),
         **alarm.to_json(),
         "window_start": format_time(window.start),
         "window_end": format_time(window.end),

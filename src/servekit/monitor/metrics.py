@@ -38,6 +38,39 @@ def ks_from_counts(ref_counts: IntArray, cur_counts: IntArray) -> tuple[float, f
     return d, p
 
 
+def ks_from_values(ref: FloatArray, cur: FloatArray, n: int | None = None, m: int | None = None) -> tuple[float, float]:
+    """KS statistic and two-sided p-value from the values themselves.
+
+    When both arrays hold every value (``n``/``m`` not given or equal to their lengths) this is exactly
+    ``scipy.stats.ks_2samp(ref, cur, method="auto")``: scipy picks the exact distribution when both samples
+    have at most 10,000 values, else Smirnov's asymptotic one. When either side is a uniform sample of ``n``
+    (``m``) values, the statistic is the samples' and the p-value is scipy's asymptotic one for the true sizes
+    (``kstwo.sf(D, round(n·m/(n+m)))``, what ``ks_2samp`` itself uses for samples that large).
+    """
+    result = stats.ks_2samp(ref, cur, method="auto")
+    d = float(result.statistic)
+    n = len(ref) if n is None else n
+    m = len(cur) if m is None else m
+    if n == len(ref) and m == len(cur):
+        return d, float(result.pvalue)
+    return d, float(np.clip(stats.kstwo.sf(d, np.round(n * m / (n + m))), 0.0, 1.0))
+
+
+def wasserstein_from_values(ref: FloatArray, cur: FloatArray, ref_std: float) -> float:
+    """``scipy.stats.wasserstein_distance(ref, cur)`` divided by the reference std (not divided when it is 0)."""
+    w = float(stats.wasserstein_distance(ref, cur))
+    return w / ref_std if ref_std > 0 else w
+
+
+def binned_ks_error_bound(ref_counts: IntArray, cur_counts: IntArray) -> float:
+    """How far the KS statistic at the bin edges can be below the raw-data one: between two edges each
+    empirical CDF moves by at most its share of that bin, so ``D_raw <= D_edges + max_j max(r_j, c_j)``."""
+    n, m = ref_counts.sum(), cur_counts.sum()
+    if n == 0 or m == 0:
+        return 1.0
+    return float(max((ref_counts / n).max(), (cur_counts / m).max()))
+
+
 def wasserstein_from_bins(
     ref_counts: IntArray, ref_sums: FloatArray, cur_counts: IntArray, cur_sums: FloatArray, ref_std: float
 ) -> float | None:

@@ -27,6 +27,14 @@ def metrics_json(result: RunResult) -> dict[str, Any]:
                 "metrics": {m: finite_or_none(v) for m, v in f.metrics.items()},
                 "thresholds": {m: finite_or_none(v) for m, v in f.thresholds.items()},
                 "drifted": f.drifted,
+                "rule": f.rule,
+                "test": None
+                if f.test is None
+                else {k: finite_or_none(v) if k != "metric" else v for k, v in f.test.to_json().items()},
+                "data_quality": [
+                    {"metric": m, "value": finite_or_none(v), "threshold": finite_or_none(t)} for m, v, t in f.quality
+                ],
+                "approx": f.approx,
             }
             for name, f in r.features.items()
         }

@@ -19,8 +19,10 @@ from servekit.monitor import metrics as m
 from servekit.monitor.schema import Feature, Kind
 from servekit.monitor.sketch import Binning, CategoricalSummary, NumericSummary
 from servekit.monitor.thresholds import Threshold
+from servekit.monitor.values import DKW_DELTA, ecdf_error_bound
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 Metrics = dict[str, float | None]
 
 
@@ -33,13 +35,52 @@ class NumericProfile:
     minimum: float
     maximum: float
     buckets: tuple[tuple[float, float, int], ...]  # 10 equal-width buckets (statistics.json)
+    # The baseline's present values, sorted: all of them (exact statistics) or a uniform sample of them; None
+    # for a baseline written before values were kept (format version 1): then statistics come from the bins.
+    values: FloatArray | None = None
 
-    def empty(self) -> NumericSummary:
-        return NumericSummary.empty(self.binning.size, self.summary.shift)
+    @property
+    def values_exact(self) -> bool:
+        return self.values is not None and len(self.values) == self.summary.present
+
+    def empty(self, keep_values: int = 0) -> NumericSummary:
+        return NumericSummary.empty(self.binning.size, self.summary.shift, keep_values)
+
+    def _uses_values(self, cur: NumericSummary) -> bool:
+        return self.values is not None and len(self.values) > 0 and cur.sample is not None and cur.present > 0
 
     def compare(self, cur: NumericSummary, ref: NumericSummary | None = None) -> Metrics:
-        """Metrics of ``cur`` against ``ref`` (default: the whole baseline)."""
-        ref = self.summary if ref is None else ref
+        """Metrics of ``cur`` against ``ref`` (default: the whole baseline). Against the whole baseline, KS
+        and Wasserstein come from the values when both sides kept them (see :meth:`approximation`); PSI and
+        the missing share are exact from the counts either way."""
+        metrics = self._binned(cur, self.summary if ref is None else ref)
+        if ref is None and self._uses_values(cur):
+            assert self.values is not None and cur.sample is not None
+            window = cur.sample.kept()
+            d, p = m.ks_from_values(self.values, window, self.summary.present, cur.present)
+            metrics["ks_statistic"], metrics["ks_pvalue"] = d, p
+            metrics["wasserstein_norm"] = m.wasserstein_from_values(self.values, window, self.summary.std())
+        return metrics
+
+    def approximation(self, cur: NumericSummary) -> dict[str, Any] | None:
+        """None when KS, its p-value and Wasserstein are exact for ``cur``; else how they were approximated and
+        a bound on the KS statistic's absolute error."""
+        if self._uses_values(cur):
+            assert self.values is not None and cur.sample is not None
+            sampled = [len(self.values)] if not self.values_exact else []
+            sampled += [len(cur.sample.kept())] if not cur.sample.exact else []
+            if not sampled:
+                return None
+            return {
+                "method": "uniform_sample",
+                "ks_abs_error_bound": sum(ecdf_error_bound(k) for k in sampled),
+                "confidence": 1 - DKW_DELTA * len(sampled),
+            }
+        if cur.present == 0 or self.summary.present == 0:
+            return None
+        return {"method": "bins", "ks_abs_error_bound": m.binned_ks_error_bound(self.summary.counts, cur.counts)}
+
+    def _binned(self, cur: NumericSummary, ref: NumericSummary) -> Metrics:
         ks = m.ks_from_counts(ref.counts, cur.counts)
         groups = int(self.psi_groups.max()) + 1
         return {

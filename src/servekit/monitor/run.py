@@ -67,6 +67,7 @@ def run(
     stats = SourceStats()
     seen: dict[str, None] = {}  # every column the data had, in order
     first, last = math.inf, -math.inf
+    rng = np.random.default_rng(0)  # sample keys once a pane holds more than window_values values: reproducible
     batches = read(
         uri,
         timestamp_column=cfg.timestamp_column,
@@ -93,7 +94,7 @@ def run(
         table = batch.table if keep.all() else batch.table.filter(keep)
         kept = ts[keep]
         first, last = min(first, float(kept.min())), max(last, float(kept.max()))
-        accumulate(panes, baseline, table, pane_of(kept, pane), errors)
+        accumulate(panes, baseline, table, pane_of(kept, pane), errors, cfg.window_values, rng)
     features = set(baseline.columns)
     missing = tuple(c for c in baseline.columns if c not in seen) if seen else ()
     extra = tuple(c for c in seen if c not in features)

@@ -16,6 +16,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from servekit.monitor.schema import Column, to_categorical, to_numeric
+from servekit.monitor.values import ValueSample
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -68,10 +69,14 @@ class NumericSummary:
     shifted_sum: float = 0.0  # sum and sum of squares of (x - shift): mean and std without cancellation
     shifted_sumsq: float = 0.0
     shift: float = 0.0
+    # The present values themselves (exact up to a cap, then a uniform sample) for exact statistics; None when
+    # they were not kept (baseline chunks, differences of summaries).
+    sample: ValueSample | None = None
 
     @classmethod
-    def empty(cls, bins: int, shift: float = 0.0) -> NumericSummary:
-        return cls(np.zeros(bins, np.int64), np.zeros(bins, np.float64), shift=shift)
+    def empty(cls, bins: int, shift: float = 0.0, keep_values: int = 0) -> NumericSummary:
+        sample = ValueSample.empty(keep_values) if keep_values else None
+        return cls(np.zeros(bins, np.int64), np.zeros(bins, np.float64), shift=shift, sample=sample)
 
     @property
     def present(self) -> int:
@@ -113,11 +118,21 @@ class NumericSummary:
             self.shifted_sum,
             self.shifted_sumsq,
             self.shift,
+            None if self.sample is None else self.sample.copy(),
         )
 
     def _combine(self, other: NumericSummary, sign: int) -> None:
         if other.shift != self.shift:
             raise ValueError("summaries with different shifts cannot be combined")
+        if sign < 0 or other.sample is None:
+            # Which values a difference holds is unknown; a part without values makes the whole unknown too
+            # (unless it is empty).
+            if sign < 0 or other.present:
+                self.sample = None
+        elif self.sample is None:
+            self.sample = other.sample.copy() if self.present == 0 else None
+        else:
+            self.sample.add(other.sample)
         self.counts += sign * other.counts
         self.sums += sign * other.sums
         self.missing += sign * other.missing
@@ -170,9 +185,19 @@ def _group_bincount(group: IntArray, n_groups: int, mask: npt.NDArray[np.bool_])
 
 
 def summarise_numeric(
-    col: Column, binning: Binning, group: IntArray, n_groups: int, integral: bool = False, shift: float = 0.0
+    col: Column,
+    binning: Binning,
+    group: IntArray,
+    n_groups: int,
+    integral: bool = False,
+    shift: float = 0.0,
+    keep_values: int = 0,
+    rng: np.random.Generator | None = None,
 ) -> list[NumericSummary]:
-    """One summary per group id in ``range(n_groups)`` of the rows of ``col`` (``group[i]`` is row i's group)."""
+    """One summary per group id in ``range(n_groups)`` of the rows of ``col`` (``group[i]`` is row i's group).
+
+    With ``keep_values`` > 0 each summary also keeps its present values (a uniform sample beyond that many,
+    drawn with ``rng``)."""
     conv = to_numeric(col, integral)
     bins = binning.size
     present = ~(conv.missing | np.isnan(conv.values))
@@ -187,6 +212,12 @@ def summarise_numeric(
     mismatched = _group_bincount(group, n_groups, conv.mismatched)
     unbinned = _group_bincount(group, n_groups, conv.mismatched & np.isnan(conv.values))
     negative = np.bincount(g[x < 0], minlength=n_groups)
+    samples: list[ValueSample | None] = [None] * n_groups
+    if keep_values:
+        gen = rng if rng is not None else np.random.default_rng(0)
+        order = np.argsort(g, kind="stable")
+        bounds = np.searchsorted(g[order], np.arange(n_groups + 1))
+        samples = [ValueSample.of(x[order[bounds[i] : bounds[i + 1]]], gen, keep_values) for i in range(n_groups)]
     out = []
     for i in range(n_groups):
         out.append(
@@ -200,6 +231,7 @@ def summarise_numeric(
                 float(s1[i]),
                 float(s2[i]),
                 shift,
+                samples[i],
             )
         )
     return out

@@ -29,9 +29,14 @@ from servekit.storage import Storage
 log = logging.getLogger(__name__)
 
 FORMAT = "servekit-monitor-baseline"
-FORMAT_VERSION = 1
+# 2: numerical features also keep their sorted values in ``values/<n>.npy`` (exact statistics). Version 1
+# files (binned summaries only) still load; their statistics are computed from bins and marked approximate.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+VALUES_DIR = "values"
 FILES = ("statistics.json", "constraints.json", "baseline.json", "thresholds.json")
 _VERSION_RE = re.compile(r"^v(\d+)$")
+_VALUES_RE = re.compile(r"^values/\d+\.npy$")
 
 
 class BaselineError(RuntimeError):
@@ -68,6 +73,11 @@ def save(baseline: Baseline, root: Path) -> Path:
     }
     for file, data in contents.items():
         (tmp / file).write_bytes(dump(data))
+    (tmp / VALUES_DIR).mkdir()
+    for feature, file in _values_files(baseline).items():
+        profile = baseline.profiles[feature]
+        assert isinstance(profile, NumericProfile) and profile.values is not None
+        np.save(tmp / file, profile.values, allow_pickle=False)
     final = root / name
     os.replace(tmp, final)
     write_atomic(root / "CURRENT", f"{name}\n".encode())
@@ -111,12 +121,12 @@ def _number(name: str) -> int:
 
 def load_version(folder: Path) -> Baseline:
     data = orjson.loads((folder / "baseline.json").read_bytes())
-    if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
-        raise BaselineError(f"{folder / 'baseline.json'} is not a {FORMAT} v{FORMAT_VERSION} file")
+    if data.get("format") != FORMAT or data.get("format_version") not in READABLE_VERSIONS:
+        raise BaselineError(f"{folder / 'baseline.json'} is not a {FORMAT} file of version 1 or 2")
     thresholds = orjson.loads((folder / "thresholds.json").read_bytes())
     constraints = orjson.loads((folder / "constraints.json").read_bytes())
     statistics = orjson.loads((folder / "statistics.json").read_bytes())
-    profiles = {name: _profile(name, f) for name, f in data["features"].items()}
+    profiles = {name: _profile(name, f, folder) for name, f in data["features"].items()}
     limits = {
         name: {metric: Threshold.from_json(metric, t) for metric, t in per.items()}
         for name, per in thresholds["features"].items()
@@ -126,8 +136,18 @@ def load_version(folder: Path) -> Baseline:
     )
 
 
+def _values_files(baseline: Baseline) -> dict[str, str]:
+    """Feature name → its values file, numbered by position (feature names need not be valid file names)."""
+    return {
+        name: f"{VALUES_DIR}/{i}.npy"
+        for i, (name, p) in enumerate(baseline.profiles.items())
+        if isinstance(p, NumericProfile) and p.values is not None
+    }
+
+
 def profiles_json(baseline: Baseline) -> dict[str, Any]:
     features: dict[str, Any] = {}
+    files = _values_files(baseline)
     for name, p in baseline.profiles.items():
         if isinstance(p, NumericProfile):
             s = p.summary
@@ -147,6 +167,8 @@ def profiles_json(baseline: Baseline) -> dict[str, Any]:
                 "min": p.minimum,
                 "max": p.maximum,
                 "buckets": [list(b) for b in p.buckets],
+                "values_file": files.get(name),
+                "values_exact": p.values_exact,
             }
         else:
             features[name] = {
@@ -174,7 +196,7 @@ def thresholds_json(baseline: Baseline) -> dict[str, Any]:
     }
 
 
-def _profile(name: str, f: dict[str, Any]) -> Profile:
+def _profile(name: str, f: dict[str, Any], folder: Path) -> Profile:
     feature = Feature(name, InferredType(f["inferred_type"]))
     if "edges" in f:
         summary = NumericSummary(
@@ -192,6 +214,13 @@ def _profile(name: str, f: dict[str, Any]) -> Profile:
         if len(summary.counts) != len(edges) + 1 or len(f["psi_groups"]) != len(summary.counts):
             raise BaselineError(f"feature {name!r}: counts do not match its edges")
         buckets = tuple((float(lo), float(hi), int(n)) for lo, hi, n in f["buckets"])
+        values = None
+        if f.get("values_file"):
+            if not _VALUES_RE.match(str(f["values_file"])):  # an edited file must not point outside the version
+                raise BaselineError(f"feature {name!r}: bad values_file {f['values_file']!r}")
+            values = np.load(folder / f["values_file"], allow_pickle=False).astype(np.float64, copy=False)
+            if len(values) > summary.present or (f.get("values_exact") and len(values) != summary.present):
+                raise BaselineError(f"feature {name!r}: its values file does not match its counts")
         return NumericProfile(
             feature,
             Binning(edges),
@@ -200,6 +229,7 @@ def _profile(name: str, f: dict[str, Any]) -> Profile:
             float(f["min"]),
             float(f["max"]),
             buckets,
+            values,
         )
     counts = np.asarray(f["counts"], dtype=np.int64)
     if len(counts) != len(f["domain"]) + 1:

@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras
+.PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -46,6 +46,10 @@ bench:
 # The long fuzz profile (1,000 random cases per decoder test; minutes). CI runs the bounded, derandomized profile.
 fuzz: install
 	SERVEKIT_FUZZ_PROFILE=deep $(PYTHON) -m pytest -q -p no:cacheprovider --timeout=0 tests/integration/test_fuzz.py
+
+# The long drift-power run: 1,000 no-drift windows of 100,000 rows (the default suite judges 100). ~3 minutes.
+monitor-power:
+	SERVEKIT_MONITOR_POWER=long $(PYTHON) -m pytest -q -s -p no:cacheprovider --timeout=0 tests/unit/monitor/test_drift_power.py
 
 # gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/protos from
 # protos/descriptors.txtpb; protos-extract re-reads the descriptors from the upstream wheels first.

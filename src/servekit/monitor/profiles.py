@@ -53,8 +53,9 @@ class NumericProfile:
         """Metrics of ``cur`` against ``ref`` (default: the whole baseline). Against the whole baseline, KS
         and Wasserstein come from the values when both sides kept them (see :meth:`approximation`); PSI and
         the missing share are exact from the counts either way."""
-        metrics = self._binned(cur, self.summary if ref is None else ref)
-        if ref is None and self._uses_values(cur):
+        exact = ref is None and self._uses_values(cur)
+        metrics = self._binned(cur, self.summary if ref is None else ref, distances=not exact)
+        if exact:
             assert self.values is not None and cur.sample is not None
             window = cur.sample.kept()
             d, p = m.ks_from_values(self.values, window, self.summary.present, cur.present)
@@ -80,13 +81,17 @@ class NumericProfile:
             return None
         return {"method": "bins", "ks_abs_error_bound": m.binned_ks_error_bound(self.summary.counts, cur.counts)}
 
-    def _binned(self, cur: NumericSummary, ref: NumericSummary) -> Metrics:
-        ks = m.ks_from_counts(ref.counts, cur.counts)
+    def _binned(self, cur: NumericSummary, ref: NumericSummary, distances: bool = True) -> Metrics:
+        """Metrics from the bins; KS and Wasserstein only with ``distances`` (else the caller has exact ones)."""
+        ks = m.ks_from_counts(ref.counts, cur.counts) if distances else None
         groups = int(self.psi_groups.max()) + 1
+        std = self.summary.std()
         return {
             "ks_statistic": ks[0] if ks else None,
             "ks_pvalue": ks[1] if ks else None,
-            "wasserstein_norm": m.wasserstein_from_bins(ref.counts, ref.sums, cur.counts, cur.sums, self.summary.std()),
+            "wasserstein_norm": m.wasserstein_from_bins(ref.counts, ref.sums, cur.counts, cur.sums, std)
+            if distances
+            else None,
             "psi": m.psi(
                 np.bincount(self.psi_groups, weights=ref.counts, minlength=groups).astype(np.int64),
                 np.bincount(self.psi_groups, weights=cur.counts, minlength=groups).astype(np.int64),

@@ -216,7 +216,11 @@ def test_an_instance_killed_is_replaced_and_a_control_plane_restart_brings_endpo
         time.sleep(0.2)
     else:
         raise AssertionError("the killed instance was not replaced")
-    sm.get_waiter("endpoint_in_service").wait(EndpointName="keep", WaiterConfig=FAST)
+    while time.monotonic() < deadline:  # the replacement takes traffic once healthy (its pid file comes first)
+        (variant,) = sm.describe_endpoint(EndpointName="keep")["ProductionVariants"]
+        if variant["CurrentInstanceCount"] == 1:
+            break
+        time.sleep(0.2)
     assert invoke(rt, "keep") == ("A", 2.0)
 
     up.kill()  # SIGKILL: no chance to stop anything

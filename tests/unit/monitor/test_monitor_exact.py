@@ -58,6 +58,10 @@ CASES = {
     "normal-small-exact-method": (lambda g: g.normal(0, 1, 4000), lambda g: g.normal(0.1, 1.2, 700)),
     "lognormal-large-asymp": (lambda g: g.lognormal(0, 1, 60_000), lambda g: g.lognormal(0.05, 1, 20_000)),
     "integers-with-ties": (lambda g: g.poisson(4, 9000).astype(float), lambda g: g.poisson(4.4, 3000).astype(float)),
+    "integers-with-ties-large": (
+        lambda g: g.poisson(6, 40_000).astype(float),
+        lambda g: g.poisson(6.2, 15_000).astype(float),
+    ),
     "tiny-window": (lambda g: g.standard_t(3, 5000), lambda g: g.standard_t(3, 12) + 0.5),
     "many-distinct-beyond-fine-bins": (lambda g: g.uniform(-5, 5, 30_000), lambda g: g.uniform(-4, 6, 9000)),
 }

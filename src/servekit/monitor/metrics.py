@@ -41,33 +41,29 @@ def ks_from_counts(ref_counts: IntArray, cur_counts: IntArray) -> tuple[float, f
 AUTO_EXACT_MAX = 10_000  # ks_2samp(method="auto") uses the exact distribution while both sides are this small
 
 
-def ks_from_values(ref: FloatArray, cur: FloatArray, n: int | None = None, m: int | None = None) -> tuple[float, float]:
-    """KS statistic and two-sided p-value, as ``scipy.stats.ks_2samp(ref, cur, method="auto")``; ``ref`` sorted.
+def distances_from_values(
+    ref: FloatArray, cur: FloatArray, ref_std: float, n: int | None = None, m: int | None = None
+) -> tuple[float, float, float]:
+    """(KS statistic, its two-sided p-value, Wasserstein / ref std) of ``ref`` (sorted) against ``cur``, as
+    ``scipy.stats.ks_2samp(ref, cur, method="auto")`` and ``scipy.stats.wasserstein_distance(ref, cur)`` give
+    them.
 
-    scipy picks the exact distribution when both sides have at most 10,000 values: then scipy is called as is.
-    Beyond that it uses Smirnov's asymptotic distribution, ``kstwo.sf(D, round(n·m/(n+m)))``: then ``D`` comes
-    from one merge of the two sorted arrays (:func:`merged_distances`; ks_2samp's own searchsorted over both
-    arrays costs ~4x more at 10⁶ values) and the p-value from that same scipy distribution. When either side
-    is a uniform sample of ``n`` (``m``) values, ``D`` is the samples' and the p-value is the asymptotic one
-    for the true sizes.
+    scipy picks the exact KS distribution when both sides have at most 10,000 values: then scipy is called
+    as is. Beyond that it uses Smirnov's asymptotic one, ``kstwo.sf(D, round(n·m/(n+m)))``: then both distances
+    come from one merge of the two sorted arrays (:func:`merged_distances`; scipy's searchsorted over both
+    arrays, twice, costs ~4x more at 10⁶ values) and the p-value from that same scipy distribution. When either
+    side is a uniform sample of ``n`` (``m``) values, the distances are the samples' and the p-value is the
+    asymptotic one for the true sizes. A constant reference (std 0) is not normalised.
     """
     n = len(ref) if n is None else n
     m = len(cur) if m is None else m
+    scale = ref_std if ref_std > 0 else 1.0
     if n == len(ref) and m == len(cur) and max(n, m) <= AUTO_EXACT_MAX:
         result = stats.ks_2samp(ref, cur, method="auto")
-        return float(result.statistic), float(result.pvalue)
-    d = merged_distances(ref, cur)[0]
-    return d, float(np.clip(stats.kstwo.sf(d, np.round(n * m / (n + m))), 0.0, 1.0))
-
-
-def wasserstein_from_values(ref: FloatArray, cur: FloatArray, ref_std: float) -> float:
-    """``scipy.stats.wasserstein_distance(ref, cur)`` (``ref`` sorted) divided by the reference std (not divided
-    when it is 0). Large inputs take the same sum over one merge (:func:`merged_distances`)."""
-    if max(len(ref), len(cur)) <= AUTO_EXACT_MAX:
         w = float(stats.wasserstein_distance(ref, cur))
-    else:
-        w = merged_distances(ref, cur)[1]
-    return w / ref_std if ref_std > 0 else w
+        return float(result.statistic), float(result.pvalue), w / scale
+    d, w = merged_distances(ref, cur)
+    return d, float(np.clip(stats.kstwo.sf(d, np.round(n * m / (n + m))), 0.0, 1.0)), w / scale
 
 
 def merged_distances(ref_sorted: FloatArray, cur: FloatArray) -> tuple[float, float]:
@@ -77,8 +73,9 @@ def merged_distances(ref_sorted: FloatArray, cur: FloatArray) -> tuple[float, fl
     values = np.concatenate([ref_sorted, np.sort(cur)])
     order = np.argsort(values, kind="stable")  # two sorted runs: a linear merge
     z = values[order]
-    from_ref = order < len(ref_sorted)
-    gap = np.cumsum(from_ref) / len(ref_sorted) - np.cumsum(~from_ref) / len(cur)
+    below_ref = np.cumsum(order < len(ref_sorted))  # one cumsum: the rest up to each point are window values
+    below_cur = np.arange(1, len(values) + 1) - below_ref
+    gap = below_ref / len(ref_sorted) - below_cur / len(cur)
     last = np.append(z[1:] != z[:-1], True)
     return float(np.abs(gap[last]).max()), float(np.sum(np.abs(gap[:-1]) * np.diff(z)))
 

@@ -58,9 +58,10 @@ class NumericProfile:
         if exact:
             assert self.values is not None and cur.sample is not None
             window = cur.sample.kept()
-            d, p = m.ks_from_values(self.values, window, self.summary.present, cur.present)
-            metrics["ks_statistic"], metrics["ks_pvalue"] = d, p
-            metrics["wasserstein_norm"] = m.wasserstein_from_values(self.values, window, self.summary.std())
+            d, p, w = m.distances_from_values(
+                self.values, window, self.summary.std(), self.summary.present, cur.present
+            )
+            metrics["ks_statistic"], metrics["ks_pvalue"], metrics["wasserstein_norm"] = d, p, w
         return metrics
 
     def approximation(self, cur: NumericSummary) -> dict[str, Any] | None:

@@ -239,6 +239,9 @@ def run_cmd(
     typer.echo(f"{len(result.windows)} windows ({ok} judged), {len(result.alarms)} alarms; outputs in {out}")
     if drifted:
         typer.echo(f"drifted features: {', '.join(drifted)}")
+    quality = sorted({n for r in result.windows for n, f in r.features.items() if f.quality})
+    if quality:  # missing-value jumps: data quality, not drift
+        typer.echo(f"data quality (missing share): {', '.join(quality)}")
     for a in result.alarms:
         typer.echo(f"ALARM {a.feature}: {a.describe()} at window {a.window_index}")
     if cfg.webhooks.urls:

@@ -160,7 +160,15 @@ def _metrics_table(f: FeatureResult) -> str:
     rows = "".join(
         f"<tr><td>{m}</td><td>{_fmt(v)}</td><td>{_fmt(f.thresholds.get(m))}</td></tr>" for m, v in f.metrics.items()
     )
-    return f"<table class='metrics'><tr><th>metric</th><th>value</th><th>threshold</th></tr>{rows}</table>"
+    notes = [f"judged by {'the Holm-corrected test' if f.rule == 'test' else 'effect sizes'}"]
+    if f.test is not None:
+        notes.append(f"{f.test.metric} Holm {_fmt(f.test.adjusted)} vs alpha {_fmt(f.test.alpha)}")
+    if f.quality:
+        notes.append("data quality: " + ", ".join(f"{m} {_fmt(v)} > {_fmt(t)}" for m, v, t in f.quality))
+    if f.approx is not None:
+        notes.append(f"approximate ({f.approx['method']}): KS within {_fmt(f.approx['ks_abs_error_bound'])}")
+    table = f"<table class='metrics'><tr><th>metric</th><th>value</th><th>threshold</th></tr>{rows}</table>"
+    return table + f"<p class='muted'>{html.escape('; '.join(notes))}</p>"
 
 
 def _fmt(v: float | None) -> str:

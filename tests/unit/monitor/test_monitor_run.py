@@ -202,6 +202,7 @@ def test_report_is_self_contained_with_drifted_features_first(stream: RunResult)
     assert "script" not in parser.tags
     assert all(link.startswith("#") for link in parser.links)
     assert "polyline" in page and "<rect" in page
+    assert "judged by the Holm-corrected test" in page and "ks_pvalue Holm" in page and "approximate" not in page
 
 
 def test_baseline_versions_fall_back_to_previous(tmp_path: Path) -> None:

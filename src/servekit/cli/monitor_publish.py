@@ -4,7 +4,7 @@
 Namespace ``servekit`` (``--publish-namespace``), dimensions ``EndpointName`` and, when given, ``VariantName``;
 one datapoint each, stamped with the time of the run, from the latest judged window:
 
-- ``DriftedFeatures``: how many features drifted (any judged metric over its threshold);
+- ``DriftedFeatures``: how many features drifted (docs/monitoring.md §4; missing-value jumps are not drift);
 - ``DataQualityViolations``: how many constraint violations it has (``constraint_violations.json``'s entries);
 - ``DriftAlarms``: the alarms this run raised (``--consecutive`` drifted windows in a row).
 

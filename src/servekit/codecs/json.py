@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from servekit._utils.jsondepth import nests_deeper_than
 from servekit.errors import invalid
 
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
@@ -23,6 +24,10 @@ def loads(body: bytes | str, what: str = "request body") -> Any:
     except orjson.JSONDecodeError as exc:
         if str(exc).startswith("depth limit exceeded"):
             raise invalid(f"the {what} nests JSON arrays/objects more than {MAX_DEPTH} levels deep") from None
+    # the standard library (for NaN/Infinity) recurses per level: the same limit as orjson's, checked first, so the
+    # answer does not depend on the recursion limit or on the stack this runs on
+    if nests_deeper_than(body, MAX_DEPTH):
+        raise invalid(f"the {what} nests JSON arrays/objects more than {MAX_DEPTH} levels deep")
     try:
         return json.loads(body)
     except json.JSONDecodeError as exc:

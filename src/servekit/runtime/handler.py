@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from servekit._utils.jsondepth import nests_deeper_than
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError, ErrorCode, ServekitError
 from servekit.runtime.base import UNKNOWN_CONCURRENCY
@@ -51,9 +52,14 @@ class UnsupportedFormatError(ServekitError):
         )
 
 
+MAX_JSON_DEPTH = 1024  # as the other JSON decoders (orjson's limit)
+
+
 def default_input_fn(data: bytes, content_type: str) -> Any:
     ct = content_type.split(";")[0].strip().lower()
     if ct == "application/json":
+        if nests_deeper_than(data, MAX_JSON_DEPTH):  # json recurses per level: refuse before it does
+            raise ValueError(f"it nests JSON arrays/objects more than {MAX_JSON_DEPTH} levels deep")
         return np.array(json.loads(data))
     if ct == "text/csv":
         return np.genfromtxt(io.StringIO(data.decode("utf-8")), delimiter=",")

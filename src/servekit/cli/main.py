@@ -410,7 +410,15 @@ def demo(
     from servekit.demo.build import build_demo
     from servekit.demo.tour import tour
 
-    config_path = build_demo(directory)
+    try:
+        config_path = build_demo(directory)
+    except ImportError as exc:  # the demo's models are trained here, with the demo extra's libraries
+        typer.echo(
+            f"servekit demo builds its example models with scikit-learn and skl2onnx ({exc.name} is missing): "
+            "pip install 'servekit[demo]' (make demo does it)",
+            err=True,
+        )
+        raise typer.Exit(2) from None
     typer.echo(f"built example models under {directory.resolve()} (config: {config_path})\n")
     typer.echo(tour(port, sagemaker_port))
     if build_only:

@@ -18,11 +18,11 @@ from servekit.control.backends import LocalProcessBackend
 from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.cloudwatch_metrics import CloudWatchMetrics
 from servekit.control.gateway import Gateway, RoutingTable
-from servekit.control.hosting import Envelope, HostingService
+from servekit.control.hosting import Envelope, Handler, HostingService
 from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.names import Account
-from servekit.control.server import ControlPlane
+from servekit.control.server import Background, ControlPlane
 from servekit.control.shadow import ShadowLog
 from servekit.control.utilization import UtilizationSampler, hosting_instances
 from servekit.recommend.api import RecommendationJobs
@@ -115,18 +115,24 @@ def build(
         load_instance_types(instance_types_file),
         home / "recommendations",
     )
+    # SageMaker operations and background loops, one service per line: hosting first, then each service that
+    # adds operations (recommendation jobs, and any later one) extends these two.
+    sagemaker_ops: dict[str, Handler] = {**hosting.handlers()}
+    background: list[Background] = [scaler, sampler]
+    sagemaker_ops.update(recommender.handlers())
+    background.append(recommender)
     plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
         gateway,
         services={
-            "sagemaker": {**hosting.handlers(), **recommender.handlers()},
+            "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
             "application-autoscaling": AutoscalingApi(db.autoscaling, Account()).handlers(),
         },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
-        background=[scaler, sampler, recommender],
+        background=background,
     )
     plane.registry.register(sampler)  # per-instance utilization gauges on /metrics
     planes.append(plane)

@@ -19,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 from servekit._version import __version__
 from servekit.cli.autoscale_cmd import autoscale_app
 from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
+from servekit.cli.http_stack import http_stack
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
 from servekit.cli.optimize_cmd import optimize
@@ -262,6 +263,10 @@ def serve(
             "a new one (0 = no limit).",
         ),
     ] = 0,
+    loop: Annotated[str, _tf("--loop", help="Event loop: auto (uvloop where installed), asyncio or uvloop.")] = "auto",
+    http: Annotated[
+        str, _tf("--http", help="HTTP/1.1 parser: auto (httptools where installed), h11 or httptools.")
+    ] = "auto",
     log_level: Annotated[str, _tf("--log_level", help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Serve models over TF Serving REST, KServe V2 and the SageMaker container contract."""
@@ -330,15 +335,13 @@ def serve(
             if grpc_port is not None
             else None
         )
+        stack = http_stack(loop, http)
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
     from servekit.cli.serve import run_server
 
-    if grpc is None:
-        run_server(config, log_level)
-    else:
-        run_server(config, log_level, grpc)
+    run_server(config, log_level, grpc, stack)
 
 
 @model_app.command("inspect")

@@ -24,6 +24,7 @@ from typing import Any
 import uvicorn
 
 from servekit.cli.connections import guarded_protocol, resolve
+from servekit.cli.http_stack import HttpStack, http_stack
 from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
 from servekit.protocols.grpc.config import GrpcConfig
@@ -71,13 +72,17 @@ def _sockets(config: ServerConfig) -> list[socket.socket]:
     return sockets
 
 
-def _uvicorn(config: ServerConfig, log_level: str, grpc: GrpcConfig | None = None) -> uvicorn.Server:
+def _uvicorn(
+    config: ServerConfig, log_level: str, grpc: GrpcConfig | None = None, stack: HttpStack | None = None
+) -> uvicorn.Server:
+    stack = stack or http_stack()
     app: Any = build_app(config)
     if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
         from servekit.protocols.grpc.server import GrpcFront, WithGrpc
 
         app = WithGrpc(app, GrpcFront(app.state.core, grpc))
     limits = resolve(config.connections)
+    log.info("HTTP: %s", stack.describe())
     log.info(
         "connections: idle timeout %gs, request head %gs, body %gs, keep-alive %ds, at most %d open",
         limits.idle_timeout_seconds,
@@ -97,39 +102,54 @@ def _uvicorn(config: ServerConfig, log_level: str, grpc: GrpcConfig | None = Non
         proxy_headers=False,
         server_header=False,
         date_header=False,
-        http=guarded_protocol(limits),
+        loop=stack.loop,
+        http=guarded_protocol(limits, stack.http),
         timeout_keep_alive=KEEP_ALIVE_S,
     )
     return uvicorn.Server(uv)
 
 
-def run_server(config: ServerConfig, log_level: str = "info", grpc: GrpcConfig | None = None) -> None:
+def run_server(
+    config: ServerConfig, log_level: str = "info", grpc: GrpcConfig | None = None, stack: HttpStack | None = None
+) -> None:
     """Serve REST (and gRPC when ``grpc`` is given). With several workers each binds the gRPC port itself with
-    SO_REUSEPORT (``grpc.reuse_port``), so the kernel spreads gRPC connections over them as it does REST's."""
+    SO_REUSEPORT (``grpc.reuse_port``), so the kernel spreads gRPC connections over them as it does REST's.
+    ``stack``: the event loop and HTTP parser (default: the fast pair where installed)."""
+    stack = stack or http_stack()
     sockets = _sockets(config)
     if config.workers == 1:
-        _uvicorn(config, log_level, grpc).run(sockets=sockets)
+        _uvicorn(config, log_level, grpc, stack).run(sockets=sockets)
         return
-    Supervisor(config, sockets, log_level, grpc).run()
+    Supervisor(config, sockets, log_level, grpc, stack).run()
 
 
 def _worker_main(
-    config: ServerConfig, sockets: list[socket.socket], log_level: str, grpc: GrpcConfig | None = None
+    config: ServerConfig,
+    sockets: list[socket.socket],
+    log_level: str,
+    grpc: GrpcConfig | None = None,
+    stack: HttpStack | None = None,
 ) -> None:
     logging.basicConfig(
         level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
     )
-    _uvicorn(config, log_level, grpc).run(sockets=sockets)
+    _uvicorn(config, log_level, grpc, stack).run(sockets=sockets)
 
 
 class Supervisor:
     """Starts ``config.workers`` processes on shared sockets and keeps that many alive until told to stop."""
 
     def __init__(
-        self, config: ServerConfig, sockets: list[socket.socket], log_level: str, grpc: GrpcConfig | None = None
+        self,
+        config: ServerConfig,
+        sockets: list[socket.socket],
+        log_level: str,
+        grpc: GrpcConfig | None = None,
+        stack: HttpStack | None = None,
     ) -> None:
         self._config = config
         self._grpc = grpc
+        self._stack = stack
         self._sockets = sockets
         self._log_level = log_level
         self._ctx = mp.get_context("spawn")
@@ -139,7 +159,7 @@ class Supervisor:
     def _spawn(self) -> BaseProcess:
         proc = self._ctx.Process(
             target=_worker_main,
-            args=(self._config, self._sockets, self._log_level, self._grpc),
+            args=(self._config, self._sockets, self._log_level, self._grpc, self._stack),
             name="servekit-worker",
         )
         proc.start()

@@ -129,7 +129,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
     import servekit.cli.serve
 
     configs: list[ServerConfig] = []
-    monkeypatch.setattr(servekit.cli.serve, "run_server", lambda config, log_level: configs.append(config))
+    monkeypatch.setattr(servekit.cli.serve, "run_server", lambda config, log_level, *_: configs.append(config))
     return configs
 
 

@@ -57,6 +57,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
     # to compare them; knows no server, protocol or wire format.
     "optimize": BASE | {"config", "runtime"},
+    # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
+    # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
+    # modules; a transform step runs servekit.transform's job in the step's own process.
+    "pipelines": BASE | {"config", "storage", "state", "transform"},
     "__init__": BASE,
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package

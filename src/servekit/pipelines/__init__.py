@@ -1,0 +1,69 @@
+"""Pipelines: steps (process data, train, evaluate, condition, register, transform, deploy, fail) whose
+references to each other make a DAG, run with append-only artifacts, lineage, caching, retries, timeouts and
+least-privilege storage. See docs/pipelines.md."""
+
+from servekit.pipelines.conditions import (
+    Condition,
+    Equals,
+    GreaterThan,
+    GreaterThanOrEqualTo,
+    In,
+    LessThan,
+    LessThanOrEqualTo,
+    Not,
+    Or,
+)
+from servekit.pipelines.definition import Parameter, ParameterType, Pipeline, parameter
+from servekit.pipelines.dsl import (
+    command,
+    condition,
+    deploy,
+    evaluation,
+    fail,
+    processing,
+    register_model,
+    step,
+    training,
+    transform,
+)
+from servekit.pipelines.errors import PipelineError, StepAccessDenied
+from servekit.pipelines.loading import load_pipeline
+from servekit.pipelines.refs import Execution, Get, Join, Param
+from servekit.pipelines.steps import CacheConfig, RetryPolicy, Step, StepKind
+
+__all__ = [
+    "CacheConfig",
+    "Condition",
+    "Equals",
+    "Execution",
+    "Get",
+    "GreaterThan",
+    "GreaterThanOrEqualTo",
+    "In",
+    "Join",
+    "LessThan",
+    "LessThanOrEqualTo",
+    "Not",
+    "Or",
+    "Param",
+    "Parameter",
+    "ParameterType",
+    "Pipeline",
+    "PipelineError",
+    "RetryPolicy",
+    "Step",
+    "StepAccessDenied",
+    "StepKind",
+    "command",
+    "condition",
+    "deploy",
+    "evaluation",
+    "fail",
+    "load_pipeline",
+    "parameter",
+    "processing",
+    "register_model",
+    "step",
+    "training",
+    "transform",
+]

@@ -22,6 +22,7 @@ from servekit.control.hosting import Envelope, Handler, HostingService
 from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.names import Account
+from servekit.control.registry import RegistryService
 from servekit.control.server import Background, ControlPlane
 from servekit.control.shadow import ShadowLog
 from servekit.control.utilization import UtilizationSampler, hosting_instances
@@ -121,6 +122,10 @@ def build(
     background: list[Background] = [scaler, sampler]
     sagemaker_ops.update(recommender.handlers())
     background.append(recommender)
+    # Model registry: package groups, versions and their approval; CreateModel's ModelPackageName; deploy on approval
+    registry = RegistryService(db.registry, hosting.handlers(), Account())
+    hosting.model_packages = registry.container_for
+    sagemaker_ops.update(registry.handlers())
     plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,

@@ -49,6 +49,7 @@ class Envelopes(Protocol):
 
 
 ModelResolver = Callable[[str], str]  # ModelDataUrl -> a local servekit model directory (raises with a reason)
+PackageResolver = Callable[[str], dict[str, Any]]  # ModelPackageName -> its container (raises ApiError)
 
 
 class HostingService:
@@ -91,6 +92,8 @@ class HostingService:
         # endpoint -> its variants registered with Application Auto Scaling (their instance type is then fixed)
         self._scaled_variants = scaled_variants
         self._tasks: set[asyncio.Task[None]] = set()
+        # CreateModel's ModelPackageName -> the package's container (the model registry's, set by servekit up)
+        self.model_packages: PackageResolver | None = None
 
     def handlers(self) -> dict[str, Handler]:
         """Operation name -> handler, for the API front."""
@@ -110,6 +113,12 @@ class HostingService:
         container = p.get("PrimaryContainer") or (p.get("Containers") or [None])[0]
         if not container:
             raise validation_exception("Either PrimaryContainer or Containers must be specified.")
+        if container.get("ModelPackageName"):  # an approved registry package: its container, its ARN kept
+            if self.model_packages is None:
+                raise validation_exception("ModelPackageName needs the model registry, which this plane does not run.")
+            container = {**container, **self.model_packages(str(container["ModelPackageName"]))}
+            key = "PrimaryContainer" if p.get("PrimaryContainer") else "Containers"
+            p = {**p, key: container if key == "PrimaryContainer" else [container, *p["Containers"][1:]]}
         if not container.get("ModelDataUrl"):
             raise validation_exception("The container must name its model artifacts: ModelDataUrl is required.")
         arn = self._arn(ResourceKind.MODEL, name)

@@ -15,7 +15,6 @@ from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
-from servekit.state.pipelines import Pipelines
 from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.registry import Registry
 from servekit.state.schema import MIGRATIONS
@@ -69,12 +68,6 @@ class StateDB:
         """Model package groups, model packages and their approval/deployment events, stamped with the wall
         clock."""
         return Registry(self.conn)
-
-    @cached_property
-    def pipelines(self) -> Pipelines:
-        """Pipeline runs, their steps, and the artifacts they wrote with their lineage, stamped with the
-        wall clock."""
-        return Pipelines(self.conn)
 
     @classmethod
     def open(

@@ -7,7 +7,6 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 from __future__ import annotations
 
 from servekit.state import alarms, autoscaling, hosting, metrics, recommend_jobs, registry, transform_jobs
-from servekit.state import pipelines as pipeline_runs
 from servekit.state.migrations import Migration, check_migrations
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -18,7 +17,6 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     autoscaling.AGGREGATE: autoscaling.MIGRATIONS,
     recommend_jobs.AGGREGATE: recommend_jobs.MIGRATIONS,
     registry.AGGREGATE: registry.MIGRATIONS,
-    pipeline_runs.AGGREGATE: pipeline_runs.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

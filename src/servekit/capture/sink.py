@@ -1,4 +1,5 @@
-"""The capture writer: a bounded buffer drained by one background thread into hourly partition files.
+"""The capture writer: a bounded buffer drained by one background thread into hourly partition files, in
+SageMaker's JSON Lines layout (the default) or servekit's Parquet layout (``capture.parquet``).
 
 Requests only pay for a random draw and a non-blocking ``put``; when the buffer is full the record is
 dropped and counted. Files are written under a hidden temporary name and renamed (or uploaded, for
@@ -23,6 +24,7 @@ from typing import IO, Any
 import numpy.typing as npt
 import orjson
 
+from servekit.capture.parquet import ParquetBuffer, require_pyarrow
 from servekit.capture.record import TENSOR_CONTENT_TYPE, capture_record, partition, tensors_body
 from servekit.config.models import CaptureConfig
 from servekit.storage import ObjectStorage, Storage
@@ -50,11 +52,16 @@ def _body(key: str, value: bytes | Mapping[str, npt.NDArray[Any]] | None) -> byt
 
 @dataclass(slots=True)
 class _OpenFile:
-    handle: IO[bytes]
+    handle: IO[bytes] | None  # JSON Lines: appended record by record
     tmp: Path
     final: str
     opened: float
     records: int = 0
+    parquet: ParquetBuffer | None = None  # Parquet: buffered, written whole when the file is closed
+
+
+# A Parquet file is written whole when it closes, so its rows wait in memory: close it at this many rows.
+PARQUET_MAX_ROWS = 65536
 
 
 class CaptureWriter:
@@ -79,6 +86,11 @@ class CaptureWriter:
         remote_staging = staging or Path(os.path.expanduser("~/.cache/servekit-capture"))
         self._staging = Path(root) if not self._remote else remote_staging
         self._pid = os.getpid()
+        self._parquet = cfg.format == "parquet"
+        if self._parquet:  # fail at startup, not on the first captured request
+            require_pyarrow()
+        # An endpoint's instances capture under ``<endpoint>/<variant>``: the variant goes into Parquet rows.
+        self._variant = cfg.partition_prefix.rsplit("/", 1)[-1] if cfg.partition_prefix else None
         self.captured = 0
         self.dropped = 0
         self.sampled_out = 0
@@ -179,6 +191,26 @@ class CaptureWriter:
         if f is None:
             f = self._open_file(part, item.when)
             self._open[part] = f
+        if f.parquet is not None:
+            event_id = str(uuid.uuid4())
+            f.parquet.add(
+                item.when,
+                event_id,
+                item.inference_id,
+                item.model,
+                item.version,
+                item.input_type,
+                item.input_body,
+                item.output_type,
+                item.output_body,
+            )
+            f.records += 1
+            self.captured += 1
+            if f.parquet.rows >= PARQUET_MAX_ROWS:
+                del self._open[part]
+                self._close_file(f)
+            return
+        assert f.handle is not None
         in_body = (
             item.input_body if not isinstance(item.input_body, Mapping) else tensors_body("inputs", item.input_body)
         )
@@ -193,11 +225,14 @@ class CaptureWriter:
         self.captured += 1
 
     def _open_file(self, part: str, when: datetime) -> _OpenFile:
-        name = f"{when.astimezone(UTC):%M-%S}-{self._pid}-{uuid.uuid4().hex[:12]}.jsonl"
+        ext = "parquet" if self._parquet else "jsonl"
+        name = f"{when.astimezone(UTC):%M-%S}-{self._pid}-{uuid.uuid4().hex[:12]}.{ext}"
         tmp_dir = self._staging / part
         tmp_dir.mkdir(parents=True, exist_ok=True)
         tmp = tmp_dir / f".{name}.tmp"
         final = f"{self.cfg.destination.rstrip('/')}/{part}/{name}"
+        if self._parquet:
+            return _OpenFile(None, tmp, final, self._monotonic(), parquet=ParquetBuffer(self._variant))
         return _OpenFile(tmp.open("wb"), tmp, final, self._monotonic())
 
     def _rotate(self, force: bool) -> None:
@@ -205,15 +240,22 @@ class CaptureWriter:
         for part, f in list(self._open.items()):
             if force or now - f.opened >= self.cfg.flush_seconds:
                 del self._open[part]
-                try:
-                    self._publish(f)
-                except Exception as exc:  # a full disk or a lost bucket must not end capture: count and go on
-                    self.dropped += f.records
-                    self.captured -= f.records
-                    log.warning("capture could not publish %s (%d records dropped): %s", f.final, f.records, exc)
+                self._close_file(f)
+
+    def _close_file(self, f: _OpenFile) -> None:
+        try:
+            self._publish(f)
+        except Exception as exc:  # a full disk or a lost bucket must not end capture: count and go on
+            self.dropped += f.records
+            self.captured -= f.records
+            log.warning("capture could not publish %s (%d records dropped): %s", f.final, f.records, exc)
 
     def _publish(self, f: _OpenFile) -> None:
-        f.handle.close()
+        if f.parquet is not None:
+            f.parquet.write(f.tmp)
+        else:
+            assert f.handle is not None
+            f.handle.close()
         if self._remote:
             self._storage.put_file(f.tmp, f.final)
             f.tmp.unlink()

@@ -18,6 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from servekit._version import __version__
 from servekit.cli.autoscale_cmd import autoscale_app
+from servekit.cli.export_cmd import export_app
 from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
 from servekit.cli.http_stack import http_stack
 from servekit.cli.inspect_cmd import render_signatures
@@ -77,6 +78,7 @@ app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
 app.add_typer(autoscale_app, name="autoscale")
+app.add_typer(export_app, name="export")
 
 
 def _print_version(value: bool) -> None:
@@ -227,6 +229,13 @@ def serve(
             "(servekit up passes <endpoint>/<variant>).",
         ),
     ] = None,
+    capture_format: Annotated[
+        str,
+        _tf(
+            "--capture_format",
+            help="jsonl (SageMaker's JSON Lines layout) or parquet (a column per feature; needs servekit[monitor]).",
+        ),
+    ] = "jsonl",
     auth_token_file: Annotated[
         str | None,
         _tf(
@@ -314,6 +323,7 @@ def serve(
                 capture_mode,
                 capture_buffer_records,
                 capture_partition_prefix,
+                capture_format,
             ),
             connections=ConnectionLimits(
                 idle_timeout_seconds=idle_timeout_seconds,
@@ -522,12 +532,21 @@ def bench(
 
 
 def _capture_config(
-    destination: str | None, percentage: float, mode: str, buffer: int, partition_prefix: str | None = None
+    destination: str | None,
+    percentage: float,
+    mode: str,
+    buffer: int,
+    partition_prefix: str | None = None,
+    capture_format: str = "jsonl",
 ) -> CaptureConfig | None:
     if destination is None:
         return None
     if mode not in ("input", "output", "both"):
         raise ConfigError(f"--capture_mode must be input, output or both, got {mode!r}")
+    if capture_format == "parquet":  # at startup, not on the first captured request
+        from servekit.capture.parquet import require_pyarrow
+
+        require_pyarrow()
     return CaptureConfig(
         destination=_abs(destination),
         sampling_percentage=percentage,
@@ -535,6 +554,7 @@ def _capture_config(
         capture_output=mode in ("output", "both"),
         buffer_records=buffer,
         partition_prefix=partition_prefix,
+        format=capture_format,
     )
 
 

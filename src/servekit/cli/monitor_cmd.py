@@ -6,7 +6,7 @@ import importlib.util
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -113,12 +113,23 @@ def _monitor_config(
     threshold: list[str] | None,
     metrics: str | None,
     report: bool,
+    alpha: float | None = None,
+    window_values: int | None = None,
+    lateness: str | None = None,
 ) -> MonitorConfig:
     from servekit.monitor.config import MonitorConfig, WebhookConfig
     from servekit.monitor.thresholds import JUDGED_METRICS
     from servekit.monitor.windows import parse_duration, parse_time
 
+    extra: dict[str, Any] = {}
+    if alpha is not None:
+        extra["alpha"] = alpha
+    if window_values is not None:
+        extra["window_values"] = window_values
+    if lateness is not None:
+        extra["lateness"] = 0 if lateness.strip() in ("0", "0s") else parse_duration(lateness)
     return MonitorConfig(
+        **extra,
         window=parse_duration(window),
         step=parse_duration(step) if step else None,
         since=parse_time(since) if since else None,
@@ -149,6 +160,24 @@ MetricsOpt = Annotated[
     typer.Option("--metrics", help="Comma-separated metrics that judge drift (default: all with thresholds)."),
 ]
 ReportOpt = Annotated[bool, typer.Option("--report/--no-report", help="Write report.html.")]
+AlphaOpt = Annotated[
+    float | None,
+    typer.Option("--alpha", help="Family-wise false-alarm rate per window of the Holm-corrected tests (0.005)."),
+]
+WindowValuesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--window-values", help="Values kept per numerical feature and pane for exact KS (1000000; then a sample)."
+    ),
+]
+LatenessOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lateness",
+        help="Data not in hourly capture partitions: how far (e.g. 10m) a row may lag the newest one read, so "
+        "windows finish and free memory while reading (default: keep everything to the end).",
+    ),
+]
 LogOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
 
 
@@ -169,6 +198,9 @@ def run_cmd(
     threshold: Threshold = None,
     metrics: MetricsOpt = None,
     report: ReportOpt = True,
+    alpha: AlphaOpt = None,
+    window_values: WindowValuesOpt = None,
+    lateness: LatenessOpt = None,
     fail_on_alarm: Annotated[bool, typer.Option("--fail-on-alarm", help="Exit with status 3 if any alarm.")] = False,
     publish_url: Annotated[
         str | None,
@@ -220,6 +252,9 @@ def run_cmd(
             threshold,
             metrics,
             report,
+            alpha,
+            window_values,
+            lateness,
         )
     except (ConfigError, ValueError) as exc:
         _fail(str(exc), 2)
@@ -290,6 +325,8 @@ def watch(
     threshold: Threshold = None,
     metrics: MetricsOpt = None,
     report: ReportOpt = True,
+    alpha: AlphaOpt = None,
+    window_values: WindowValuesOpt = None,
     log_level: LogOpt = "info",
 ) -> None:
     """Run the monitor on a schedule as a long-lived process, alarms carried across runs."""
@@ -314,6 +351,8 @@ def watch(
             threshold,
             metrics,
             report,
+            alpha,
+            window_values,
         )
         every_s = parse_duration(every)
         delay_s = 0 if delay.strip() in ("0", "0s") else parse_duration(delay)

@@ -114,8 +114,11 @@ class CaptureConfig:
     # When set, partitions are ``<destination>/<prefix>/yyyy/mm/dd/hh`` instead of ``<model>/<version>/...``:
     # an endpoint's instances capture under ``<endpoint>/<variant>`` as SageMaker lays it out.
     partition_prefix: str | None = None
+    format: str = "jsonl"  # "jsonl": SageMaker's JSON Lines layout; "parquet": a column per feature (pyarrow)
 
     def __post_init__(self) -> None:
+        if self.format not in ("jsonl", "parquet"):
+            raise ConfigError(f"capture format must be jsonl or parquet, got {self.format!r}")
         if self.partition_prefix is not None:
             parts = self.partition_prefix.split("/")
             if any(part in ("", ".", "..") for part in parts) or "\\" in self.partition_prefix:

@@ -83,6 +83,9 @@ class MonitorConfig:
     report: bool = True
     alpha: float = ALPHA  # family-wise false-alarm rate per window (Holm across features)
     window_values: int = EXACT_VALUES  # values kept per feature and pane for exact statistics (then a sample)
+    # Data in no time order (not hourly capture partitions): a row may arrive at most this many seconds behind the
+    # newest row read, so windows finish (and their panes are released) while reading. None: keep every pane.
+    lateness: int | None = None
 
     def __post_init__(self) -> None:
         if self.window < 1:
@@ -104,6 +107,8 @@ class MonitorConfig:
             raise ConfigError("alpha must be in (0, 1)")
         if self.window_values < 100:
             raise ConfigError("window_values must be >= 100")
+        if self.lateness is not None and self.lateness < 0:
+            raise ConfigError("lateness must be >= 0s")
         _check_overrides(self.overrides)
 
     @property

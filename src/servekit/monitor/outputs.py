@@ -60,6 +60,7 @@ def run_json(result: RunResult, info: dict[str, Any]) -> dict[str, Any]:
         "files": s.files,
         "rows_read": s.rows,
         "rows_without_timestamp": s.rows_without_timestamp,
+        "late_rows": s.late_rows,
         "undecodable_records": s.undecodable_records,
         "read_errors": s.errors,
         "feature_errors": [

@@ -1,8 +1,9 @@
-"""One monitoring run: stream the data into panes, plan the windows, judge each, apply the alarm rule.
+"""One monitoring run: stream the data into panes, judge each window as it is finished, apply the alarm rule.
 
 Rows are read in record batches and folded into per-pane summaries as they arrive, so memory depends on the
-number of panes, features and bins, never on the number of rows. Nothing here writes files or sends alerts:
-``outputs`` and ``webhooks`` do, from the returned :class:`RunResult`.
+number of panes, features and bins, never on the number of rows; panes are released once no window can use them
+(``panes``), so on time-ordered capture memory does not grow with the time span either. Nothing here writes
+files or sends alerts: ``outputs`` and ``webhooks`` do, from the returned :class:`RunResult`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from servekit.monitor import alarms as alarm_rule
 from servekit.monitor.alarms import Alarm, Key
 from servekit.monitor.config import MonitorConfig
-from servekit.monitor.evaluate import Pane, WindowResult, accumulate, evaluate, merge
+from servekit.monitor.evaluate import Pane, WindowResult, accumulate, evaluate
+from servekit.monitor.panes import Finished, PaneStore
 from servekit.monitor.profiles import Baseline
 from servekit.monitor.sources import SourceError, SourceStats, read
-from servekit.monitor.windows import default_range, pane_of, pane_seconds, panes_in, plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +61,30 @@ def run(
     *,
     streaks: Mapping[Key, int] | None = None,
     first_index: int = 0,
+    store: PaneStore[Pane] | None = None,
 ) -> RunResult:
+    """``store`` (a fresh :class:`PaneStore` of this windowing) may be passed to watch its panes."""
     step = cfg.step_seconds
-    pane = pane_seconds(cfg.window, step)
-    panes: dict[int, Pane] = {}
+    store = store or PaneStore(cfg.window, step, Pane, since=cfg.since, until=cfg.until, first_index=first_index)
     errors: dict[str, str] = {}
     stats = SourceStats()
     seen: dict[str, None] = {}  # every column the data had, in order
-    first, last = math.inf, -math.inf
     rng = np.random.default_rng(0)  # sample keys once a pane holds more than window_values values: reproducible
+    state = dict(streaks or {})
+    results: list[WindowResult] = []
+    raised: list[Alarm] = []
+    newest = -math.inf
+
+    def judge(done: Finished[Pane]) -> None:
+        nonlocal state
+        merged = Pane()
+        for p in done.panes:
+            merged.add(p)
+        r = evaluate(baseline, done.window, merged, cfg, errors)
+        results.append(r)
+        state, new = alarm_rule.step(state, r.window.index, r.judgements(), cfg.consecutive)
+        raised.extend(new)
+
     batches = read(
         uri,
         timestamp_column=cfg.timestamp_column,
@@ -82,36 +99,48 @@ def run(
         if ts is None:
             raise SourceError(f"{uri!r} has no timestamps: name its time column with --timestamp-column")
         seen.update(dict.fromkeys(batch.table.column_names))
-        known = np.isfinite(ts)
-        stats.rows_without_timestamp += int((~known).sum())
-        keep = known
-        if cfg.since is not None:
-            keep = keep & (ts >= cfg.since)
-        if cfg.until is not None:
-            keep = keep & (ts < cfg.until)
-        if not keep.any():
-            continue
-        table = batch.table if keep.all() else batch.table.filter(keep)
-        kept = ts[keep]
-        first, last = min(first, float(kept.min())), max(last, float(kept.max()))
-        accumulate(panes, baseline, table, pane_of(kept, pane), errors, cfg.window_values, rng)
+        keep = time_filter(ts, cfg, stats)
+        if keep.any():
+            ok, ids = store.admit(ts[keep])
+            keep[keep] = ok
+            if keep.any():
+                table = batch.table if keep.all() else batch.table.filter(keep)
+                ids = ids[ok]
+                newest = max(newest, float(ts[keep].max()))
+                targets = {int(k): store.get(int(k)) for k in np.unique(ids)}
+                accumulate(targets, baseline, table, ids, errors, cfg.window_values, rng)
+        for done in store.ready(watermark(batch.watermark, newest, cfg.lateness)):
+            judge(done)
+    for done in store.finish():
+        judge(done)
+    stats.late_rows = store.late_rows
     features = set(baseline.columns)
     missing = tuple(c for c in baseline.columns if c not in seen) if seen else ()
     extra = tuple(c for c in seen if c not in features)
     since, until = cfg.since, cfg.until
-    if since is None or until is None:
-        if not panes:
-            return RunResult([], [], dict(streaks or {}), since, until, stats, errors, missing, extra)
-        lo, hi = default_range(first, last, step)
-        since = lo if since is None else since
-        until = hi if until is None else until
-    results = [
-        evaluate(baseline, w, merge(panes, panes_in(w, pane)), cfg, errors)
-        for w in plan(since, until, cfg.window, step, first_index)
-    ]
-    state = dict(streaks or {})
-    raised: list[Alarm] = []
-    for r in results:
-        state, new = alarm_rule.step(state, r.window.index, r.judgements(), cfg.consecutive)
-        raised.extend(new)
+    if math.isfinite(store.last):  # the range's bounds not given are those of the rows (see ``panes``)
+        since = store.since if since is None else since
+        until = (math.floor(store.last / step) + 1) * step if until is None else until
     return RunResult(results, raised, state, since, until, stats, errors, missing, extra)
+
+
+def time_filter(ts: npt.NDArray[np.float64], cfg: MonitorConfig, stats: SourceStats) -> npt.NDArray[np.bool_]:
+    """Rows with a readable time inside ``[since, until)``; the others are counted (no time) or left out."""
+    known = np.isfinite(ts)
+    stats.rows_without_timestamp += int((~known).sum())
+    keep = known
+    if cfg.since is not None:
+        keep = keep & (ts >= cfg.since)
+    if cfg.until is not None:
+        keep = keep & (ts < cfg.until)
+    return np.asarray(keep, dtype=bool).copy()
+
+
+def watermark(source: float | None, newest: float, lateness: int | None) -> float | None:
+    """The source's watermark (time-ordered capture partitions), else with ``lateness`` the newest row's time minus
+    it; None (keep every pane to the end) when neither is known."""
+    if source is not None:
+        return source
+    if lateness is not None and math.isfinite(newest):
+        return newest - lateness
+    return None

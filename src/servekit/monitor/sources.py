@@ -1,9 +1,16 @@
-"""Reading monitored data as a stream of Arrow tables: CSV, Parquet, JSON lines and SageMaker capture files.
+"""Reading monitored data as a stream of Arrow tables: CSV, Parquet, JSON lines and capture files (SageMaker's
+JSON Lines layout or servekit's Parquet layout, both read by ``servekit.capture.reader``).
 
 A source is a file or a folder (searched recursively; names starting with ``.`` or ``_`` are skipped, so a
 capture writer's temporary files never count), on a local path or any URI ``servekit.storage`` opens. Each file
 is read in batches of at most ``batch_rows`` rows, so memory depends on the batch size, not on the data size. CSV
 columns are read as text and converted per feature (see ``schema``), so one odd value never fails a file.
+
+**Watermarks.** Capture files in hourly partitions (``…/yyyy/mm/dd/hh/…``) are read oldest partition first, and
+each of their batches carries a *watermark*: no row read later is older than it. Rows land in the partition of
+their inference time, or (buffered delivery) the next one, so the watermark is the partition's start minus one
+hour. Windowing uses it to finish windows and release their panes while reading (``monitor.panes``). Other files
+carry none.
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.csv as pacsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+from servekit.capture.decode import json_rows
+from servekit.capture.reader import CaptureStats, Side, capture_layout, read_capture_file, rows_to_table
 from servekit.errors import ConfigError
-from servekit.monitor.capture import Row, UndecodableRecord, decode_record, json_rows
 from servekit.monitor.windows import parse_time
 from servekit.storage import ObjectStorage, Storage
 
@@ -44,10 +52,17 @@ class UnreadableFile(SourceError):
     line naming the file and the problem."""
 
 
+__all__ = ["DataBatch", "SourceError", "SourceStats", "UnreadableFile", "epoch_seconds", "read", "rows_to_table"]
+# Rows land in the partition of their inference time or, delivered late, the next one.
+PARTITION_SLACK = 3600.0
+
+
 @dataclass(frozen=True, slots=True)
 class DataBatch:
     table: pa.Table
     timestamps: FloatArray | None  # epoch seconds per row; NaN where unknown
+    watermark: float | None = None  # no row read after this batch is older than this (None: unknown)
+    keys: list[str] | None = None  # capture only: each row's ground-truth join key
 
 
 @dataclass(slots=True)
@@ -56,6 +71,7 @@ class SourceStats:
     rows: int = 0
     undecodable_records: int = 0
     rows_without_timestamp: int = 0
+    late_rows: int = 0  # rows for a window already finished (older than the source's watermark allowed)
     errors: list[str] = field(default_factory=list)
 
 
@@ -80,16 +96,31 @@ def _hidden(relative: str) -> bool:
 
 
 def file_format(storage: ObjectStorage, path: str) -> str:
+    """``capture`` (JSON Lines capture), ``capture-parquet``, ``parquet``, ``csv`` or ``jsonl``."""
     name = path.lower().removesuffix(".gz")
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
     if name.endswith(".csv"):
         return "csv"
-    if name.endswith((".jsonl", ".json", ".ndjson")):
-        with _open(storage, path) as f:
-            first = next((line for line in f if line.strip()), b"")
-        return "capture" if b'"captureData"' in first else "jsonl"
-    raise SourceError(f"{path}: unknown format (expected .csv, .parquet or .jsonl)")
+    if not name.endswith((".parquet", ".pq", ".jsonl", ".json", ".ndjson")):
+        raise SourceError(f"{path}: unknown format (expected .csv, .parquet or .jsonl)")
+    layout = capture_layout(storage, path)
+    if layout == "jsonl":
+        return "capture"
+    if layout == "parquet":
+        return "capture-parquet"
+    return "parquet" if name.endswith((".parquet", ".pq")) else "jsonl"
+
+
+def partition_start(path: str) -> float | None:
+    """Start of the hourly capture partition ``…/yyyy/mm/dd/hh/<file>`` a file is in (epoch seconds), or None."""
+    m = _PARTITION_RE.search(path)
+    return parse_time("{}-{}-{}T{}:00:00Z".format(*m.groups())) if m else None
+
+
+def in_time_order(files: Sequence[str]) -> list[str]:
+    """Partitioned files oldest partition first (across models, versions and variants), then the others."""
+    keyed = [(partition_start(f), i, f) for i, f in enumerate(files)]
+    timed = sorted((t, i, f) for t, i, f in keyed if t is not None)
+    return [f for *_, f in timed] + [f for t, _, f in keyed if t is None]
 
 
 def read(
@@ -102,25 +133,32 @@ def read(
     batch_rows: int = 65536,
     stats: SourceStats | None = None,
     storage: ObjectStorage | None = None,
+    side: Side = "input",
 ) -> Iterator[DataBatch]:
-    """Every file under ``uri`` as batches. Capture files carry their own timestamps; other formats take them
-    from ``timestamp_column`` (dropped from the table) when it is given. ``columns`` names positional
-    (list or CSV) capture rows; capture partitions wholly outside ``[since - 1h, until + 1h)`` are skipped."""
+    """Every file under ``uri`` as batches. Capture files carry their own timestamps (and read the requests, or
+    with ``side="output"`` the answers); other formats take them from ``timestamp_column`` (dropped from the
+    table) when it is given. ``columns`` names positional (list or CSV) capture rows; capture partitions wholly
+    outside ``[since - 1h, until + 1h)`` are skipped."""
     stats = stats if stats is not None else SourceStats()
     storage = storage or Storage()
-    files = list_files(uri, storage)
+    files = in_time_order(list_files(uri, storage))
+    # Every file after an unpartitioned one may hold anything: from there on, no watermark.
+    ordered = True
     for path in files:
         fmt = file_format(storage, path)
-        if fmt == "capture" and not _partition_overlaps(path, since, until):
+        start = partition_start(path)
+        ordered = ordered and fmt.startswith("capture") and start is not None
+        if fmt.startswith("capture") and not _partition_overlaps(path, since, until):
             continue
         stats.files += 1
-        if fmt == "capture":
-            batches = _read_capture(storage, path, columns, batch_rows, stats)
+        if fmt.startswith("capture"):
+            batches = _read_capture(storage, path, fmt, side, columns, batch_rows, stats)
         else:
             batches = _with_timestamps(_read_table(storage, path, fmt, batch_rows), timestamp_column, path)
+        mark = start - PARTITION_SLACK if ordered and start is not None else None
         for batch in batches:
             stats.rows += batch.table.num_rows
-            yield batch
+            yield batch if mark is None else DataBatch(batch.table, batch.timestamps, mark, batch.keys)
 
 
 def _open(storage: ObjectStorage, path: str) -> IO[bytes]:
@@ -128,10 +166,9 @@ def _open(storage: ObjectStorage, path: str) -> IO[bytes]:
 
 
 def _partition_overlaps(path: str, since: float | None, until: float | None) -> bool:
-    m = _PARTITION_RE.search(path)
-    if not m:
+    start = partition_start(path)
+    if start is None:
         return True
-    start = parse_time("{}-{}-{}T{}:00:00Z".format(*m.groups()))
     # capture delivery is buffered, so a record can land in the partition next to its inference time
     return (since is None or start + 7200 > since) and (until is None or start - 3600 < until)
 
@@ -253,58 +290,21 @@ def _floats(arr: Any) -> FloatArray:
 
 
 def _read_capture(
-    storage: ObjectStorage, path: str, columns: Sequence[str], batch_rows: int, stats: SourceStats
+    storage: ObjectStorage,
+    path: str,
+    fmt: str,
+    side: Side,
+    columns: Sequence[str],
+    batch_rows: int,
+    stats: SourceStats,
 ) -> Iterator[DataBatch]:
-    rows: list[Row] = []
-    times: list[float] = []
-    with _open(storage, path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                decoded = decode_record(line)
-            except UndecodableRecord as exc:
-                stats.undecodable_records += 1
-                if len(stats.errors) < 20:
-                    stats.errors.append(f"{path}: {exc}")
-                continue
-            if decoded is None:
-                continue
-            when, new = decoded
-            rows.extend(new)
-            times.extend([when] * len(new))
-            if len(rows) >= batch_rows:
-                yield DataBatch(rows_to_table(rows, columns), np.array(times, dtype=float))
-                rows, times = [], []
-    if rows:
-        yield DataBatch(rows_to_table(rows, columns), np.array(times, dtype=float))
-
-
-def rows_to_table(rows: Sequence[Row], columns: Sequence[str]) -> pa.Table:
-    """Rows as a table: object rows by key, list rows by position (named from ``columns``, then ``_c<i>``)."""
-    if all(isinstance(r, list) for r in rows):
-        width = max((len(r) for r in rows), default=0)
-        names = [columns[i] if i < len(columns) else f"_c{i}" for i in range(width)]
-        values = list(itertools.zip_longest(*rows)) if rows else []
-        return pa.table({n: _arrow(list(v)) for n, v in zip(names, values, strict=True)})
-    dict_rows = [r if isinstance(r, dict) else _named(r, columns) for r in rows]
-    keys = list(dict.fromkeys(k for r in dict_rows for k in r))
-    return pa.table({k: _arrow([r.get(k) for r in dict_rows]) for k in keys})
-
-
-def _named(row: list[Any], columns: Sequence[str]) -> dict[str, Any]:
-    return {columns[i] if i < len(columns) else f"_c{i}": v for i, v in enumerate(row)}
-
-
-def _arrow(values: list[Any]) -> pa.Array:
-    """Arrow's own type inference; a column of mixed types becomes text (then checked per feature)."""
+    counts = CaptureStats()
+    layout = "parquet" if fmt == "capture-parquet" else "jsonl"
     try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return pa.array([None if v is None else v if isinstance(v, str) else _text(v) for v in values], pa.string())
-
-
-def _text(v: Any) -> str:
-    if isinstance(v, list | dict):
-        return orjson.dumps(v).decode()
-    return str(v)
+        for b in read_capture_file(
+            storage, path, layout, side=side, columns=columns, batch_rows=batch_rows, stats=counts
+        ):
+            yield DataBatch(b.table, b.times, None, b.keys)
+    finally:
+        stats.undecodable_records += counts.undecodable_records
+        stats.errors.extend(counts.errors[: max(0, 20 - len(stats.errors))])

@@ -57,6 +57,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
     # to compare them; knows no server, protocol or wire format.
     "optimize": BASE | {"config", "runtime"},
+    # Kubernetes manifests of an endpoint (servekit export): pure functions of the public API's answers, which the
+    # CLI fetches and hands in; no control-plane internals.
+    "export": BASE,
     # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
     # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
     # modules; a transform step runs servekit.transform's job in the step's own process.

@@ -18,6 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from servekit._version import __version__
 from servekit.cli.autoscale_cmd import autoscale_app
+from servekit.cli.export_cmd import export_app
 from servekit.cli.hosting_cmd import deploy, endpoint_app, keys_app, model_describe, model_list
 from servekit.cli.http_stack import http_stack
 from servekit.cli.inspect_cmd import render_signatures
@@ -77,6 +78,7 @@ app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
 app.add_typer(autoscale_app, name="autoscale")
+app.add_typer(export_app, name="export")
 
 
 def _print_version(value: bool) -> None:

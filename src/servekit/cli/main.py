@@ -25,6 +25,7 @@ from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
 from servekit.cli.optimize_cmd import optimize
 from servekit.cli.recommend_cmd import recommend as recommend_command
+from servekit.cli.registry_cmd import registry_app
 from servekit.cli.transform_cmd import transform_app
 from servekit.config.loading import load_auth_token_file, load_batching_file, load_model_config_file
 from servekit.config.models import (
@@ -78,6 +79,7 @@ app.add_typer(transform_app, name="transform")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
 app.add_typer(autoscale_app, name="autoscale")
+app.add_typer(registry_app, name="registry")
 app.add_typer(export_app, name="export")
 
 

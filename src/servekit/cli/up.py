@@ -21,6 +21,7 @@ from servekit.control.gateway import Gateway, RoutingTable
 from servekit.control.hosting import Envelope, Handler, HostingService
 from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
+from servekit.control.monitoring import MonitoringService
 from servekit.control.names import Account
 from servekit.control.registry import RegistryService
 from servekit.control.server import Background, ControlPlane
@@ -126,6 +127,10 @@ def build(
     registry = RegistryService(db.registry, hosting.handlers(), Account())
     hosting.model_packages = registry.container_for
     sagemaker_ops.update(registry.handlers())
+    # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture
+    monitoring = MonitoringService(db.monitoring, db.hosting, endpoint_metrics, Account())
+    sagemaker_ops.update(monitoring.handlers())
+    background.append(monitoring)
     plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,

@@ -15,6 +15,7 @@ from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
+from servekit.state.monitoring import Monitoring
 from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.registry import Registry
 from servekit.state.schema import MIGRATIONS
@@ -68,6 +69,11 @@ class StateDB:
         """Model package groups, model packages and their approval/deployment events, stamped with the wall
         clock."""
         return Registry(self.conn)
+
+    @cached_property
+    def monitoring(self) -> Monitoring:
+        """Monitoring job definitions, schedules and their executions, stamped with the wall clock."""
+        return Monitoring(self.conn)
 
     @classmethod
     def open(

@@ -7,6 +7,7 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 from __future__ import annotations
 
 from servekit.state import alarms, autoscaling, hosting, metrics, recommend_jobs, registry, transform_jobs
+from servekit.state import monitoring as monitoring_schedules
 from servekit.state.migrations import Migration, check_migrations
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -17,6 +18,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     autoscaling.AGGREGATE: autoscaling.MIGRATIONS,
     recommend_jobs.AGGREGATE: recommend_jobs.MIGRATIONS,
     registry.AGGREGATE: registry.MIGRATIONS,
+    monitoring_schedules.AGGREGATE: monitoring_schedules.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

@@ -15,6 +15,7 @@ from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
+from servekit.state.pipelines import Pipelines
 from servekit.state.monitoring import Monitoring
 from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.registry import Registry
@@ -74,6 +75,12 @@ class StateDB:
     def monitoring(self) -> Monitoring:
         """Monitoring job definitions, schedules and their executions, stamped with the wall clock."""
         return Monitoring(self.conn)
+
+    @cached_property
+    def pipelines(self) -> Pipelines:
+        """Pipeline runs, their steps, and the artifacts they wrote with their lineage, stamped with the
+        wall clock."""
+        return Pipelines(self.conn)
 
     @classmethod
     def open(

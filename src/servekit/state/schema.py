@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from servekit.state import alarms, autoscaling, hosting, metrics, recommend_jobs, registry, transform_jobs
 from servekit.state import monitoring as monitoring_schedules
+from servekit.state import pipelines as pipeline_runs
 from servekit.state.migrations import Migration, check_migrations
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -19,6 +20,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     recommend_jobs.AGGREGATE: recommend_jobs.MIGRATIONS,
     registry.AGGREGATE: registry.MIGRATIONS,
     monitoring_schedules.AGGREGATE: monitoring_schedules.MIGRATIONS,
+    pipeline_runs.AGGREGATE: pipeline_runs.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

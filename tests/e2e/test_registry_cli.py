@@ -23,9 +23,7 @@ def ok(up: UpProcess, *args: str) -> str:
 def test_registry_cli_groups_packages_approval_history_and_rules(up: UpProcess, tmp_path: Path) -> None:
     sm = up.sm()
     assert (
-        ok(up, "groups", "create", "churn", "--description", "churn models")
-        .strip()
-        .endswith(":model-package-group/churn")
+        ok(up, "create-group", "churn", "--description", "churn models").strip().endswith(":model-package-group/churn")
     )
     for factor in (1.0, 2.0):
         sm.create_model_package(
@@ -36,8 +34,8 @@ def test_registry_cli_groups_packages_approval_history_and_rules(up: UpProcess, 
                 ]
             },
         )
-    assert "churn models" in ok(up, "groups", "list")
-    listed = json.loads(ok(up, "packages", "list", "--group", "churn", "--json"))["ModelPackageSummaryList"]
+    assert "churn models" in ok(up, "groups")
+    listed = json.loads(ok(up, "packages", "--group", "churn", "--json"))["ModelPackageSummaryList"]
     assert [(p["ModelPackageVersion"], p["ModelApprovalStatus"]) for p in listed] == [
         (1, "PendingManualApproval"),
         (2, "PendingManualApproval"),
@@ -51,16 +49,15 @@ def test_registry_cli_groups_packages_approval_history_and_rules(up: UpProcess, 
         (None, "PendingManualApproval", "created"),
         ("PendingManualApproval", "Approved", "beats v0 on holdout"),
     ]
-    described = json.loads(ok(up, "packages", "describe", "churn/2", "--json"))
+    described = json.loads(ok(up, "describe", "churn/2", "--json"))
     assert described["ModelApprovalStatus"] == "Rejected" and described["ApprovalDescription"] == "worse recall"
 
     # deploy rules: set (checked before anything is sent), show, replace, clear
-    bad = servekit(up, "registry", "deploy-rule", "set", "churn", "--endpoint", "ep", "--deployment", "canary=90")
+    bad = servekit(up, "registry", "set-rule", "churn", "--endpoint", "ep", "--deployment", "canary=90")
     assert bad.returncode == 2 and "canary" in bad.stderr.lower(), bad.stderr
     out = ok(
         up,
-        "deploy-rule",
-        "set",
+        "set-rule",
         "churn",
         "--endpoint",
         "ep",
@@ -70,7 +67,7 @@ def test_registry_cli_groups_packages_approval_history_and_rules(up: UpProcess, 
         "canary=10 wait=60",
     )
     assert "update endpoint ep" in out
-    rule = json.loads(ok(up, "deploy-rule", "show", "churn", "--json"))["DeployOnApproval"]
+    rule = json.loads(ok(up, "show-rule", "churn", "--json"))["DeployOnApproval"]
     routing = rule["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]
     assert (rule["EndpointName"], rule["VariantName"], routing["Type"], routing["WaitIntervalInSeconds"]) == (
         "ep",
@@ -78,10 +75,10 @@ def test_registry_cli_groups_packages_approval_history_and_rules(up: UpProcess, 
         "CANARY",
         60,
     )
-    ok(up, "deploy-rule", "set", "churn", "--endpoint", "ep2")  # a new rule drops the old variant and deployment
+    ok(up, "set-rule", "churn", "--endpoint", "ep2")  # a new rule drops the old variant and deployment
     group_arn = sm.describe_model_package_group(ModelPackageGroupName="churn")["ModelPackageGroupArn"]
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=group_arn)["Tags"]}
     assert tags == {"servekit:DeployOnApproval:Endpoint": "ep2"}
-    assert "no deploy-on-approval rule" in ok(up, "deploy-rule", "clear", "churn")
+    assert "no deploy-on-approval rule" in ok(up, "clear-rule", "churn")
     assert sm.list_tags(ResourceArn=group_arn)["Tags"] == []
     one_line_error(servekit(up, "registry", "approve", "churn/9", "--reason", "x"), "servekit: ValidationException: ")

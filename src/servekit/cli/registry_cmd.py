@@ -1,11 +1,13 @@
 """``servekit registry ...``: the model registry of a running ``servekit up``, through its SageMaker API (the same
 calls boto3 makes, signed with the home's admin key).
 
-- ``groups list|create``, ``packages list|describe``;
+- ``groups``, ``create-group NAME``, ``packages --group NAME``, ``describe PACKAGE``;
 - ``approve|reject PACKAGE --reason TEXT`` (UpdateModelPackage with ApprovalDescription) and ``history PACKAGE``
   (who changed the approval when and why, and what deploy-on-approval did);
-- ``deploy-rule set|show|clear GROUP``: the group's deploy-on-approval rule, kept in its tags
+- ``set-rule|show-rule|clear-rule GROUP``: the group's deploy-on-approval rule, kept in its tags
   (``servekit.control.registry_deploy``).
+
+Commands read ``servekit NOUN VERB`` like the rest of the CLI, so the registry's are one level deep.
 
 ``PACKAGE`` is a model package ARN or ``GROUP/VERSION`` (e.g. ``churn/3``). Errors print one line and exit 1.
 """
@@ -38,16 +40,6 @@ registry_app = typer.Typer(
     no_args_is_help=True,
     help="The model registry of a running servekit up: groups, packages, approval, deploy on approval.",
 )
-groups_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Model package groups: list, create.")
-packages_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Model packages: list, describe.")
-rule_app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="A group's deploy-on-approval rule (in its tags): set, show, clear.",
-)
-registry_app.add_typer(groups_app, name="groups")
-registry_app.add_typer(packages_app, name="packages")
-registry_app.add_typer(rule_app, name="deploy-rule")
 
 PackageArg = Annotated[str, typer.Argument(help="A model package ARN or GROUP/VERSION, e.g. churn/3.")]
 GroupArg = Annotated[str, typer.Argument(help="The model package group's name.")]
@@ -61,7 +53,7 @@ def _sm(url: str, home: Any) -> Any:
 
 
 # ---- groups --------------------------------------------------------------------------------------------------------
-@groups_app.command("list")
+@registry_app.command("groups")
 def groups_list(url: UrlOpt = DEFAULT_URL, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """List the model package groups (newest first)."""
     sm = _sm(url, home)
@@ -71,7 +63,7 @@ def groups_list(url: UrlOpt = DEFAULT_URL, home: HomeOpt = None, as_json: JsonOp
         _print_json({"ModelPackageGroupSummaryList": groups})
         return
     if not groups:
-        typer.echo("no model package groups (servekit registry groups create NAME makes one)")
+        typer.echo("no model package groups (servekit registry create-group NAME makes one)")
         return
     columns = [
         ("Name", "ModelPackageGroupName"),
@@ -81,14 +73,14 @@ def groups_list(url: UrlOpt = DEFAULT_URL, home: HomeOpt = None, as_json: JsonOp
     _console().print(_rows_table(groups, columns))
 
 
-@groups_app.command("create")
+@registry_app.command("create-group")
 def groups_create(
     name: GroupArg,
     description: Annotated[str, typer.Option("--description", help="What the group's models are for.")] = "",
     url: UrlOpt = DEFAULT_URL,
     home: HomeOpt = None,
 ) -> None:
-    """Create a model package group (its versions are registered into it, numbered 1, 2, 3, …)."""
+    """Create a model package group (its versions are numbered from 1)."""
     sm = _sm(url, home)
     with _api_errors(url):
         arn = sm.create_model_package_group(ModelPackageGroupName=name, ModelPackageGroupDescription=description)
@@ -96,7 +88,7 @@ def groups_create(
 
 
 # ---- packages ------------------------------------------------------------------------------------------------------
-@packages_app.command("list")
+@registry_app.command("packages")
 def packages_list(
     group: Annotated[str, typer.Option("--group", help="The group whose versions to list.")],
     status: Annotated[
@@ -138,7 +130,7 @@ def _describe(sm: Any, ref: str, url: str) -> dict[str, Any]:
     return described
 
 
-@packages_app.command("describe")
+@registry_app.command("describe")
 def packages_describe(
     package: PackageArg, url: UrlOpt = DEFAULT_URL, home: HomeOpt = None, as_json: JsonOpt = False
 ) -> None:
@@ -224,7 +216,7 @@ def _group(sm: Any, name: str, url: str) -> dict[str, Any]:
     return described
 
 
-@rule_app.command("set")
+@registry_app.command("set-rule")
 def rule_set(
     group: GroupArg,
     endpoint: Annotated[str, typer.Option("--endpoint", help="The endpoint an approved version is deployed to.")],
@@ -265,19 +257,19 @@ def _show(sm: Any, group: str, url: str, as_json: bool) -> None:
     if as_json:
         _print_json({"DeployOnApproval": rule})
     elif rule is None:
-        typer.echo(f"{group}: no deploy-on-approval rule (servekit registry deploy-rule set {group} --endpoint NAME)")
+        typer.echo(f"{group}: no deploy-on-approval rule (servekit registry set-rule {group} --endpoint NAME)")
     else:
         typer.echo(f"{group}: when a version becomes Approved, update endpoint {rule['EndpointName']}")
         _console().print(_fields_table(rule))
 
 
-@rule_app.command("show")
+@registry_app.command("show-rule")
 def rule_show(group: GroupArg, url: UrlOpt = DEFAULT_URL, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """The group's rule and the DeploymentConfig it sends with UpdateEndpoint."""
     _show(_sm(url, home), group, url, as_json)
 
 
-@rule_app.command("clear")
+@registry_app.command("clear-rule")
 def rule_clear(group: GroupArg, url: UrlOpt = DEFAULT_URL, home: HomeOpt = None) -> None:
     """Remove the group's rule: approvals deploy nothing."""
     from servekit.control.registry_deploy import RULE_TAGS

@@ -96,6 +96,7 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
         "monitor",
         "keys",
         "autoscale",
+        "registry",
         "export",
     ]
 

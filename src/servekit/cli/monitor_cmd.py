@@ -365,3 +365,230 @@ def watch(
         pass
     finally:
         notifier.close(timeout=cfg.webhooks.timeout_seconds * cfg.webhooks.attempts + 5)
+
+
+# ---- model quality ---------------------------------------------------------------------------------------------
+quality_app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Model quality: captured predictions joined to ground truth."
+)
+monitor_app.add_typer(quality_app, name="quality")
+ProblemOpt = Annotated[
+    str | None,
+    typer.Option("--problem-type", help="BinaryClassification, MulticlassClassification or Regression."),
+]
+InferenceOpt = Annotated[
+    str | None,
+    typer.Option("--inference-attribute", help="Output (or answer JSON key, CSV column number) with the prediction."),
+]
+ProbabilityOpt = Annotated[
+    str | None,
+    typer.Option("--probability-attribute", help="Output with class probabilities ([N, K], or [N]: positive class)."),
+]
+ThresholdOpt = Annotated[
+    float,
+    typer.Option("--probability-threshold", help="Binary, probabilities only: predicted positive at or above this."),
+]
+PositiveOpt = Annotated[str | None, typer.Option("--positive-label", help="Binary: the positive class (default 1).")]
+ClassesOpt = Annotated[
+    str | None, typer.Option("--class-labels", help="Comma-separated classes in the order of probability columns.")
+]
+
+
+@monitor_app.command()
+def labels(
+    data: Annotated[str, typer.Option("--data", help="Label file (.csv, .jsonl, .parquet) or a folder of them.")],
+    store: Annotated[Path, typer.Option("--store", help="Label store folder (created if missing).")],
+    id_column: Annotated[
+        str | None,
+        typer.Option("--id-column", help="Column with the inference id (or eventId) the label belongs to."),
+    ] = None,
+    label_column: Annotated[str, typer.Option("--label-column", help="Column with the label.")] = "label",
+    every: Annotated[
+        str | None, typer.Option("--every", help="Keep ingesting new files from --data at this interval (e.g. 1m).")
+    ] = None,
+    max_runs: Annotated[int | None, typer.Option("--max-runs", help="With --every: stop after this many.")] = None,
+    log_level: LogOpt = "warning",
+) -> None:
+    """Ingest ground truth into a label store: each file once; join key = the request's inference id."""
+    _logging(log_level)
+    import time
+
+    from servekit.monitor.labels import LabelError, ingest
+    from servekit.monitor.sources import SourceError, UnreadableFile
+    from servekit.monitor.windows import parse_duration
+
+    try:
+        interval = parse_duration(every) if every else None
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    runs = 0
+    while True:
+        try:
+            report = ingest(data, store, id_column, label_column)
+        except (LabelError, UnreadableFile) as exc:
+            _fail(str(exc), 2)
+        except SourceError as exc:
+            if interval is None:
+                _fail(str(exc), 1)
+            report = None  # a watched folder may still be empty
+        if report is not None:
+            typer.echo(
+                f"ingested {report.files} file(s), {report.rows} label(s) into {store}; "
+                f"{report.skipped} already ingested"
+            )
+        runs += 1
+        if interval is None or (max_runs is not None and runs >= max_runs):
+            return
+        time.sleep(interval)
+
+
+@monitor_app.command("quality-baseline")
+def quality_baseline(
+    data: Annotated[str, typer.Option("--data", help="Labelled predictions: .csv, .parquet or .jsonl.")],
+    output: Annotated[Path, typer.Option("--output", help="Folder for statistics.json and constraints.json.")],
+    problem_type: Annotated[
+        str, typer.Option("--problem-type", help="BinaryClassification, MulticlassClassification or Regression.")
+    ],
+    ground_truth_attribute: Annotated[
+        str, typer.Option("--ground-truth-attribute", help="Column with the true label or value.")
+    ] = "label",
+    inference_attribute: InferenceOpt = None,
+    probability_attribute: ProbabilityOpt = None,
+    probability_threshold: ThresholdOpt = 0.5,
+    positive_label: PositiveOpt = None,
+    class_labels: ClassesOpt = None,
+    chunks: Annotated[int, typer.Option("--chunks", help="Random parts whose spread sets the thresholds.")] = 10,
+    k: Annotated[float, typer.Option("--k", help="Threshold = value -/+ k·std over the chunks.")] = 3.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the chunks.")] = 0,
+    log_level: LogOpt = "warning",
+) -> None:
+    """Model-quality statistics and suggested constraints (SageMaker's model-quality JSON shapes)."""
+    _logging(log_level)
+    from servekit.monitor.quality import QualityConfig, QualityError
+    from servekit.monitor.quality_baseline import build
+    from servekit.monitor.sources import SourceError, UnreadableFile
+    from servekit.monitor.store import dump, write_atomic
+
+    try:
+        cfg = QualityConfig(
+            problem_type=problem_type,
+            inference_attribute=inference_attribute,
+            probability_attribute=probability_attribute,
+            probability_threshold=probability_threshold,
+            positive_label=positive_label,
+            class_labels=_classes(class_labels),
+        )
+        statistics, constraints = build(data, problem_type, ground_truth_attribute, cfg, chunks=chunks, k=k, seed=seed)
+    except (ConfigError, QualityError, UnreadableFile) as exc:
+        _fail(str(exc), 2)
+    except SourceError as exc:
+        _fail(str(exc), 1)
+    write_atomic(output / "statistics.json", dump(statistics))
+    write_atomic(output / "constraints.json", dump(constraints))
+    section = next(v for key, v in constraints.items() if key.endswith("_constraints"))
+    typer.echo(f"quality baseline written to {output} ({statistics['dataset']['item_count']} rows)")
+    for name, c in section.items():
+        typer.echo(f"  {name}: {c['comparison_operator']} {c['threshold']:.4g}")
+
+
+def _classes(text: str | None) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip()) if text else ()
+
+
+@quality_app.command("run")
+def quality_run(
+    capture: Annotated[str, typer.Option("--capture", help="Capture folder or URI (JSON Lines or Parquet layout).")],
+    labels_store: Annotated[Path, typer.Option("--labels", help="Label store (servekit monitor labels).")],
+    baseline: Annotated[
+        Path, typer.Option("--baseline", help="constraints.json (SageMaker model-quality shape) or its folder.")
+    ],
+    output: Annotated[Path, typer.Option("--output", help="Output folder.")],
+    problem_type: ProblemOpt = None,
+    window: WindowOpt = "1h",
+    step: StepOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    min_window_rows: Annotated[
+        int, typer.Option("--min-window-rows", help="Fewer labelled rows: reported, not judged.")
+    ] = 100,
+    consecutive: ConsecutiveOpt = 3,
+    inference_attribute: InferenceOpt = None,
+    probability_attribute: ProbabilityOpt = None,
+    probability_threshold: ThresholdOpt = 0.5,
+    positive_label: PositiveOpt = None,
+    class_labels: ClassesOpt = None,
+    lateness: LatenessOpt = None,
+    report: ReportOpt = True,
+    fail_on_alarm: Annotated[bool, typer.Option("--fail-on-alarm", help="Exit with status 3 if any alarm.")] = False,
+    log_level: LogOpt = "warning",
+) -> None:
+    """Per-window model quality against the constraints: quality_metrics.json, constraint_violations.json,
+    report.html."""
+    _logging(log_level)
+    import orjson
+
+    from servekit.monitor import quality_outputs
+    from servekit.monitor.labels import LabelError, load
+    from servekit.monitor.quality import Constraints, QualityConfig, QualityError, run_quality
+    from servekit.monitor.sources import SourceError, UnreadableFile
+    from servekit.monitor.windows import parse_duration, parse_time
+
+    try:
+        cfg = QualityConfig(
+            problem_type=problem_type,
+            window=parse_duration(window),
+            step=parse_duration(step) if step else None,
+            since=parse_time(since) if since else None,
+            until=parse_time(until) if until else None,
+            min_window_rows=min_window_rows,
+            consecutive=consecutive,
+            inference_attribute=inference_attribute,
+            probability_attribute=probability_attribute,
+            probability_threshold=probability_threshold,
+            positive_label=positive_label,
+            class_labels=_classes(class_labels),
+            lateness=None if lateness is None else (0 if lateness.strip() in ("0", "0s") else parse_duration(lateness)),
+            report=report,
+        )
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc), 2)
+    path = baseline / "constraints.json" if baseline.is_dir() else baseline
+    try:
+        constraints = Constraints.from_json(orjson.loads(path.read_bytes()), problem_type)
+    except (OSError, orjson.JSONDecodeError) as exc:
+        _fail(f"cannot read the constraints {path}: {exc}", 1)
+    except QualityError as exc:
+        _fail(f"{path}: {exc}", 2)
+    try:
+        result = run_quality(capture, load(labels_store), constraints, cfg)
+    except (QualityError, UnreadableFile) as exc:
+        _fail(str(exc), 2)
+    except (LabelError, SourceError) as exc:
+        _fail(str(exc), 1)
+    info = {
+        "capture": capture,
+        "labels": str(labels_store),
+        "baseline": str(path),
+        "window_seconds": cfg.window,
+        "step_seconds": cfg.step_seconds,
+        "min_window_rows": cfg.min_window_rows,
+        "consecutive": cfg.consecutive,
+    }
+    quality_outputs.write(output, result, info, cfg.report)
+    for warning in result.warnings:
+        typer.echo(f"servekit: warning: {warning}", err=True)
+    ok = sum(1 for w in result.windows if w.status == "ok")
+    typer.echo(
+        f"{len(result.windows)} windows ({ok} judged), {sum(w.labelled for w in result.windows)} labelled "
+        f"predictions, {len(result.alarms)} alarms; outputs in {output}"
+    )
+    latest = quality_outputs.latest_judged(result)
+    if latest is not None:
+        shown = ", ".join(f"{m}={v:.4g}" for m, (v, _) in latest.judged.items())
+        typer.echo(f"latest judged window {latest.window.index}: {shown}")
+        for v in latest.violations:
+            typer.echo(f"VIOLATION {v['description']}")
+    for a in result.alarms:
+        typer.echo(f"ALARM {quality_outputs.describe(result, a)} at window {a.window_index}")
+    if fail_on_alarm and result.alarms:
+        raise typer.Exit(3)

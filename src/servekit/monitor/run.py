@@ -99,7 +99,7 @@ def run(
         if ts is None:
             raise SourceError(f"{uri!r} has no timestamps: name its time column with --timestamp-column")
         seen.update(dict.fromkeys(batch.table.column_names))
-        keep = time_filter(ts, cfg, stats)
+        keep = time_filter(ts, cfg.since, cfg.until, stats)
         if keep.any():
             ok, ids = store.admit(ts[keep])
             keep[keep] = ok
@@ -124,15 +124,17 @@ def run(
     return RunResult(results, raised, state, since, until, stats, errors, missing, extra)
 
 
-def time_filter(ts: npt.NDArray[np.float64], cfg: MonitorConfig, stats: SourceStats) -> npt.NDArray[np.bool_]:
+def time_filter(
+    ts: npt.NDArray[np.float64], since: float | None, until: float | None, stats: SourceStats
+) -> npt.NDArray[np.bool_]:
     """Rows with a readable time inside ``[since, until)``; the others are counted (no time) or left out."""
     known = np.isfinite(ts)
     stats.rows_without_timestamp += int((~known).sum())
     keep = known
-    if cfg.since is not None:
-        keep = keep & (ts >= cfg.since)
-    if cfg.until is not None:
-        keep = keep & (ts < cfg.until)
+    if since is not None:
+        keep = keep & (ts >= since)
+    if until is not None:
+        keep = keep & (ts < until)
     return np.asarray(keep, dtype=bool).copy()
 
 

@@ -393,18 +393,35 @@ def up(
             "alarm and query periods that are multiples of it).",
         ),
     ] = 60,
+    backend: Annotated[
+        str, typer.Option("--backend", help="Where instances run: local (processes here) or ray (Ray actors).")
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="--backend ray: auto, host:port or ray://host:port (default: a local Ray)."),
+    ] = None,
+    ray_resources: Annotated[
+        str | None,
+        typer.Option("--ray-resources", help='--backend ray: JSON of Ray resources per instance, e.g. {"GPU": 1}.'),
+    ] = None,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.cli.up import run_up
     from servekit.control.metrics import check_resolution
+    from servekit.control.ray_backend import config_from_cli
     from servekit.state.home import resolve_home
 
     try:
         check_resolution(metrics_resolution_s)
+        ray = config_from_cli(backend, ray_address, ray_resources)
     except ValueError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
-    run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s)
+    try:
+        run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s, ray)
+    except ConfigError as exc:  # the Ray cluster cannot be reached, or Ray is not installed
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 # Thin clients of servekit up's API (servekit.cli.hosting_cmd): deploy stands alone, beside up.

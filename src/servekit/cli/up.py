@@ -14,7 +14,7 @@ from servekit.control.api import Api, Credentials
 from servekit.control.artifacts import ArtifactResolver
 from servekit.control.autoscaler import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.control.autoscaling_api import AutoscalingApi
-from servekit.control.backends import LocalProcessBackend
+from servekit.control.backends import LocalProcessBackend, ReplicaBackend
 from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.cloudwatch_metrics import CloudWatchMetrics
 from servekit.control.gateway import Gateway, RoutingTable
@@ -23,6 +23,7 @@ from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.monitoring import MonitoringService
 from servekit.control.names import Account
+from servekit.control.ray_backend import RayBackend, RayBackendConfig
 from servekit.control.registry import RegistryService
 from servekit.control.server import Background, ControlPlane
 from servekit.control.shadow import ShadowLog
@@ -59,14 +60,22 @@ def scaled_variants(db: StateDB, endpoint: str) -> set[str]:
 
 
 def build(
-    home: Path, instance_types_file: str | None = None, strict_output: bool = False, metrics_resolution_s: int = 60
+    home: Path,
+    instance_types_file: str | None = None,
+    strict_output: bool = False,
+    metrics_resolution_s: int = 60,
+    ray: RayBackendConfig | None = None,
 ) -> ControlPlane:
     db = StateDB.open(home)
     credentials = Credentials.load_or_create(home)
-    backend = LocalProcessBackend(home / "instances")
-    reaped = backend.reap_orphans()
-    if reaped:
-        log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
+    backend: ReplicaBackend
+    if ray is None:
+        local = backend = LocalProcessBackend(home / "instances")
+        reaped = local.reap_orphans()
+        if reaped:
+            log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
+    else:  # --backend ray: instances are actors on the cluster (they end with this process, owned by it)
+        backend = RayBackend(ray, home / "instances")
     table = RoutingTable()
     # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -95,6 +104,7 @@ def build(
         on_instance_ready=instance_ready,
         preload=gateway.preload,
         scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
+        cpus=() if ray is not None else None,  # Ray's nodes are not this machine's CPUs to pin
     )
     # what InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it
     endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)
@@ -156,10 +166,11 @@ def run_up(
     log_level: str = "info",
     instance_types_file: str | None = None,
     metrics_resolution_s: int = 60,
+    ray: RayBackendConfig | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     first = not (home / "credentials.json").exists()
-    plane = build(home, instance_types_file, metrics_resolution_s=metrics_resolution_s)
+    plane = build(home, instance_types_file, metrics_resolution_s=metrics_resolution_s, ray=ray)
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
     if first:

@@ -1,0 +1,356 @@
+"""``servekit up --backend ray`` on a real two-node Ray cluster on this machine (``ray start --head`` plus a second
+``ray start`` joining it, each with its own marker resource): instances spread over both nodes, InvokeEndpoint
+through boto3, an instance killed with ``ray.kill`` is replaced, a stopped node's instance comes back on the other
+node, and a request mix sent all along with botocore's own retry handling sees no failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from servekit.control.backends import free_port
+from servekit.testing.hosting import UpProcess, scaling_model
+
+ray = pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ray_cluster]
+FAST = {"Delay": 1, "MaxAttempts": 120}
+GIB = 2**30
+# Each node: 4 logical CPUs and 8 GiB of logical memory, room for two ml.t2.medium (2 vCPU, 4 GiB) instances, so
+# either node alone can hold the endpoint; logical amounts are bookkeeping, not this machine's cores.
+NODE = ("--num-cpus", "4", "--memory", str(8 * GIB), "--object-store-memory", str(100 * 2**20))
+RAY_ENV = {
+    "RAY_AUTH_MODE": "disabled",  # a token some other local Ray left in ~/.ray must not apply to this cluster
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_prestart_worker_first_driver": "0",  # no idle workers started ahead: two cores are shared
+    "RAY_enable_worker_prestart": "0",
+}
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                kids = [int(c) for c in Path(f"/proc/{p}/task/{t}/children").read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _group(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getpgid(int(entry)) == pgid:
+                    members.append(int(entry))
+            except OSError:
+                continue
+    return members
+
+
+@dataclass
+class RayNode:
+    """One ``ray start`` and the processes it left running: its own process group (it ran in a new session), plus
+    the workers its raylet spawned (their own groups) and their children. Stopped by pid, never by name."""
+
+    name: str
+    pgid: int
+    log: Path
+    stopped: bool = field(default=False)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        tree = set(_group(self.pgid))
+        for pid in list(tree):
+            tree.update(_descendants(pid))
+        try:
+            os.killpg(self.pgid, signal.SIGTERM)  # what `ray stop` sends first: the raylet tells the GCS it leaves
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(_running(p) for p in tree):
+            time.sleep(0.1)  # polling other processes' exit
+        for pid in tree:
+            if _running(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def start_node(name: str, args: list[str], log: Path) -> RayNode:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            ["ray", "start", *args, "--disable-usage-stats"],
+            stdout=out,
+            stderr=out,
+            env={**os.environ, **RAY_ENV},
+            start_new_session=True,  # its daemons stay in this group: the node can be stopped alone
+        )
+    node = RayNode(name, proc.pid, log)
+    if proc.wait(120) != 0:
+        node.stop()
+        raise RuntimeError(f"ray start ({name}) failed: {log.read_text()[-3000:]}")
+    return node
+
+
+@dataclass
+class Cluster:
+    address: str
+    head: RayNode
+    worker: RayNode
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    # Ray's unix sockets live under the temp dir: a short path keeps them under the 107-byte limit
+    tmp = Path(tempfile.mkdtemp(prefix="sk-ray-", dir="/tmp"))
+    port = free_port()
+    head = start_node(
+        "node_a",
+        [
+            "--head",
+            "--port",
+            str(port),
+            "--temp-dir",
+            str(tmp),
+            "--include-dashboard=false",
+            "--include-log-monitor=false",
+            "--ray-client-server-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--resources",
+            json.dumps({"node_a": 1}),
+            *NODE,
+        ],
+        tmp / "head.log",
+    )
+    try:
+        address = f"127.0.0.1:{port}"
+        worker = start_node(
+            "node_b",
+            [
+                "--address",
+                address,
+                "--include-log-monitor=false",
+                "--dashboard-agent-listen-port",
+                str(free_port()),
+                "--resources",
+                json.dumps({"node_b": 1}),
+                *NODE,
+            ],
+            tmp / "worker.log",
+        )
+    except BaseException:
+        head.stop()
+        raise
+    mp = pytest.MonkeyPatch()
+    for k, v in RAY_ENV.items():
+        mp.setenv(k, v)  # servekit up and this test's own driver see the cluster the same way
+    try:
+        ray.init(address=address, namespace="servekit", logging_level="WARNING", log_to_driver=False)
+        yield Cluster(address, head, worker)
+    finally:
+        ray.shutdown()
+        worker.stop()
+        head.stop()
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def up(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    home = tmp_path_factory.mktemp("ray-up") / "home"
+    u = UpProcess(home, "--backend", "ray", "--ray-address", cluster.address)
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()
+
+
+def node_ids() -> dict[str, str]:
+    """The simulated node's marker resource -> its Ray node id, from the GCS."""
+    out = {}
+    for n in ray.nodes():
+        for marker in ("node_a", "node_b"):
+            if n["Alive"] and marker in n["Resources"]:
+                out[marker] = n["NodeID"]
+    return out
+
+
+def actors(prefix: str) -> dict[str, str]:
+    """The live instance actors of ``prefix`` (an endpoint's instances) -> the node id each runs on, as Ray's
+    runtime context in the actor reports it."""
+    out = {}
+    for name in ray.util.list_named_actors():
+        if name.startswith(prefix):
+            try:
+                out[name] = ray.get(ray.get_actor(name).where.remote(), timeout=30).node_id
+            except (ValueError, ray.exceptions.RayError):  # ended between the listing and the call
+                continue
+    return out
+
+
+def deploy(sm: Any, tmp: Path, endpoint: str, count: int, instance_type: str = "ml.t2.medium") -> None:
+    model = f"{endpoint}-m"
+    sm.create_model(
+        ModelName=model, PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp, model, 2.0))}
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{endpoint}-cfg",
+        ProductionVariants=[
+            {"VariantName": "A", "ModelName": model, "InitialInstanceCount": count, "InstanceType": instance_type}
+        ],
+    )
+    sm.create_endpoint(EndpointName=endpoint, EndpointConfigName=f"{endpoint}-cfg")
+
+
+class Traffic:
+    """Requests of mixed sizes sent back to back from a thread with a default botocore client, whose standard
+    retry handler (connection errors, 5xx and throttling) is the only retrying: every failure it lets through is
+    counted."""
+
+    def __init__(self, up: UpProcess, endpoint: str) -> None:
+        self._rt = up.rt()
+        self._endpoint = endpoint
+        self._stop = threading.Event()
+        self.ok = 0
+        self.failures: list[str] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Traffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        sizes = (1, 7, 64, 1000)
+        k = 0
+        while not self._stop.is_set():
+            xs = [float(i % 13) for i in range(sizes[k % len(sizes)])]
+            k += 1
+            try:
+                r = self._rt.invoke_endpoint(
+                    EndpointName=self._endpoint, Body=json.dumps(xs), ContentType="application/json"
+                )
+                out = json.loads(r["Body"].read())["out"]
+                if out != [x * 2.0 for x in xs]:
+                    self.failures.append(f"wrong answer for {len(xs)} values")
+                else:
+                    self.ok += 1
+            except Exception as exc:  # what a caller would see
+                self.failures.append(repr(exc))
+
+    def wait_for(self, n: int, timeout_s: float = 60) -> None:
+        deadline, target = time.monotonic() + timeout_s, self.ok + n
+        while self.ok < target and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.ok >= target, f"only {self.ok} answers; failures: {self.failures[:3]}"
+
+
+def wait_until(what: str, check: Any, timeout_s: float = 90) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)  # polling another process's state
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def healthy(sm: Any, endpoint: str) -> int:
+    d = sm.describe_endpoint(EndpointName=endpoint)
+    assert d["EndpointStatus"] == "InService", d
+    return int(d["ProductionVariants"][0]["CurrentInstanceCount"])
+
+
+def test_instances_spread_killed_actor_replaced_lost_node_moved_no_failed_requests(
+    up: UpProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    sm, rt = up.sm(), up.rt()
+    deploy(sm, tmp_path, "ep", 2)
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+    nodes = node_ids()
+    placed = actors("ep-A-")
+    assert len(placed) == 2
+    assert set(placed.values()) == {nodes["node_a"], nodes["node_b"]}  # SPREAD: one instance on each node
+    r = rt.invoke_endpoint(EndpointName="ep", Body=json.dumps([1.5]), ContentType="application/json")
+    assert json.loads(r["Body"].read()) == {"out": [3.0]}
+
+    with Traffic(up, "ep") as traffic:
+        traffic.wait_for(20)
+        # an instance killed through Ray: the fleet replaces it, the endpoint never leaves InService (the one on the
+        # head node, so that node_b still runs an instance whichever node the replacement lands on)
+        victim = next(name for name, node in placed.items() if node == nodes["node_a"])
+        ray.kill(ray.get_actor(victim), no_restart=True)
+        replaced = wait_until(
+            "a replacement instance",
+            lambda: (a := actors("ep-A-")) and victim not in a and len(a) == 2 and healthy(sm, "ep") == 2 and a,
+        )
+        traffic.wait_for(20)
+
+        # a node stopped: the instance it ran comes back on the node that is left
+        lost = [name for name, node in replaced.items() if node == nodes["node_b"]]
+        assert lost
+        cluster.worker.stop()
+        wait_until(
+            "every instance on node_a",
+            lambda: (
+                (a := actors("ep-A-"))
+                and len(a) == 2
+                and set(a.values()) == {nodes["node_a"]}
+                and healthy(sm, "ep") == 2
+            ),
+        )
+        traffic.wait_for(20)
+    assert traffic.failures == []
+    assert traffic.ok >= 60
+    assert set(replaced) != set(placed)
+    log = up.log.read_text()
+    assert "killed by `ray.kill`" in log and "its node has died" in log  # Ray's reasons, in the replace warnings
+
+
+def test_an_instance_no_node_can_hold_fails_the_endpoint_with_the_reason(up: UpProcess, tmp_path: Path) -> None:
+    sm = up.sm()
+    deploy(sm, tmp_path, "big", 1, instance_type="ml.m5.2xlarge")  # 8 vCPUs: every node has 4
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("endpoint_in_service").wait(EndpointName="big", WaiterConfig=FAST)
+    d = sm.describe_endpoint(EndpointName="big")
+    assert d["EndpointStatus"] == "Failed"
+    assert "needs 8 CPU, 32.0 GiB memory" in d["FailureReason"]
+    assert "no node of the Ray cluster can hold it" in d["FailureReason"]

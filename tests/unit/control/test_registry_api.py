@@ -1,6 +1,6 @@
 """The model registry's operations through real botocore clients (in process, signed, validated against botocore's
 shapes), on a real SQLite state database. Deploy on approval is checked here against a recording stand-in of the
-hosting API (which operations, with what); tests/e2e/test_registry.py runs it on a real endpoint."""
+hosting API (which operations, with what); tests/e2e/test_registry_e2e.py runs it on a real endpoint."""
 
 from __future__ import annotations
 

@@ -19,7 +19,9 @@ from typing import Any
 import botocore.exceptions
 import numpy as np
 import pytest
+import yaml
 from tests.e2e.s3_fixtures import S3Server, s3_server
+from tests.unit.export.k8s_schemas import validate
 
 from servekit.testing.hosting import UpProcess
 
@@ -110,6 +112,22 @@ def test_model_capture_transform_and_monitor_on_s3(s3_server: S3Server, up: UpPr
     for row in rows:
         r = rt.invoke_endpoint(EndpointName="churn", Body=json.dumps([row]), ContentType="application/json")
         assert json.loads(r["Body"].read()) == {"out": [[x * FACTOR for x in row]]}
+    # the same endpoint exported for Kubernetes: its pods fetch the archive from s3:// and capture to s3://, and
+    # the init container's command, run here against the same server, makes the model base servekit serves
+    exported = servekit("export", "k8s", "--endpoint", "churn", "--url", up.url, "--home", str(up.home))
+    assert exported.returncode == 0 and not exported.stderr, exported.stderr
+    docs = [d for d in yaml.safe_load_all(exported.stdout) if d]
+    for doc in docs:
+        validate(doc)
+    (pod,) = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
+    (fetch,) = pod["initContainers"]
+    assert fetch["command"] == ["servekit", "export", "fetch-model", "s3://models/churn/model.tar.gz", "/opt/ml/model"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--capture_destination") + 1] == "s3://capture/endpoints"
+    fetched = servekit(*fetch["command"][1:-1], str(tmp_path / "pod" / "opt-ml-model"))
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "pod" / "opt-ml-model" / "1" / "code" / "inference.py").read_text() == INFERENCE_PY
+
     sm.delete_endpoint(EndpointName="churn")  # instances stop gracefully: open capture files are published
     sm.get_waiter("endpoint_deleted").wait(EndpointName="churn", WaiterConfig=FAST)
     captured = keys(s3, "capture", "endpoints/churn/A/")
@@ -197,6 +215,8 @@ def test_model_capture_transform_and_monitor_on_s3(s3_server: S3Server, up: UpPr
                 "baseline": base,
                 "monitor": run,
                 "monitor error": bad_monitor,
+                "export": exported,
+                "fetch-model": fetched,
             }.items()
         },
     }

@@ -24,6 +24,7 @@ from servekit.cli.http_stack import http_stack
 from servekit.cli.inspect_cmd import render_signatures
 from servekit.cli.monitor_cmd import monitor_app
 from servekit.cli.optimize_cmd import optimize
+from servekit.cli.pipeline_cmd import lineage, pipeline_app
 from servekit.cli.recommend_cmd import recommend as recommend_command
 from servekit.cli.registry_cmd import registry_app
 from servekit.cli.transform_cmd import transform_app
@@ -76,6 +77,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(endpoint_app, name="endpoint")
 app.add_typer(bench_app, name="bench")
 app.add_typer(transform_app, name="transform")
+app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(keys_app, name="keys")
 app.add_typer(autoscale_app, name="autoscale")
@@ -462,6 +464,8 @@ def demo(
 app.command("optimize")(optimize)
 # servekit recommend (servekit.cli.recommend_cmd) stands alone too: a model directory in, a recommendation out.
 app.command("recommend")(recommend_command)
+# servekit lineage (servekit.cli.pipeline_cmd): an artifact or model package in, where it came from out.
+app.command("lineage")(lineage)
 
 
 @bench_app.command("run")

@@ -42,7 +42,10 @@ class Join:
     """``Std:Join``: the values, resolved and turned into text, joined with ``on``."""
 
     on: str
-    values: tuple[Any, ...]
+    values: Sequence[Any]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", tuple(self.values))  # hashable and immutable whatever was passed
 
     def to_json(self) -> dict[str, Any]:
         return {"Std:Join": {"On": self.on, "Values": [to_json(v) for v in self.values]}}

@@ -1,0 +1,341 @@
+"""``servekit pipeline run|list|describe|stop|resume|policy`` and ``servekit lineage``.
+
+Runs are kept in the servekit home's state database (the home ``servekit up`` uses, so register and deploy
+steps reach its API with its keys). Exit codes of ``run`` and ``resume``: 0 Succeeded, 1 Failed, 130 Stopped
+(Ctrl-C or ``servekit pipeline stop``; ``resume`` continues it), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from servekit.cli.api_client import DEFAULT_URL, REGION, URL_ENV, home_dir
+
+pipeline_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=(
+        "Pipelines: run one (a Python module:object or a YAML file), list and describe runs, stop and resume "
+        "them, print each step's IAM policy.\n\nExit codes of run and resume: 0 Succeeded, 1 Failed, 130 Stopped, "
+        "2 bad input."
+    ),
+)
+
+HomeOpt = Annotated[
+    Path | None, typer.Option("--home", help="servekit home: state, keys (default $SERVEKIT_HOME or ./.servekit).")
+]
+UrlOpt = Annotated[
+    str,
+    typer.Option(
+        "--url", envvar=URL_ENV, show_envvar=False, help=f"servekit up for register/deploy steps (or ${URL_ENV})."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ParamOpt = Annotated[list[str] | None, typer.Option("--param", help="A pipeline parameter, NAME=VALUE (repeat).")]
+_EXIT = {"Succeeded": 0, "Failed": 1, "Stopped": 130}
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"servekit: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _params(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _fail(f"--param takes NAME=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+class _ControlPlane:
+    """The botocore client of ``servekit up`` for register and deploy steps, made when first needed."""
+
+    def __init__(self, home: Path, url: str) -> None:
+        self._home = home
+        self._url = url.rstrip("/")
+
+    def sagemaker(self) -> Any:
+        from botocore.config import Config
+
+        from servekit.control.api import client
+
+        if not (self._home / "credentials.json").exists():
+            raise FileNotFoundError(
+                f"no access keys in {self._home}: start servekit up with this home (--home) before running a "
+                "pipeline that registers or deploys"
+            )
+        config = Config(connect_timeout=5, read_timeout=120, retries={"mode": "standard", "total_max_attempts": 2})
+        return client(self._home, "sagemaker", self._url, region=REGION, config=config)
+
+
+def _open(home: Path | None) -> tuple[Path, Any]:
+    from servekit.state import StateDB, StateError
+
+    root = home_dir(home)
+    try:
+        return root, StateDB.open(root)
+    except StateError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _runner(root: Path, db: Any, url: str) -> Any:
+    from servekit.pipelines.runner import PipelineRunner
+
+    return PipelineRunner(db, home=root, control=_ControlPlane(root, url))
+
+
+def _report(result: Any, db: Any, as_json: bool) -> None:
+    from servekit.pipelines.views import describe_run
+
+    run = db.pipelines.get_run(result.run_id)
+    _print_run(describe_run(db.pipelines, run), as_json)
+    raise typer.Exit(_EXIT.get(str(result.status), 1))
+
+
+@pipeline_app.command("run")
+def run_cmd(
+    source: Annotated[str, typer.Argument(help="package.module:pipeline, path/file.py:pipeline, or a YAML file.")],
+    param: ParamOpt = None,
+    artifact_root: Annotated[
+        str | None, typer.Option("--artifact-root", help="Where artifacts go (default <home>/artifacts).")
+    ] = None,
+    home: HomeOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a pipeline in the foreground; Ctrl-C stops it (resume continues it)."""
+    from servekit.pipelines.errors import PipelineError
+    from servekit.pipelines.loading import load_pipeline
+
+    params = _params(param)
+    root, db = _open(home)
+    with db:
+        try:
+            pipeline = load_pipeline(source)
+            runner = _runner(root, db, url)
+            typer.echo(f"running pipeline {pipeline.name} ...", err=True)
+            result = runner.start(
+                pipeline, source, artifact_root=artifact_root or str(root / "artifacts"), parameters=params
+            )
+        except PipelineError as exc:
+            raise _fail(str(exc)) from None
+        _report(result, db, as_json)
+
+
+@pipeline_app.command("resume")
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id or execution ARN.")],
+    home: HomeOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """Continue a stopped or failed run: succeeded steps keep their outputs, the others run again."""
+    from servekit.pipelines.errors import PipelineError, RunConflict, RunNotFound
+
+    root, db = _open(home)
+    with db:
+        try:
+            result = _runner(root, db, url).resume(run_id)
+        except (PipelineError, RunConflict, RunNotFound) as exc:
+            raise _fail(str(exc)) from None
+        _report(result, db, as_json)
+
+
+@pipeline_app.command("list")
+def list_cmd(
+    pipeline: Annotated[str | None, typer.Option("--pipeline", help="Only this pipeline's runs.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Newest runs shown.")] = 50,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Runs, newest first."""
+    from servekit.pipelines.views import run_summary
+
+    _, db = _open(home)
+    with db:
+        rows = [run_summary(r) for r in db.pipelines.list_runs(pipeline=pipeline, max_results=limit).items]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no pipeline runs")
+        return
+    typer.echo(f"{'RUN':<14} {'PIPELINE':<24} {'STATUS':<10} {'STARTED':<21} REASON")
+    for r in rows:
+        typer.echo(
+            f"{r['PipelineExecutionId']:<14} {r['PipelineName']:<24} {r['PipelineExecutionStatus']:<10} "
+            f"{r['CreationTime']:<21} {r['FailureReason']}"
+        )
+
+
+def _print_run(doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    typer.echo(f"run        {doc['PipelineExecutionId']}  ({doc['PipelineExecutionArn']})")
+    typer.echo(f"pipeline   {doc['PipelineName']}")
+    typer.echo(f"status     {doc['PipelineExecutionStatus']}")
+    if doc["FailureReason"]:
+        typer.echo(f"reason     {doc['FailureReason']}")
+    typer.echo(f"started    {doc['CreationTime']}   ended {doc['EndTime'] or '-'}")
+    typer.echo(f"parameters {json.dumps(doc['Parameters'])}")
+    typer.echo(f"artifacts  {doc['ArtifactRoot']}")
+    typer.echo("")
+    for s in doc["Steps"]:
+        if s["StepStatus"] is None:
+            typer.echo(f"  {s['StepName']:<22} {s['StepType']:<14} {'-':<10} {s['Note']}")
+            continue
+        extra = ""
+        if "CacheHitResult" in s:
+            extra = f"cached from {s['CacheHitResult'].get('SourcePipelineExecutionArn', '')}"
+        elif s["Metadata"].get("Condition"):
+            extra = f"outcome {s['Metadata']['Condition']['Outcome']}"
+        elif s["Metadata"].get("RegisterModel"):
+            extra = s["Metadata"]["RegisterModel"]["Arn"]
+        typer.echo(
+            f"  {s['StepName']:<22} {s['StepType']:<14} {s['StepStatus']:<10} attempts {s['AttemptCount']} {extra}"
+        )
+        for name, out in s["Outputs"].items():
+            typer.echo(f"      output {name}: {out['uri']}  sha256 {out['sha256'][:16]}")
+        if s["FailureReason"]:
+            typer.echo(f"      reason: {s['FailureReason']}")
+
+
+@pipeline_app.command("describe")
+def describe_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id or execution ARN.")],
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run: its status and reason, and each step's status, attempts, outputs and reason."""
+    from servekit.pipelines.views import describe_run
+
+    _, db = _open(home)
+    with db:
+        run = db.pipelines.get_run(run_id)
+        if run is None:
+            raise _fail(f"no pipeline run {run_id!r} in {db.path}", 1)
+        doc = describe_run(db.pipelines, run)
+    _print_run(doc, as_json)
+
+
+@pipeline_app.command("stop")
+def stop_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id or execution ARN.")],
+    home: HomeOpt = None,
+) -> None:
+    """Stop a run: its process kills the running steps (Stopping, then Stopped); resume continues it."""
+    from servekit.pipelines.errors import RunConflict, RunNotFound
+    from servekit.pipelines.store import RunStore
+
+    _, db = _open(home)
+    with db:
+        try:
+            status = RunStore(db).request_stop(run_id)
+        except (RunConflict, RunNotFound) as exc:
+            raise _fail(str(exc), 1) from None
+    typer.echo(f"run {run_id}: {status}")
+
+
+@pipeline_app.command("policy")
+def policy_cmd(
+    pipeline: Annotated[
+        str, typer.Argument(help="A pipeline source (module:object, file.py:object, YAML) or the name of one run here.")
+    ],
+    artifact_root: Annotated[
+        str, typer.Option("--artifact-root", help="The s3:// artifact root the pipeline will run with.")
+    ] = "s3://ARTIFACT-BUCKET/pipelines",
+    param: ParamOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Print each step's AWS IAM policy document: s3:GetObject on its read prefixes, s3:PutObject on its own."""
+    from servekit.pipelines.errors import PipelineError
+    from servekit.pipelines.loading import YAML_SUFFIXES, load_pipeline
+    from servekit.pipelines.policy import policies
+
+    source = pipeline
+    if ":" not in pipeline and not pipeline.endswith(YAML_SUFFIXES):  # a name: the source of its newest run
+        _, db = _open(home)
+        with db:
+            runs = db.pipelines.list_runs(pipeline=pipeline, max_results=1).items
+        if not runs:
+            raise _fail(f"no run of a pipeline named {pipeline!r} in this home: give its source instead")
+        source = runs[0].source
+    try:
+        docs = policies(load_pipeline(source), artifact_root, _params(param))
+    except PipelineError as exc:
+        raise _fail(str(exc)) from None
+    out = {p.step: p.document for p in docs}
+    typer.echo(json.dumps(out, indent=2))
+    for p in docs:
+        for note in p.notes:
+            typer.echo(f"servekit: step {p.step}: {note}", err=True)
+
+
+def lineage(
+    target: Annotated[str, typer.Argument(help="An artifact (path, URI or sha256) or a model package ARN.")],
+    home: HomeOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """Where an artifact or a model package came from (run, step, inputs, code hash) and which endpoints serve it."""
+    from servekit.pipelines.lineage import artifact_lineage, find_artifact, model_package_lineage
+
+    root, db = _open(home)
+    with db:
+        if target.startswith("arn:") and ":model-package/" in target:
+            from servekit.cli.api_client import api_errors
+
+            with api_errors(url):
+                doc = model_package_lineage(_ControlPlane(root, url).sagemaker(), db.pipelines, target)
+        else:
+            artifact = find_artifact(
+                db.pipelines, target if "://" in target or len(target) == 64 else os.path.abspath(target)
+            )
+            if artifact is None:
+                raise _fail(f"{target} is no artifact a pipeline run recorded in {db.path}", 1)
+            doc = {"artifact": artifact_lineage(db.pipelines, artifact)}
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    if "model_package_arn" in doc:
+        typer.echo(f"model package {doc['model_package_arn']} ({doc['approval_status']})")
+        typer.echo(f"  model data   {doc['model_data_url']}")
+        typer.echo(f"  generated by {doc['generated_by'] or '-'}")
+        if doc["run"]:
+            typer.echo(
+                f"  run          {doc['run']['run_id']} of pipeline {doc['run']['pipeline']} ({doc['run']['status']})"
+            )
+        for e in doc["endpoints"]:
+            typer.echo(
+                f"  served by    endpoint {e['EndpointName']} ({e['EndpointStatus']}), variant {e['VariantName']}, "
+                f"model {e['ModelName']} (by {e['MatchedBy']})"
+            )
+        if not doc["endpoints"]:
+            typer.echo("  served by    no endpoint")
+    if doc.get("artifact"):
+        _print_artifact(doc["artifact"], 0)
+
+
+def _print_artifact(node: dict[str, Any], depth: int) -> None:
+    pad = "  " * depth
+    typer.echo(f"{pad}artifact {node['uri']}")
+    typer.echo(f"{pad}  sha256     {node['sha256']}")
+    typer.echo(
+        f"{pad}  produced   run {node['run_id']} of {node['pipeline']}, step {node['step']} (attempt {node['attempt']})"
+    )
+    typer.echo(f"{pad}  code hash  {node['code_hash'] or '-'}")
+    if node["parameters"]:
+        typer.echo(f"{pad}  parameters {json.dumps(node['parameters'])}")
+    for item in node["inputs"]:
+        typer.echo(f"{pad}  input {item['name']}: {item['uri']}  sha256 {item['sha256']}")
+        if "lineage" in item:
+            _print_artifact(item["lineage"], depth + 2)

@@ -227,3 +227,61 @@ def test_bad_constraints_and_flags_are_refused(world: dict[str, Any], tmp_path: 
     (world["labels"] / "other.csv").write_text("id,label\n1,0\n")
     out = cli("monitor", "labels", "--data", str(world["labels"]), "--id-column", "nope", "--store", str(store), code=2)
     assert "no column 'nope'" in out
+
+
+def test_regression_and_multiclass_windows_from_byte_captured_answers(tmp_path: Path) -> None:
+    """An inference.py model's answers (bodies kept byte for byte) name their outputs by JSON key."""
+    from servekit.monitor.labels import load
+    from servekit.monitor.quality import Constraints, QualityConfig, run_quality
+
+    rng = np.random.default_rng(3)
+    clock = [T0]
+    w = CaptureWriter(
+        CaptureConfig(destination=str(tmp_path / "cap")), now=lambda: datetime.fromtimestamp(clock[0], UTC)
+    )
+    w.start()
+    truth, value, klass, probs = {}, {}, {}, {}
+    for i in range(400):
+        clock[0] = T0 + i * 9.0  # one hour
+        y = float(rng.normal(50, 10))
+        yhat = y + float(rng.normal(0, 3))
+        p = rng.dirichlet(np.ones(3))
+        body = json.dumps({"value": yhat, "cls": ["a", "b", "c"][int(p.argmax())], "scores": p.tolist()}).encode()
+        w.offer_bytes("m", 1, "application/json", b"[[1]]", "application/json", body, f"r{i}")
+        truth[f"r{i}"] = y
+        value[f"r{i}"] = yhat
+        klass[f"r{i}"] = ["a", "b", "c"][int(rng.integers(0, 3))]
+        probs[f"r{i}"] = p
+    w.close()
+    ids = list(truth)
+    (tmp_path / "reg.csv").write_text("id,y\n" + "".join(f"{k},{truth[k]!r}\n" for k in ids))
+    (tmp_path / "cls.csv").write_text("id,y\n" + "".join(f"{k},{klass[k]}\n" for k in ids))
+    for name in ("reg", "cls"):
+        cli("monitor", "labels", "--data", str(tmp_path / f"{name}.csv"), "--id-column", "id", "--label-column", "y",
+            "--store", str(tmp_path / name))  # fmt: skip
+    reg = Constraints.from_json(
+        {"regression_constraints": {"mae": {"threshold": 1.0, "comparison_operator": "GreaterThanThreshold"}}}
+    )
+    cfg = QualityConfig(window=3600, inference_attribute="value")
+    (win,) = run_quality(str(tmp_path / "cap"), load(tmp_path / "reg"), reg, cfg).windows
+    y = np.array([truth[k] for k in ids])
+    yhat = np.array([value[k] for k in ids])
+    m = win.result["metrics"]
+    assert abs(m["mae"] - sk.mean_absolute_error(y, yhat)) < 1e-9 and abs(m["r2"] - sk.r2_score(y, yhat)) < 1e-9
+    assert abs(m["rmse"] - sk.root_mean_squared_error(y, yhat)) < 1e-9
+    assert abs(m["mape"] - sk.mean_absolute_percentage_error(y, yhat)) < 1e-9
+    assert [v["metric_name"] for v in win.violations] == ["mae"]
+
+    multi = Constraints.from_json({"multiclass_classification_constraints": {"accuracy": {"threshold": 0.2}}})
+    cfg = QualityConfig(
+        window=3600, inference_attribute="cls", probability_attribute="scores", class_labels=("a", "b", "c")
+    )
+    (win,) = run_quality(str(tmp_path / "cap"), load(tmp_path / "cls"), multi, cfg).windows
+    t = [klass[k] for k in ids]
+    pred = [["a", "b", "c"][int(probs[k].argmax())] for k in ids]
+    proba = np.array([probs[k] for k in ids])
+    m = win.result["metrics"]
+    assert abs(m["accuracy"] - sk.accuracy_score(t, pred)) < 1e-9
+    assert abs(m["auc"] - sk.roc_auc_score(t, proba, multi_class="ovr")) < 1e-9
+    assert abs(m["weighted_f1"] - sk.f1_score(t, pred, average="weighted")) < 1e-9
+    assert win.violations == []

@@ -658,7 +658,7 @@ class MonitoringService:
                 except ApiError as exc:
                     self._finish(job_name, _X.FAILED, failure_reason=exc.message[:1024])
                     return
-                if not Path(data).is_dir():
+                if not await asyncio.to_thread(_has_capture, Path(data)):
                     self._finish(job_name, _X.FAILED, failure_reason=f"{NO_DATA}: nothing captured under {data}.")
                     return
                 command = monitor_command(spec, data, str(out), since, until, self._python)
@@ -722,6 +722,16 @@ def _hour_seconds(tags: Mapping[str, str]) -> int:
 
 def _epoch(value: Any) -> float | None:
     return None if value is None else to_epoch(value)
+
+
+def _has_capture(root: Path) -> bool:
+    """Whether ``root`` holds a published capture file (names starting with ``.`` or ``_`` are a writer's
+    temporary files, which the monitor skips too)."""
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        if any(not f.startswith((".", "_")) for f in files):
+            return True
+    return False
 
 
 def _read_text(path: Path) -> str:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -140,7 +142,9 @@ def world(tmp_path: Path, boto_client: Callable[..., Any], api_keys: Credentials
     clock = Clock(T0)
     hosting = Hosting(db.conn, clock=clock)
     capture = tmp_path / "capture"
-    (capture / "ep").mkdir(parents=True)
+    partition = capture / "ep" / "AllTraffic" / "2026" / "11" / "30" / "10"
+    partition.mkdir(parents=True)
+    (partition / "00-x.jsonl").write_text("{}\n")  # what the fake monitor "reads"
     variant = {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.large"}
     arn = "arn:aws:sagemaker:us-east-1:000000000000:"
     hosting.create_endpoint_config(
@@ -208,6 +212,14 @@ def error_of(call: Callable[..., Any], **params: Any) -> dict[str, Any]:
     with pytest.raises(ClientError) as err:
         call(**params)
     return dict(err.value.response["Error"])
+
+
+def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll a condition the service's loop thread makes true."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
 
 
 def at(text: str) -> float:
@@ -409,14 +421,18 @@ def test_failed_executions_say_why(world: World) -> None:
     assert "too few to judge" in world.sm.describe_processing_job(ProcessingJobName=job)["ExitMessage"]
     assert world.metrics.series("servekit") == []  # nothing judged, nothing recorded
 
-    # no capture folder at all (nobody invoked the endpoint yet)
-    (world.tmp / "capture" / "ep").rmdir()
+    # only a file still being written (hidden), then no capture folder at all (nobody invoked the endpoint yet)
+    shutil.rmtree(world.tmp / "capture" / "ep")
+    (world.tmp / "capture" / "ep" / "AllTraffic").mkdir(parents=True)
+    (world.tmp / "capture" / "ep" / "AllTraffic" / ".00-x.jsonl.tmp").write_text("{")
     assert run("drift", 15)["FailureReason"].startswith("Job inputs had no data: nothing captured under")
+    shutil.rmtree(world.tmp / "capture" / "ep")
+    assert run("drift", 16)["FailureReason"].startswith("Job inputs had no data: nothing captured under")
     # the endpoint is gone
     world.hosting.delete_endpoint("ep")
-    gone = run("drift", 16)
+    gone = run("drift", 17)
     assert gone["MonitoringExecutionStatus"] == "Failed" and "Could not find endpoint" in gone["FailureReason"]
-    assert len(world.executions(StatusEquals="Failed")) == 5
+    assert len(world.executions(StatusEquals="Failed")) == 6
 
 
 def test_bad_schedules_are_refused_with_a_clear_message(world: World) -> None:
@@ -532,7 +548,7 @@ def test_a_restart_marks_unfinished_executions_failed(world: World, tmp_path: Pa
     world.service._runner = stuck
     world.clock.now = at("2026-11-30T11:00:00")
     assert len(world.loop.call(world.service.tick())) == 1
-    assert world.executions()[0]["MonitoringExecutionStatus"] == "InProgress"
+    until(lambda: world.executions()[0]["MonitoringExecutionStatus"] == "InProgress", "the execution to run")
     # a second servekit up on the same database (the first one "crashed")
     again = StateDB.open(tmp_path / "state")
     MonitoringService(again.monitoring, Hosting(again.conn), None, Account(), clock=world.clock)

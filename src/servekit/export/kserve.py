@@ -39,7 +39,7 @@ def inference_service(
         variant,
         options,
         spec.capture_destination,
-        startup_probe=False,  # Knative rejects startup probes; its own readiness gate holds traffic back
+        startup_probe=False,  # Knative Serving holds traffic back until its own readiness check passes
         container_name=KSERVE_CONTAINER,
     )
     (container,) = parts.containers

@@ -23,7 +23,7 @@ from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}
-HOUR_S = 2  # each hour of the schedules lasts two seconds
+HOUR_S = 3  # each hour of the schedules lasts three seconds (a 24-hour window: 72 s)
 ROLE = "arn:aws:iam::000000000000:role/monitor"
 
 INFERENCE_PY = textwrap.dedent(
@@ -269,3 +269,118 @@ def test_a_schedule_monitors_captured_traffic_and_its_drift_raises_an_alarm(up: 
     assert names == {"witness"}
     sm.delete_monitoring_schedule(MonitoringScheduleName="witness")
     sm.delete_data_quality_job_definition(JobDefinitionName="churn-dq")
+
+
+def test_a_model_quality_schedule_joins_labels_and_records_accuracy(up: UpProcess, tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+
+    from servekit.demo.build import iris_onnx
+
+    sm, rt, cw = up.sm(), up.rt(), up.client("cloudwatch")
+    iris_onnx(tmp_path / "iris" / "1")
+    capture = tmp_path / "capture"
+    sm.create_model(ModelName="iris-m", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(tmp_path / "iris")})
+    sm.create_endpoint_config(
+        EndpointConfigName="iris-cfg",
+        ProductionVariants=[
+            {"VariantName": "A", "ModelName": "iris-m", "InitialInstanceCount": 1, "InstanceType": "ml.m5.large"}
+        ],
+        DataCaptureConfig={
+            "EnableCapture": True,
+            "InitialSamplingPercentage": 100,
+            "DestinationS3Uri": f"file://{capture}",
+            "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+        },
+    )
+    sm.create_endpoint(EndpointName="iris", EndpointConfigName="iris-cfg")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="iris", WaiterConfig=FAST)
+
+    # traffic with boto3's inference ids, and labels for it (a few the model gets wrong)
+    x, y = load_iris(return_X_y=True)
+    labels: dict[str, int] = {}
+    right = 0
+    for n, i in enumerate(range(0, 150, 5)):
+        out = rt.invoke_endpoint(
+            EndpointName="iris", Body=json.dumps([x[i].tolist()]), ContentType="application/json", InferenceId=f"r-{i}"
+        )
+        predicted = json.loads(out["Body"].read())["predictions"][0]["label"]
+        labels[f"r-{i}"] = int(y[i]) if n % 6 else (int(y[i]) + 1) % 3
+        right += int(predicted == labels[f"r-{i}"])
+    (tmp_path / "labels.csv").write_text("inference_id,label\n" + "".join(f"{k},{v}\n" for k, v in labels.items()))
+    store = tmp_path / "store"
+    ingested = subprocess.run(
+        [sys.executable, "-m", "servekit.cli.main", "monitor", "labels", "--data", str(tmp_path / "labels.csv"),
+         "--id-column", "inference_id", "--store", str(store)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ingested.returncode == 0, ingested.stdout + ingested.stderr
+    constraints = tmp_path / "constraints.json"
+    constraints.write_text(json.dumps({"multiclass_classification_constraints": {"accuracy": {"threshold": 0.99}}}))
+
+    def published() -> int:
+        return sum(len(f.read_bytes().splitlines()) for f in capture.rglob("*.jsonl"))
+
+    until(lambda: published() == len(labels), "every request's capture record to be published")
+    sm.create_model_quality_job_definition(
+        JobDefinitionName="iris-mq",
+        ModelQualityBaselineConfig={"ConstraintsResource": {"S3Uri": f"file://{constraints}"}},
+        ModelQualityAppSpecification={
+            "ImageUri": "servekit",
+            "ProblemType": "MulticlassClassification",
+            "ContainerArguments": ["--min-window-rows", "10", "--no-report"],
+        },
+        ModelQualityJobInput={
+            "EndpointInput": {"EndpointName": "iris", "LocalPath": "/opt/ml/processing/input"},
+            "GroundTruthS3Input": {"S3Uri": f"file://{store}"},
+        },
+        ModelQualityJobOutputConfig={
+            "MonitoringOutputs": [{"S3Output": {"S3Uri": f"file://{tmp_path}/mq", "LocalPath": "/opt/ml/processing/o"}}]
+        },
+        JobResources={"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}},
+        RoleArn=ROLE,
+    )
+    sm.create_monitoring_schedule(
+        MonitoringScheduleName="iris-quality",
+        MonitoringScheduleConfig={
+            "ScheduleConfig": {
+                "ScheduleExpression": "cron(0 * ? * * *)",
+                "DataAnalysisStartTime": "-PT24H",
+                "DataAnalysisEndTime": "-PT0H",
+            },
+            "MonitoringJobDefinitionName": "iris-mq",
+            "MonitoringType": "ModelQuality",
+        },
+        Tags=[{"Key": "servekit:hour-seconds", "Value": str(HOUR_S)}],
+    )
+
+    def judged() -> dict[str, Any] | None:
+        found = [
+            e
+            for e in executions(sm, "iris-quality")
+            if e["MonitoringExecutionStatus"] in ("Completed", "CompletedWithViolations")
+        ]
+        return found[0] if found else None
+
+    execution = until(judged, "a model-quality execution over the labelled capture")
+    assert execution["MonitoringExecutionStatus"] == "CompletedWithViolations"  # accuracy under 0.99
+    job = sm.describe_processing_job(ProcessingJobName=execution["ProcessingJobArn"].rsplit("/", 1)[1])
+    folder = Path(job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"].removeprefix("file://"))
+    report = json.loads((folder / "constraint_violations.json").read_text())
+    assert [v["metric_name"] for v in report["violations"]] == ["accuracy"]
+    [window] = json.loads((folder / "quality_metrics.json").read_text())["windows"]
+    assert window["labelled"] == len(labels) == 30
+
+    # the window's accuracy is in the metrics store under SageMaker's model-metrics namespace
+    dims = [{"Name": "Endpoint", "Value": "iris"}, {"Name": "MonitoringSchedule", "Value": "iris-quality"}]
+    now = datetime.now(UTC)
+    points = cw.get_metric_statistics(
+        Namespace="aws/sagemaker/Endpoints/model-metrics",
+        MetricName="accuracy",
+        Dimensions=dims,
+        StartTime=datetime.fromtimestamp(now.timestamp() - 600, UTC),
+        EndTime=datetime.fromtimestamp(now.timestamp() + 60, UTC),
+        Period=600,
+        Statistics=["Maximum", "Minimum"],
+    )["Datapoints"]
+    assert points and points[0]["Maximum"] == pytest.approx(right / len(labels)) == points[0]["Minimum"]
+    sm.delete_monitoring_schedule(MonitoringScheduleName="iris-quality")

@@ -18,8 +18,10 @@ How SageMaker's job definition maps onto servekit's monitor:
   the API and not used (servekit runs its own monitor). ``Environment["publish_cloudwatch_metrics"] =
   "Disabled"`` records no metrics.
 - ``StoppingCondition.MaxRuntimeInSeconds`` (default 3600): an execution running longer is stopped and Failed.
-- Model quality: ``ModelQualityJobInput.GroundTruthS3Input.S3Uri`` is the labels store and
-  ``ModelQualityAppSpecification.ProblemType`` the problem type.
+- Model quality: ``ModelQualityJobInput.GroundTruthS3Input.S3Uri`` is a label store (``servekit monitor labels
+  --store``; labels join captured requests by inference id), ``ModelQualityAppSpecification.ProblemType`` the
+  problem type, ``EndpointInput.InferenceAttribute``/``ProbabilityAttribute``/``ProbabilityThresholdAttribute``
+  where the prediction is in the captured answer, and the baseline a model-quality ``constraints.json``.
 
 Locations are local: a path or ``file://`` URI (the monitor runs on this machine). Record preprocessor and
 post-analytics scripts, ``ContainerEntrypoint`` and ``BatchTransformInput`` are refused with what to do instead.
@@ -214,6 +216,11 @@ def _spec(
             f"servekit judges data quality against a baseline: give {where}.ConstraintsResource.S3Uri (a folder made "
             "by servekit monitor baseline, or its constraints.json)."
         )
+    else:
+        raise JobSpecError(
+            f"servekit judges model quality against constraints: give {where}.ConstraintsResource.S3Uri (the "
+            "constraints.json of servekit monitor quality-baseline, or one of your own)."
+        )
     ground_truth = problem_type = None
     if type_ is MonitoringType.MODEL_QUALITY:
         truth = (job_input.get("GroundTruthS3Input") or {}).get("S3Uri")
@@ -270,15 +277,15 @@ def monitor_command(
 ) -> list[str]:
     """The ``servekit monitor`` command of one execution over ``[since, until)`` of the capture under ``data``.
 
-    Data quality judges exactly one window: ``--window`` is the whole span and ``--step`` a divisor of both the
-    span and ``until`` (windows end on multiples of the step since the epoch), so the one window that fits in
+    Each judges exactly one window: ``--window`` is the whole span and ``--step`` a divisor of both the span and
+    ``until`` (windows end on multiples of the step since the epoch), so the one window that fits in
     ``[since, until)`` is that span."""
     start, end = math.floor(since), math.floor(until)
     span = max(1, end - start)
+    step = math.gcd(end, span) or span
     base = [python, "-m", "servekit.cli.main", "monitor"]
     if spec.type is MonitoringType.DATA_QUALITY:
         assert spec.baseline is not None
-        step = math.gcd(end, span) or span
         return [
             *base,
             "run",
@@ -298,13 +305,17 @@ def monitor_command(
             f"{step}s",
             *spec.extra_args,
         ]
-    assert spec.ground_truth is not None
-    cmd = [*base, "quality", "run", "--capture", data, "--labels", spec.ground_truth, "--output", out]
-    cmd += ["--since", iso(start), "--until", iso(end), "--window", f"{span}s"]
-    if spec.baseline:
-        cmd += ["--baseline", spec.baseline]
-    if spec.problem_type:
-        cmd += ["--problem-type", spec.problem_type]
+    assert spec.ground_truth is not None and spec.baseline is not None
+    cmd = [*base, "quality", "run", "--capture", data, "--labels", spec.ground_truth, "--baseline", spec.baseline]
+    cmd += ["--output", out, "--since", iso(start), "--until", iso(end), "--window", f"{span}s", "--step", f"{step}s"]
+    for flag, value in (
+        ("--problem-type", spec.problem_type),
+        ("--inference-attribute", spec.inference_attribute),
+        ("--probability-attribute", spec.probability_attribute),
+        ("--probability-threshold", spec.probability_threshold),
+    ):
+        if value is not None:
+            cmd += [flag, str(value)]
     return [*cmd, *spec.extra_args]
 
 
@@ -396,51 +407,38 @@ def read_data_quality(out: Path) -> Outcome:
 
 
 def read_model_quality(out: Path) -> Outcome:
-    """The outcome of ``servekit monitor quality run`` in ``out``: its ``quality_metrics.json`` (metrics of the
-    window, by SageMaker's names where it has them) and ``constraint_violations.json``."""
+    """The outcome of ``servekit monitor quality run`` in ``out``: the window of its ``quality_metrics.json`` (its
+    metrics already carry SageMaker's model-quality names: ``accuracy``, ``f1``, ``auc``, ``weighted_f1``, ``mae``,
+    ``rmse``, ``r2``…) and ``constraint_violations.json`` (the judged window's, where SageMaker puts it)."""
     doc = _load(out / "quality_metrics.json")
-    windows = doc.get("windows") if isinstance(doc, dict) else None
-    window = windows[-1] if windows else doc
-    rows = int(window.get("rows") or window.get("joined_rows") or 0)
-    if not rows:
-        return Outcome(ExecutionStatus.FAILED, failure_reason=f"{NO_DATA}: no captured request with a label.")
-    values = window.get("metrics") or {}
-    quality: dict[str, float] = {}
-    for key, value in values.items():
-        name = QUALITY_NAMES.get(str(key))
-        if isinstance(value, dict):
-            value = value.get("value")
-        if name and isinstance(value, (int, float)) and math.isfinite(value):
-            quality.setdefault(name, float(value))
+    windows = doc.get("windows") or []
+    window = windows[-1] if windows else {}
+    predictions, labelled = int(window.get("predictions") or 0), int(window.get("labelled") or 0)
+    if not predictions:
+        return Outcome(ExecutionStatus.FAILED, failure_reason=f"{NO_DATA}: no captured prediction in the window.")
+    if not labelled:
+        return Outcome(
+            ExecutionStatus.FAILED,
+            failure_reason=f"{NO_DATA}: no ground truth label joined the window's {predictions} captured predictions "
+            "(labels are joined by inference id; add them with servekit monitor labels).",
+        )
     report = out / "constraint_violations.json"
+    uri = f"file://{report}" if report.is_file() else ""
+    if window.get("status") != "ok":
+        return Outcome(
+            ExecutionStatus.COMPLETED,
+            f"Completed: {labelled} labelled predictions in the window, too few to judge (--min-window-rows).",
+            rows=labelled,
+            violations_uri=uri,
+        )
+    quality = {
+        str(name): float(value)
+        for name, value in (window.get("metrics") or {}).items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    }
     entries = list(_load(report).get("violations") or []) if report.is_file() else []
     counts = {"ModelQualityViolations": float(len(entries))}
-    judged = window.get("status", "ok") == "ok"
-    return _finished(
-        len(entries), f"file://{report}" if report.is_file() else "", rows, judged=judged, counts=counts,
-        quality=quality
-    )  # fmt: skip
-
-
-# SageMaker's model-quality metric names, from the monitor's quality_metrics.json keys.
-QUALITY_NAMES = {
-    "accuracy": "accuracy",
-    "precision": "precision",
-    "recall": "recall",
-    "f1": "f1",
-    "precision_macro": "precision",
-    "recall_macro": "recall",
-    "f1_macro": "f1",
-    "weighted_f1": "weighted_f1",
-    "roc_auc": "auc",
-    "auc": "auc",
-    "log_loss": "log_loss",
-    "mae": "mae",
-    "mse": "mse",
-    "rmse": "rmse",
-    "r2": "r2",
-    "mape": "mape",
-}
+    return _finished(len(entries), uri, labelled, judged=True, counts=counts, quality=quality)
 
 
 def metric_data(

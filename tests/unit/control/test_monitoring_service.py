@@ -84,6 +84,8 @@ class FakeMonitor:
         if self.behaviour == "fail":
             log_path.write_text("reading the baseline\nerror: baseline /x: no CURRENT version\n")
             return 1
+        if cmd[4] == "quality":
+            return self.quality(cmd)
         out = Path(cmd[cmd.index("--out") + 1])
         end = cmd[cmd.index("--until") + 1]
         rows = {"drift": 500, "clean": 500, "insufficient": 7, "empty": 0}[self.behaviour]
@@ -104,6 +106,21 @@ class FakeMonitor:
         folder = out / "windows" / end.replace(":", "-")
         folder.mkdir(parents=True)
         (folder / "constraint_violations.json").write_text(json.dumps({"violations": violations}))
+        return 0
+
+    def quality(self, cmd: list[str]) -> int:
+        """``servekit monitor quality run``'s files: one binary-classification window (labelled or not)."""
+        out = Path(cmd[cmd.index("--output") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        labelled = 0 if self.behaviour == "unlabelled" else 120
+        metrics = {"accuracy": 0.81, "f1": 0.78, "auc": 0.9, "log_loss": None, "precision_macro": 0.8}
+        window = {"predictions": 150, "labelled": labelled, "status": "ok" if labelled else "insufficient"}
+        window.update(metrics=metrics, violations=[])
+        (out / "quality_metrics.json").write_text(
+            json.dumps({"problem_type": "BinaryClassification", "windows": [window]})
+        )
+        violation = {"metric_name": "accuracy", "constraint_check_type": "LessThanThreshold", "description": "0.81"}
+        (out / "constraint_violations.json").write_text(json.dumps({"violations": [violation] if labelled else []}))
         return 0
 
 
@@ -573,6 +590,78 @@ def test_deleting_a_schedule_stops_its_running_execution(world: World) -> None:
     sm.delete_monitoring_schedule(MonitoringScheduleName="s")
     [e] = world.executions()
     assert e["MonitoringExecutionStatus"] == "Stopped"
+
+
+def test_a_model_quality_schedule_joins_labels_and_records_quality_metrics(world: World) -> None:
+    sm = world.sm
+    constraints = world.tmp / "quality" / "constraints.json"
+    constraints.parent.mkdir()
+    constraints.write_text("{}")
+    definition = {
+        "JobDefinitionName": "mq",
+        "ModelQualityBaselineConfig": {"ConstraintsResource": {"S3Uri": str(constraints)}},
+        "ModelQualityAppSpecification": {"ImageUri": "servekit", "ProblemType": "BinaryClassification"},
+        "ModelQualityJobInput": {
+            "EndpointInput": {
+                "EndpointName": "ep",
+                "LocalPath": "/opt/ml/processing/input",
+                "InferenceAttribute": "label",
+                "ProbabilityAttribute": "probability",
+                "ProbabilityThresholdAttribute": 0.7,
+                "StartTimeOffset": "-P1D",
+                "EndTimeOffset": "-PT1H",
+            },
+            "GroundTruthS3Input": {"S3Uri": f"file://{world.tmp}/labels"},
+        },
+        "ModelQualityJobOutputConfig": {
+            "MonitoringOutputs": [{"S3Output": {"S3Uri": str(world.tmp / "mq"), "LocalPath": "/opt/ml/processing/o"}}]
+        },
+        "JobResources": {"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}},
+        "RoleArn": ROLE,
+    }
+    no_truth = {
+        **definition,
+        "ModelQualityJobInput": {
+            "EndpointInput": definition["ModelQualityJobInput"]["EndpointInput"],
+            "GroundTruthS3Input": {},
+        },
+    }
+    assert "GroundTruthS3Input.S3Uri" in error_of(sm.create_model_quality_job_definition, **no_truth)["Message"]
+    no_baseline = {**definition, "ModelQualityBaselineConfig": {}}
+    assert "ConstraintsResource.S3Uri" in error_of(sm.create_model_quality_job_definition, **no_baseline)["Message"]
+    sm.create_model_quality_job_definition(**definition)
+    assert (
+        sm.describe_model_quality_job_definition(JobDefinitionName="mq")["ModelQualityAppSpecification"]["ProblemType"]
+        == "BinaryClassification"
+    )
+    sm.create_monitoring_schedule(**schedule("quality", "mq", config={"MonitoringType": "ModelQuality"}))
+    world.tick(T0)
+    world.tick(at("2026-11-30T11:00:00"))
+    cmd = world.monitor.commands[-1]
+    assert cmd[4:6] == ["quality", "run"]
+    option = {cmd[i]: cmd[i + 1] for i in range(6, len(cmd) - 1, 2)}
+    assert option["--capture"] == str(world.tmp / "capture" / "ep")
+    assert (option["--labels"], option["--baseline"]) == (str(world.tmp / "labels"), str(constraints))
+    # EndpointInput's offsets (labels arrive late): the day before, up to an hour ago
+    assert (option["--since"], option["--until"]) == ("2026-11-29T11:00:00Z", "2026-11-30T10:00:00Z")
+    assert (option["--window"], option["--step"]) == ("82800s", "3600s")
+    assert option["--problem-type"] == "BinaryClassification"
+    assert (option["--inference-attribute"], option["--probability-attribute"]) == ("label", "probability")
+    assert option["--probability-threshold"] == "0.7"
+    [e] = world.executions(MonitoringTypeEquals="ModelQuality")
+    assert e["MonitoringExecutionStatus"] == "CompletedWithViolations" and e["MonitoringType"] == "ModelQuality"
+    dims = (("Endpoint", "ep"), ("MonitoringSchedule", "quality"))
+    namespace = "aws/sagemaker/Endpoints/model-metrics"
+    assert world.latest("accuracy", dims, namespace) == pytest.approx(0.81)
+    assert world.latest("f1", dims, namespace) == pytest.approx(0.78)
+    assert world.latest("ModelQualityViolations", (("EndpointName", "ep"),)) == 1.0
+    assert "log_loss" not in {m for _, m, _ in world.metrics.series(namespace)}  # null: not recorded
+
+    world.monitor.behaviour = "unlabelled"
+    world.tick(at("2026-11-30T12:00:00"))
+    newest = world.executions(SortBy="ScheduledTime")[0]
+    assert newest["MonitoringExecutionStatus"] == "Failed"
+    assert "no ground truth label joined the window's 150 captured predictions" in newest["FailureReason"]
 
 
 # ---------------------------------------------------------------------------------------------- the runner

@@ -114,8 +114,8 @@ class FakeMonitor:
         out.mkdir(parents=True, exist_ok=True)
         labelled = 0 if self.behaviour == "unlabelled" else 120
         metrics = {"accuracy": 0.81, "f1": 0.78, "auc": 0.9, "log_loss": None, "precision_macro": 0.8}
-        window = {"predictions": 150, "labelled": labelled, "status": "ok" if labelled else "insufficient"}
-        window.update(metrics=metrics, violations=[])
+        window: dict[str, Any] = {"predictions": 150, "labelled": labelled}
+        window.update(status="ok" if labelled else "insufficient", metrics=metrics, violations=[])
         (out / "quality_metrics.json").write_text(
             json.dumps({"problem_type": "BinaryClassification", "windows": [window]})
         )
@@ -597,20 +597,21 @@ def test_a_model_quality_schedule_joins_labels_and_records_quality_metrics(world
     constraints = world.tmp / "quality" / "constraints.json"
     constraints.parent.mkdir()
     constraints.write_text("{}")
-    definition = {
+    endpoint_input = {
+        "EndpointName": "ep",
+        "LocalPath": "/opt/ml/processing/input",
+        "InferenceAttribute": "label",
+        "ProbabilityAttribute": "probability",
+        "ProbabilityThresholdAttribute": 0.7,
+        "StartTimeOffset": "-P1D",
+        "EndTimeOffset": "-PT1H",
+    }
+    definition: dict[str, Any] = {
         "JobDefinitionName": "mq",
         "ModelQualityBaselineConfig": {"ConstraintsResource": {"S3Uri": str(constraints)}},
         "ModelQualityAppSpecification": {"ImageUri": "servekit", "ProblemType": "BinaryClassification"},
         "ModelQualityJobInput": {
-            "EndpointInput": {
-                "EndpointName": "ep",
-                "LocalPath": "/opt/ml/processing/input",
-                "InferenceAttribute": "label",
-                "ProbabilityAttribute": "probability",
-                "ProbabilityThresholdAttribute": 0.7,
-                "StartTimeOffset": "-P1D",
-                "EndTimeOffset": "-PT1H",
-            },
+            "EndpointInput": endpoint_input,
             "GroundTruthS3Input": {"S3Uri": f"file://{world.tmp}/labels"},
         },
         "ModelQualityJobOutputConfig": {
@@ -622,7 +623,7 @@ def test_a_model_quality_schedule_joins_labels_and_records_quality_metrics(world
     no_truth = {
         **definition,
         "ModelQualityJobInput": {
-            "EndpointInput": definition["ModelQualityJobInput"]["EndpointInput"],
+            "EndpointInput": endpoint_input,
             "GroundTruthS3Input": {},
         },
     }

@@ -328,6 +328,11 @@ def watch(
     alpha: AlphaOpt = None,
     window_values: WindowValuesOpt = None,
     log_level: LogOpt = "info",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", help="Serve the latest verdict as Prometheus text on this port (/metrics)."),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address of --metrics-port.")] = "127.0.0.1",
 ) -> None:
     """Run the monitor on a schedule as a long-lived process, alarms carried across runs."""
     _logging(log_level)
@@ -359,12 +364,25 @@ def watch(
     except (ConfigError, ValueError) as exc:
         _fail(str(exc), 2)
     notifier = Notifier(cfg.webhooks, AlertLog(out / "alerts.jsonl"))
+    exporter = None
+    if metrics_port is not None:
+        from servekit.monitor.exporter import WatchExporter
+
+        try:
+            exporter = WatchExporter(out, metrics_host, metrics_port)
+        except OSError as exc:
+            _fail(f"--metrics-port {metrics_port}: {exc.strerror or exc}", 2)
+        exporter.start()
+        typer.echo(f"monitor watch: Prometheus metrics on http://{metrics_host}:{exporter.port}/metrics")
+    on_run = exporter.record_run if exporter is not None else None
     try:
-        watch_loop(JobSpec(baseline, data, out, cfg), notifier, every_s, SystemClock(), delay_s, max_runs)
+        watch_loop(JobSpec(baseline, data, out, cfg), notifier, every_s, SystemClock(), delay_s, max_runs, on_run)
     except KeyboardInterrupt:
         pass
     finally:
         notifier.close(timeout=cfg.webhooks.timeout_seconds * cfg.webhooks.attempts + 5)
+        if exporter is not None:
+            exporter.close()
 
 
 # ---- model quality ---------------------------------------------------------------------------------------------

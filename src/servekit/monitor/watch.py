@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -109,16 +110,27 @@ def tick(spec: JobSpec, notifier: Notifier, now: float, delay: int = 0) -> bool:
 
 
 def watch(
-    spec: JobSpec, notifier: Notifier, every: int, clock: Clock, delay: int = 0, max_runs: int | None = None
+    spec: JobSpec,
+    notifier: Notifier,
+    every: int,
+    clock: Clock,
+    delay: int = 0,
+    max_runs: int | None = None,
+    on_run: Callable[[bool], None] | None = None,
 ) -> int:
-    """Run now, then at every multiple of ``every``; returns the number of runs made (``max_runs`` stops it)."""
+    """Run now, then at every multiple of ``every``; returns the number of runs made (``max_runs`` stops it).
+    ``on_run(ok)`` is called after each run (the live metrics endpoint, ``exporter.WatchExporter``)."""
     runs = 0
     while max_runs is None or runs < max_runs:
         now = clock.time()
+        ok = True
         try:
             tick(spec, notifier, now, delay)
         except (BaselineError, SourceError, OSError, ValueError) as exc:
             log.error("monitor run at %s failed: %s", now, exc)  # the schedule goes on; the next run may succeed
+            ok = False
+        if on_run is not None:
+            on_run(ok)
         runs += 1
         if max_runs is not None and runs >= max_runs:
             break

@@ -61,6 +61,7 @@ from servekit.control.monitoring_cron import (
 )
 from servekit.control.monitoring_jobs import (
     NO_DATA,
+    SERVEKIT_NAMESPACE,
     JobSpec,
     JobSpecError,
     MonitoringType,
@@ -700,7 +701,9 @@ class MonitoringService:
             return
         now = self._clock()
         for namespace, metric, dims, value in metric_data(outcome, spec.endpoint_name, schedule.name, spec.type):
-            self._metrics.put(namespace, metric, dims, now, values=((value, 1.0),), unit="None")
+            # counts as `monitor run --publish-url` publishes them; distances and quality metrics have no unit
+            unit = "Count" if namespace == SERVEKIT_NAMESPACE else "None"
+            self._metrics.put(namespace, metric, dims, now, values=((value, 1.0),), unit=unit)
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -374,6 +374,7 @@ def test_an_hourly_schedule_runs_the_monitor_on_the_last_hour_and_records_its_me
     # the metrics alarms and rollouts read, stamped when the execution finished
     ep = (("EndpointName", "ep"),)
     assert world.latest("DriftedFeatures", ep) == 2.0
+    assert world.metrics.unit("DriftedFeatures", "servekit") == "Count"  # as monitor run --publish-url sends it
     assert world.latest("DataQualityViolations", (*ep, ("MonitoringSchedule", "hourly"))) == 2.0
     sagemaker_dims = (("Endpoint", "ep"), ("MonitoringSchedule", "hourly"))
     namespace = "aws/sagemaker/Endpoints/data-metrics"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -127,7 +128,7 @@ def start_node(name: str, args: list[str], log: Path) -> RayNode:
 
 @dataclass
 class Cluster:
-    address: str
+    address: str  # the head's GCS
     head: RayNode
     worker: RayNode
 
@@ -147,7 +148,7 @@ def cluster() -> Iterator[Cluster]:
             str(tmp),
             "--include-dashboard=false",
             "--include-log-monitor=false",
-            "--ray-client-server-port",
+            "--ray-client-server-port",  # not the default 10001, which another local Ray may hold
             str(free_port()),
             "--dashboard-agent-listen-port",
             str(free_port()),
@@ -187,12 +188,12 @@ def cluster() -> Iterator[Cluster]:
         worker.stop()
         head.stop()
         mp.undo()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def up(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
-    home = tmp_path_factory.mktemp("ray-up") / "home"
-    u = UpProcess(home, "--backend", "ray", "--ray-address", cluster.address)
+@pytest.fixture
+def up(cluster: Cluster, tmp_path: Path) -> Iterator[UpProcess]:
+    u = UpProcess(tmp_path / "home", "--backend", "ray", "--ray-address", cluster.address)
     u.start()
     try:
         yield u
@@ -314,19 +315,20 @@ def test_instances_spread_killed_actor_replaced_lost_node_moved_no_failed_reques
 
     with Traffic(up, "ep") as traffic:
         traffic.wait_for(20)
-        # an instance killed through Ray: the fleet replaces it, the endpoint never leaves InService (the one on the
-        # head node, so that node_b still runs an instance whichever node the replacement lands on)
+        # an instance killed through Ray: the fleet replaces it, the endpoint never leaves InService, and the
+        # replacement goes where the fleet has no instance (back to node_a), so that one lost node never takes both
         victim = next(name for name, node in placed.items() if node == nodes["node_a"])
         ray.kill(ray.get_actor(victim), no_restart=True)
         replaced = wait_until(
             "a replacement instance",
             lambda: (a := actors("ep-A-")) and victim not in a and len(a) == 2 and healthy(sm, "ep") == 2 and a,
         )
+        assert sorted(replaced.values()) == sorted(placed.values())
         traffic.wait_for(20)
 
         # a node stopped: the instance it ran comes back on the node that is left
         lost = [name for name, node in replaced.items() if node == nodes["node_b"]]
-        assert lost
+        assert len(lost) == 1
         cluster.worker.stop()
         wait_until(
             "every instance on node_a",

@@ -137,15 +137,16 @@ def demand(spec: InstanceSpec, resources: Mapping[str, float]) -> dict[str, floa
     return out
 
 
-def actor_options(spec: InstanceSpec, config: RayBackendConfig, name: str) -> dict[str, Any]:
-    """``ActorClass.options(...)`` for an instance: its envelope as resources, spread across nodes, never restarted
-    by Ray (the fleet replaces a dead instance, with a new id, as it does for local processes)."""
+def actor_options(spec: InstanceSpec, config: RayBackendConfig, name: str, strategy: Any = "SPREAD") -> dict[str, Any]:
+    """``ActorClass.options(...)`` for an instance: its envelope as resources, placed by ``strategy`` (Ray's SPREAD,
+    or a node chosen by :func:`choose_node`), never restarted by Ray (the fleet replaces a dead instance, with a new
+    id, as it does for local processes)."""
     wanted = demand(spec, config.resources)
     options: dict[str, Any] = {
         "name": name,
         "namespace": config.namespace,
         "num_cpus": wanted.pop("CPU"),
-        "scheduling_strategy": "SPREAD",
+        "scheduling_strategy": strategy,
         "max_restarts": 0,
         "max_task_retries": 0,
         "max_concurrency": 4,  # wait_exit stays pending while where/stop/log_tail are answered
@@ -157,6 +158,36 @@ def actor_options(spec: InstanceSpec, config: RayBackendConfig, name: str) -> di
     if wanted:
         options["resources"] = wanted
     return options
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """A live node as placement sees it: its total resources, what this control plane's instances hold there, and
+    how many of them serve the same model as the instance being placed."""
+
+    node_id: str
+    total: Mapping[str, float]
+    held: Mapping[str, float]
+    peers: int
+
+    def free(self, name: str) -> float:
+        return self.total.get(name, 0.0) - self.held.get(name, 0.0)
+
+
+def choose_node(request: Mapping[str, float], nodes: Sequence[NodeRoom]) -> str | None:
+    """The node for a new instance: among those with room for it (by this control plane's own bookkeeping), the one
+    running the fewest instances of the same model, then the one with most free CPUs (then by id, for a stable
+    answer). Ray's SPREAD alone goes round the nodes and may put a replacement beside its fleet's other instance,
+    where one lost node takes both. None when no node has room (Ray then places it as room appears)."""
+    fits = [n for n in nodes if all(n.free(k) >= v for k, v in request.items())]
+    if not fits:
+        return None
+    return min(fits, key=lambda n: (n.peers, -n.free("CPU"), n.node_id)).node_id
+
+
+def spread_key(spec: InstanceSpec) -> tuple[str, str, bool]:
+    """Instances with the same key serve the same model: they are kept on different nodes where room allows."""
+    return (spec.model_name, spec.model_dir, spec.multi_model)
 
 
 def unfit(request: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> str | None:
@@ -370,6 +401,8 @@ _NEXT: dict[ActorState, frozenset[ActorState]] = {
 @dataclass(slots=True)
 class _Tracked:
     actor: Any
+    spec: InstanceSpec
+    node_id: str | None  # the node it was sent to (None: wherever Ray put it), then the one it reports
     state: ActorState = ActorState.PLACING
     placement: Placement | None = None
     exit_tail: str = ""
@@ -403,6 +436,7 @@ class RayBackend:
                 where = config.address or "a new local Ray"
                 raise ConfigError(f"--backend ray: could not connect to {where}: {exc}") from None
         self._actor_class = ray.remote(InstanceActor)
+        self._strategies = importlib.import_module("ray.util.scheduling_strategies")
         self._machine = machine_identity()
         self._instances: dict[str, _Tracked] = {}
 
@@ -417,14 +451,21 @@ class RayBackend:
         the reason, as a process that exits at once is: the fleet then fails or replaces it."""
         ray = self._ray
         wanted = demand(spec, self._config.resources)
-        nodes = [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
-        why = unfit(wanted, nodes)
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        why = unfit(wanted, [dict(n.get("Resources", {})) for n in alive])
         if why is not None:
             return self._ended(spec, f"instance {spec.instance_id} needs {describe(wanted, wanted)}: {why}")
+        for gone in [k for k, t in self._instances.items() if t.state is ActorState.ENDED]:
+            del self._instances[gone]  # dead ones the fleet has let go of (it replaces them without a stop)
+        node_id = choose_node(wanted, self._rooms(spec, alive))
+        strategy: Any = "SPREAD"
+        if node_id is not None:
+            # soft, and spilled elsewhere if the node turns out busy (other work on the cluster is not in our books)
+            strategy = self._strategies.NodeAffinitySchedulingStrategy(node_id, soft=True, _spill_on_unavailable=True)
         name = f"{spec.instance_id}-{uuid.uuid4().hex[:8]}"  # unique: a restarted control plane reuses instance ids
-        options = actor_options(spec, self._config, name)
+        options = actor_options(spec, self._config, name, strategy)
         actor = self._actor_class.options(**options).remote(spec, str(self._log_dir), self._config.watch_interval_s)
-        tracked = _Tracked(actor)
+        tracked = _Tracked(actor, spec, node_id)
         self._instances[spec.instance_id] = tracked
         try:
             placement: Placement = await asyncio.wait_for(
@@ -441,7 +482,7 @@ class RayBackend:
         except Exception as exc:  # the actor's constructor failed, or it died before it answered
             ray.kill(actor, no_restart=True)
             return self._ended(spec, f"instance {spec.instance_id} could not start on Ray: {death_cause(str(exc))}")
-        tracked.placement = placement
+        tracked.placement, tracked.node_id = placement, placement.node_id
         tracked.move(ActorState.RUNNING)
         # a pid on another machine would name some unrelated local process to the utilization sampler
         here = placement.machine != "" and placement.machine == self._machine
@@ -458,6 +499,30 @@ class RayBackend:
             placement.url,
         )
         return handle
+
+    def _rooms(self, spec: InstanceSpec, alive: Sequence[Mapping[str, Any]]) -> list[NodeRoom]:
+        """Each live node's totals, what this backend's live instances hold there, and their count of ``spec``'s
+        model."""
+        held: dict[str, dict[str, float]] = {}
+        peers: dict[str, int] = {}
+        key = spread_key(spec)
+        for t in self._instances.values():
+            if t.state is ActorState.ENDED or t.node_id is None:
+                continue
+            there = held.setdefault(t.node_id, {})
+            for k, v in demand(t.spec, self._config.resources).items():
+                there[k] = there.get(k, 0.0) + v
+            if spread_key(t.spec) == key:
+                peers[t.node_id] = peers.get(t.node_id, 0) + 1
+        return [
+            NodeRoom(
+                str(n["NodeID"]),
+                dict(n.get("Resources", {})),
+                held.get(str(n["NodeID"]), {}),
+                peers.get(str(n["NodeID"]), 0),
+            )
+            for n in alive
+        ]
 
     def _ended(self, spec: InstanceSpec, reason: str) -> InstanceHandle:
         self._instances.pop(spec.instance_id, None)

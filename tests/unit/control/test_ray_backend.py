@@ -14,8 +14,10 @@ import pytest
 
 from servekit.control.backends import InstanceSpec
 from servekit.control.ray_backend import (
+    NodeRoom,
     RayBackendConfig,
     actor_options,
+    choose_node,
     config_from_cli,
     death_cause,
     demand,
@@ -32,7 +34,7 @@ SPEC = InstanceSpec("ep-A-1", "m", "/models/m", vcpus=2, memory_bytes=4 * GIB)
 
 
 def test_the_envelope_becomes_ray_resources_spread_and_never_restarted_by_ray() -> None:
-    options = actor_options(SPEC, RayBackendConfig(resources={"GPU": 1, "neuron_cores": 2}), "ep-A-1-x")
+    options = actor_options(SPEC, RayBackendConfig(resources={"GPU": 1, "neuron_cores": 2}), "ep-A-1-x", "SPREAD")
     assert options == {
         "name": "ep-A-1-x",
         "namespace": "servekit",
@@ -58,6 +60,20 @@ def test_an_instance_no_node_can_hold_is_told_apart_from_one_that_waits_for_room
     assert why == "no node of the Ray cluster can hold it (the largest has 4 CPU, 8.0 GiB memory, 0 GPU)"
     assert unfit({"CPU": 1.0}, []) == "the Ray cluster has no live node"
     assert describe(demand(SPEC, {})) == "2 CPU, 4.0 GiB memory"
+
+
+def test_a_new_instance_goes_where_its_model_runs_least_among_nodes_with_room() -> None:
+    want = demand(SPEC, {})  # 2 CPU, 4 GiB
+    total = {"CPU": 4.0, "memory": 8.0 * GIB}
+    a, b = NodeRoom("a", total, {}, 0), NodeRoom("b", total, {}, 0)
+    assert choose_node(want, [b, a]) == "a"  # a tie: the same answer whatever the order
+    a1 = NodeRoom("a", total, {"CPU": 2.0, "memory": 4.0 * GIB}, 1)
+    assert choose_node(want, [a1, b]) == "b"  # the fleet's second instance goes to the other node
+    busy_b = NodeRoom("b", total, {"CPU": 3.0}, 0)
+    assert choose_node(want, [a1, busy_b]) == "a"  # no room on b: beside its peer rather than not at all
+    other = NodeRoom("b", total, {"CPU": 2.0, "memory": 4.0 * GIB}, 0)  # b holds another model's instance
+    assert choose_node(want, [a1, other]) == "b"
+    assert choose_node(want, [NodeRoom("a", total, {"CPU": 4.0}, 2)]) is None  # Ray waits for room instead
 
 
 def test_ray_death_messages_reduce_to_their_cause() -> None:

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Endpoints on Ray: requests/s of one endpoint with 1, 2 and 4 instances on a two-node local Ray (the scaling
+ratio), and the extra latency of the Ray backend against the local one at c=1 and c=64 (issue 17's measures).
+
+    python benchmarks/ray_bench.py [--duration 10] [--models tiny,heavy] [--out benchmarks/RAY_RESULTS.md]
+
+Starts a two-node Ray cluster on this machine the way tests/e2e/test_ray_backend.py does (``ray start --head`` plus a
+second ``ray start`` joining it, 4 logical CPUs and 8 GiB each, processes stopped by pid afterwards), then for each
+backend (ray, local) a ``servekit up`` on a temporary home with one endpoint of ml.t2.medium instances (2 vCPUs)
+serving a benchmark model. Load comes from servekit's bench engine (``servekit.bench.loop.closed_loop``: keep-alive
+HTTP/1.1 clients, closed loop) on InvokeEndpoint, SigV4-signed once with botocore and replayed (a signature stays
+valid for 15 minutes). Instance counts change with UpdateEndpointWeightsAndCapacities; a phase starts once the
+endpoint reports every instance healthy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials as BotoCredentials
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
+from models import INPUT_WIDTH, build_all  # noqa: E402
+from run import machine  # noqa: E402
+from test_ray_backend import NODE, RAY_ENV, start_node  # noqa: E402  (the tests' cluster, stopped by pid)
+
+from servekit.bench.client import build_request  # noqa: E402
+from servekit.bench.loop import closed_loop  # noqa: E402
+from servekit.bench.spec import Target  # noqa: E402
+from servekit.bench.stats import PhaseStats, Samples  # noqa: E402
+from servekit.bench.workload import Workload  # noqa: E402
+from servekit.control.api import Credentials  # noqa: E402
+from servekit.control.backends import free_port  # noqa: E402
+from servekit.testing.hosting import UpProcess  # noqa: E402
+
+COUNTS = (1, 2, 4)
+INSTANCE_TYPE = "ml.t2.medium"
+
+
+def body(model: str) -> bytes:
+    row = [round(float(v), 4) for v in np.random.default_rng(1).standard_normal(INPUT_WIDTH[model])]
+    return json.dumps([row]).encode()
+
+
+def workload(up: UpProcess, endpoint: str, payload: bytes) -> tuple[Target, Workload]:
+    """One signed InvokeEndpoint request, built once (the bench engine replays its bytes)."""
+    target = Target("127.0.0.1", up.port, False)
+    path = f"/endpoints/{endpoint}/invocations"
+    key = Credentials.load_or_create(up.home).first("admin")
+    request = AWSRequest("POST", f"{up.url}{path}", data=payload, headers={"Content-Type": "application/json"})
+    SigV4Auth(BotoCredentials(key.access_key_id, key.secret_access_key), "sagemaker", "us-east-1").add_auth(request)
+    headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+    raw = build_request("POST", path, target.authority, headers, payload)
+    return target, Workload("POST", path, headers, ({},), (payload,), (1,), (raw,))
+
+
+def phase(target: Target, load: Workload, concurrency: int, duration_s: float) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        samples = Samples()
+        # warm: first requests open connections and touch every instance
+        await closed_loop(
+            target, load, concurrency, Samples(), duration_s=1.0, requests=None, timeout_s=30, stop=asyncio.Event()
+        )
+        elapsed = await closed_loop(
+            target, load, concurrency, samples, duration_s=duration_s, requests=None, timeout_s=30, stop=asyncio.Event()
+        )
+        return PhaseStats.from_samples(samples, loop="closed", duration_s=elapsed, concurrency=concurrency).to_json()
+
+    return asyncio.run(go())
+
+
+def wait_count(sm: Any, endpoint: str, count: int, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        d = sm.describe_endpoint(EndpointName=endpoint)
+        if d["EndpointStatus"] == "InService" and d["ProductionVariants"][0]["CurrentInstanceCount"] == count:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{endpoint} did not reach {count} healthy instances")
+
+
+def deploy(up: UpProcess, endpoint: str, model_dir: Path) -> None:
+    sm = up.sm()
+    sm.create_model(ModelName=endpoint, PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(model_dir)})
+    sm.create_endpoint_config(
+        EndpointConfigName=endpoint,
+        ProductionVariants=[
+            {"VariantName": "A", "ModelName": endpoint, "InitialInstanceCount": 1, "InstanceType": INSTANCE_TYPE}
+        ],
+    )
+    sm.create_endpoint(EndpointName=endpoint, EndpointConfigName=endpoint)
+    sm.get_waiter("endpoint_in_service").wait(EndpointName=endpoint, WaiterConfig={"Delay": 1, "MaxAttempts": 180})
+
+
+def measure(
+    ups: dict[str, UpProcess], models: dict[str, Path], names: list[str], duration_s: float
+) -> list[dict[str, Any]]:
+    """Both backends side by side, each row measured on one right after the other (load from other work on the
+    machine then weighs on both alike)."""
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        loads = {}
+        for backend, up in ups.items():
+            deploy(up, name, models[name])
+            loads[backend] = workload(up, name, body(name))
+        for count in COUNTS:
+            for up in ups.values():
+                if count > 1:
+                    up.sm().update_endpoint_weights_and_capacities(
+                        EndpointName=name,
+                        DesiredWeightsAndCapacities=[{"VariantName": "A", "DesiredInstanceCount": count}],
+                    )
+            for up in ups.values():
+                wait_count(up.sm(), name, count)
+            for c in (1, 64) if count == 1 else (64,):
+                for backend in ups:
+                    result = phase(*loads[backend], c, duration_s)
+                    row = {"backend": backend, "model": name, "instances": count, "c": c, **result}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+        for up in ups.values():
+            up.sm().delete_endpoint(EndpointName=name)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--models", default="tiny,heavy")
+    ap.add_argument("--out", type=Path, default=HERE / "RAY_RESULTS.md")
+    args = ap.parse_args()
+    names = args.models.split(",")
+    tmp = Path(tempfile.mkdtemp(prefix="sk-raybench-", dir="/tmp"))  # short: Ray's socket paths live under it
+    models = build_all(tmp / "models")
+    os.environ.update(RAY_ENV)
+    port = free_port()
+    head = start_node(
+        "node_a",
+        [
+            "--head",
+            "--port",
+            str(port),
+            "--temp-dir",
+            str(tmp / "ray"),
+            "--include-dashboard=false",
+            "--include-log-monitor=false",
+            "--ray-client-server-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--resources",
+            json.dumps({"node_a": 1}),
+            *NODE,
+        ],
+        tmp / "head.log",
+    )
+    nodes = [head]
+    rows: list[dict[str, Any]] = []
+    try:
+        nodes.append(
+            start_node(
+                "node_b",
+                [
+                    "--address",
+                    f"127.0.0.1:{port}",
+                    "--include-log-monitor=false",
+                    "--dashboard-agent-listen-port",
+                    str(free_port()),
+                    "--resources",
+                    json.dumps({"node_b": 1}),
+                    *NODE,
+                ],
+                tmp / "worker.log",
+            )
+        )
+        ups: dict[str, UpProcess] = {}
+        try:
+            for backend in ("ray", "local"):
+                extra = ("--backend", "ray", "--ray-address", f"127.0.0.1:{port}") if backend == "ray" else ()
+                up = ups[backend] = UpProcess(tmp / f"up-{backend}" / "home", "--log-level", "warning", *extra)
+                up.home.parent.mkdir(parents=True)
+                up.start()
+            rows = measure(ups, models, names, args.duration)
+        finally:
+            for up in ups.values():
+                up.stop()
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+    shutil.rmtree(tmp / "ray", ignore_errors=True)  # Ray's session files; the rows stay beside the models
+    (tmp / "rows.json").write_text(json.dumps(rows, indent=1))
+    write(args, names, rows)
+
+
+def _get(rows: list[dict[str, Any]], backend: str, model: str, n: int, c: int) -> dict[str, Any]:
+    return next(r for r in rows if (r["backend"], r["model"], r["instances"], r["c"]) == (backend, model, n, c))
+
+
+def write(args: argparse.Namespace, names: list[str], rows: list[dict[str, Any]]) -> None:
+    m = machine()
+    text = [
+        "# Endpoints on Ray (`servekit up --backend ray`)",
+        "",
+        f"Written by `python benchmarks/ray_bench.py --duration {args.duration:g} --models {','.join(names)}` on "
+        f"{m['date']}: {m['cpu']}, {m['cores']} cores. Two Ray nodes on this machine (4 logical CPUs, 8 GiB each); "
+        f"one endpoint of {INSTANCE_TYPE} instances (2 vCPUs, 2 model threads each); servekit's bench engine, "
+        "closed loop, one row per request, SigV4-signed InvokeEndpoint through the gateway; 1 s warm-up, then "
+        f"{args.duration:g} s per row.",
+        "",
+        "| backend | model | instances | c | req/s | p50 ms | p99 ms | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lat = r["latency_ms"] or {}
+        text.append(
+            f"| {r['backend']} | {r['model']} | {r['instances']} | {r['c']} | "
+            f"{r['throughput']['ok_per_s']:,.0f} | {lat.get('p50', float('nan')):.2f} | "
+            f"{lat.get('p99', float('nan')):.2f} | {sum(r['errors'].values())} |"
+        )
+    text += [
+        "",
+        "Scaling (c=64 req/s with n instances / with 1) and the Ray backend's extra latency (p50, Ray - local):",
+        "",
+    ]
+    for name in names:
+        for backend in ("ray", "local"):
+            base = _get(rows, backend, name, 1, 64)["throughput"]["ok_per_s"]
+            ratios = ", ".join(
+                f"{n}: {_get(rows, backend, name, n, 64)['throughput']['ok_per_s'] / base:.2f}x" for n in COUNTS
+            )
+            text.append(f"- {name}, {backend}: {ratios}")
+        for c in (1, 64):
+            ray_p50 = _get(rows, "ray", name, 1, c)["latency_ms"]["p50"]
+            local_p50 = _get(rows, "local", name, 1, c)["latency_ms"]["p50"]
+            text.append(
+                f"- {name}, one instance, c={c}: Ray {ray_p50:.2f} ms vs local {local_p50:.2f} ms "
+                f"({ray_p50 - local_p50:+.2f} ms)"
+            )
+    args.out.write_text("\n".join(text) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

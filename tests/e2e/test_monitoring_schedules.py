@@ -185,7 +185,6 @@ def test_a_schedule_monitors_captured_traffic_and_its_drift_raises_an_alarm(up: 
     until(lambda: alarm_state() == "OK", "the alarm to start OK (no data, notBreaching)")
 
     arn = hourly_schedule(sm, "churn-drift", "churn-dq")
-    hourly_schedule(sm, "witness", "churn-dq")  # a second schedule: its executions show the scheduler kept going
     assert arn.endswith(":monitoring-schedule/churn-drift")
     until(
         lambda: (
@@ -236,9 +235,10 @@ def test_a_schedule_monitors_captured_traffic_and_its_drift_raises_an_alarm(up: 
     last = sm.describe_monitoring_schedule(MonitoringScheduleName="churn-drift")["LastMonitoringExecutionSummary"]
     assert last["MonitoringScheduleName"] == "churn-drift"
 
-    # Stop: no new executions while the witness schedule keeps running
+    # Stop: no new executions, while a second schedule (the witness) shows that the scheduler kept going
     sm.stop_monitoring_schedule(MonitoringScheduleName="churn-drift")
     stopped_at = datetime.now(UTC)
+    hourly_schedule(sm, "witness", "churn-dq")
     assert (
         sm.describe_monitoring_schedule(MonitoringScheduleName="churn-drift")["MonitoringScheduleStatus"] == "Stopped"
     )

@@ -165,6 +165,7 @@ class MonitoringService:
         self._running: dict[str, asyncio.Task[None]] = {}  # schedule ARN -> its execution's task
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._stop_reason = "The monitoring schedule was deleted while the execution ran."
         stale = [row.job_name for row in repo.executions_in(UNFINISHED)]
         for name in stale:
             repo.update_execution(
@@ -538,6 +539,7 @@ class MonitoringService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
             self._loop_task = None
+        self._stop_reason = "servekit up stopped while the execution ran."
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()
@@ -685,7 +687,7 @@ class MonitoringService:
             row = self.repo.get_execution(job_name)
             if row is not None and not ExecutionStatus(row.status).final:
                 self._finish(job_name, _X.STOPPING)
-                self._finish(job_name, _X.STOPPED, failure_reason="The monitoring schedule was deleted or stopped.")
+                self._finish(job_name, _X.STOPPED, failure_reason=self._stop_reason)
             raise
         except Exception as exc:
             log.exception("monitoring execution %s failed", job_name)

@@ -591,6 +591,7 @@ def test_deleting_a_schedule_stops_its_running_execution(world: World) -> None:
     sm.delete_monitoring_schedule(MonitoringScheduleName="s")
     [e] = world.executions()
     assert e["MonitoringExecutionStatus"] == "Stopped"
+    assert e["FailureReason"] == "The monitoring schedule was deleted while the execution ran."
 
 
 def test_a_model_quality_schedule_joins_labels_and_records_quality_metrics(world: World) -> None:

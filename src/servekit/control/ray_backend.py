@@ -1,8 +1,10 @@
 """Instances as Ray actors: the :class:`~servekit.control.backends.ReplicaBackend` for a Ray cluster.
 
 Each instance is one actor, placed with the instance type's envelope as Ray resources (``num_cpus`` = vCPUs,
-``memory`` = the envelope's bytes, plus any custom resources the backend is configured with, such as ``GPU``) and
-``scheduling_strategy="SPREAD"``, so that an endpoint's instances land on different nodes. The actor starts the same
+``memory`` = the envelope's bytes, plus any custom resources the backend is configured with, such as ``GPU``) on the
+node with room that runs the fewest instances of the same model (soft node affinity; Ray's ``SPREAD`` when no node
+has room by this backend's books), so that a fleet's instances, replacements included, land on different nodes and
+one lost node takes as few of them as it can. The actor starts the same
 ``servekit serve`` process the local backend runs, bound to its node's Ray address on a free port, and reports the
 URL; the gateway reaches it over HTTP as it reaches a local one. Everything above the backend (variants, routing,
 rollouts, autoscaling, multi-model routing) is unchanged.
@@ -27,6 +29,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -123,6 +126,19 @@ def check_address(address: str | None) -> None:
         raise ConfigError(
             f"--ray-address {address!r}: expected auto, host:port (a cluster's GCS) or ray://host:port (Ray Client)"
         )
+
+
+def unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at a ``host:port`` or ``ray://host:port`` address (None when a TCP connection opens, or
+    for ``auto`` and a local Ray, which Ray finds itself)."""
+    if address is None or address == "auto":
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"nothing answers at {address} ({exc.strerror or exc}): is the Ray cluster's head running there?"
 
 
 # ---- decisions (pure) ---------------------------------------------------------------------------------------------
@@ -280,6 +296,7 @@ class Placement:
     pid: int
     log_path: str
     machine: str  # machine_identity() of the node's process: its pid means something here only if it matches
+    error: str | None = None  # why the instance could not start there (then nothing runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +323,11 @@ class InstanceActor:
         )
         port = free_port(host)
         self._log_path = _log_file(Path(log_dir), spec.instance_id)
+        self._over: str | None = None
+        missing = missing_model(spec, host)
+        if missing is not None:
+            self._placement = Placement("", node_id, host, 0, str(self._log_path), machine_identity(), missing)
+            return
         env = {**os.environ, **spec.environment, "PYTHONUNBUFFERED": "1"}
         command = tied_command(
             serve_command(spec, host, port, sys.executable), os.getpid(), sys.executable, sys.platform == "linux"
@@ -314,7 +336,6 @@ class InstanceActor:
             self._proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
             )
-        self._over: str | None = None
         self._placement = Placement(
             f"http://{host}:{port}", node_id, host, self._proc.pid, str(self._log_path), machine_identity()
         )
@@ -364,6 +385,18 @@ class InstanceActor:
     def _signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
+
+
+def missing_model(spec: InstanceSpec, node: str) -> str | None:
+    """Why this node cannot serve ``spec``'s model: its directory (resolved by the control plane, under its home for
+    archives and s3:// data) is not there. None when it is (a multi-model instance loads models later)."""
+    if spec.multi_model or Path(spec.model_dir).is_dir():
+        return None
+    return (
+        f"instance {spec.instance_id}: the model directory {spec.model_dir} is not on Ray node {node}; every node "
+        "must see the control plane's model files at the same path (on a cluster: the servekit home and the "
+        "ModelDataUrl paths on shared storage)"
+    )
 
 
 def _log_file(log_dir: Path, instance_id: str) -> Path:
@@ -424,6 +457,9 @@ class RayBackend:
         ray = self._ray = _ray()
         self._owns_connection = not ray.is_initialized()  # else someone else's session: left open at close
         if self._owns_connection:
+            silent = unreachable(config.address)
+            if silent is not None:  # Ray itself would keep retrying for minutes
+                raise ConfigError(f"--backend ray: {silent}")
             try:
                 ray.init(
                     address=config.address,
@@ -482,6 +518,9 @@ class RayBackend:
         except Exception as exc:  # the actor's constructor failed, or it died before it answered
             ray.kill(actor, no_restart=True)
             return self._ended(spec, f"instance {spec.instance_id} could not start on Ray: {death_cause(str(exc))}")
+        if placement.error is not None:
+            ray.kill(actor, no_restart=True)
+            return self._ended(spec, placement.error)
         tracked.placement, tracked.node_id = placement, placement.node_id
         tracked.move(ActorState.RUNNING)
         # a pid on another machine would name some unrelated local process to the utilization sampler

@@ -5,6 +5,7 @@ reasons, the CLI's configuration, the serve command, and the exec wrapper that t
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -23,9 +24,11 @@ from servekit.control.ray_backend import (
     demand,
     describe,
     machine_identity,
+    missing_model,
     serve_command,
     tied_command,
     unfit,
+    unreachable,
 )
 from servekit.errors import ConfigError
 
@@ -115,6 +118,18 @@ def test_cli_options_become_a_config_or_a_clear_error() -> None:
             config_from_cli(*args)
 
 
+def test_an_address_where_nothing_listens_is_refused_before_ray_tries_it() -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert unreachable(f"127.0.0.1:{port}") is None
+        assert unreachable(f"ray://127.0.0.1:{port}") is None
+    why = unreachable(f"127.0.0.1:{port}")  # closed now
+    assert why is not None and f"nothing answers at 127.0.0.1:{port}" in why
+    assert unreachable("auto") is None and unreachable(None) is None
+
+
 def test_the_serve_command_listens_on_the_node_address() -> None:
     command = serve_command(SPEC, "10.0.0.7", 8080, "/usr/bin/python3")
     assert command[:4] == ["/usr/bin/python3", "-m", "servekit.cli.main", "serve"]
@@ -122,6 +137,15 @@ def test_the_serve_command_listens_on_the_node_address() -> None:
     assert command[command.index("--rest_api_port") + 1] == "8080"
     assert command[command.index("--model_base_path") + 1] == "/models/m"
     assert tied_command(["a", "b"], 1, "py", linux=False) == ["a", "b"]
+
+
+def test_a_node_that_cannot_see_the_model_directory_says_so(tmp_path: Path) -> None:
+    there = InstanceSpec("ep-A-1", "m", str(tmp_path), vcpus=1)
+    assert missing_model(there, "10.0.0.7") is None
+    gone = InstanceSpec("ep-A-2", "m", str(tmp_path / "nope"), vcpus=1)
+    why = missing_model(gone, "10.0.0.7")
+    assert why is not None and str(tmp_path / "nope") in why and "10.0.0.7" in why and "shared storage" in why
+    assert missing_model(InstanceSpec("mme-1", "", "s3://bucket/models/", 1, multi_model=True), "n") is None
 
 
 def test_machine_identity_is_this_kernel_and_pid_namespace() -> None:

@@ -142,12 +142,13 @@ def read(
     stats = stats if stats is not None else SourceStats()
     storage = storage or Storage()
     files = in_time_order(list_files(uri, storage))
-    # Every file after an unpartitioned one may hold anything: from there on, no watermark.
-    ordered = True
-    for path in files:
-        fmt = file_format(storage, path)
+    formats = [file_format(storage, path) for path in files]
+    # Watermarks only when every file is capture in an hourly partition: any other file may hold any time.
+    ordered = all(
+        f.startswith("capture") and partition_start(p) is not None for p, f in zip(files, formats, strict=True)
+    )
+    for path, fmt in zip(files, formats, strict=True):
         start = partition_start(path)
-        ordered = ordered and fmt.startswith("capture") and start is not None
         if fmt.startswith("capture") and not _partition_overlaps(path, since, until):
             continue
         stats.files += 1

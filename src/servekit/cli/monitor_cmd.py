@@ -386,10 +386,6 @@ def watch(
 
 
 # ---- model quality ---------------------------------------------------------------------------------------------
-quality_app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="Model quality: captured predictions joined to ground truth."
-)
-monitor_app.add_typer(quality_app, name="quality")
 ProblemOpt = Annotated[
     str | None,
     typer.Option("--problem-type", help="BinaryClassification, MulticlassClassification or Regression."),
@@ -513,8 +509,9 @@ def _classes(text: str | None) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip()) if text else ()
 
 
-@quality_app.command("run")
+@monitor_app.command("quality", no_args_is_help=True)
 def quality_run(
+    action: Annotated[str, typer.Argument(help="run (servekit monitor quality run ...).", metavar="run")],
     capture: Annotated[str, typer.Option("--capture", help="Capture folder or URI (JSON Lines or Parquet layout).")],
     labels_store: Annotated[Path, typer.Option("--labels", help="Label store (servekit monitor labels).")],
     baseline: Annotated[
@@ -540,8 +537,10 @@ def quality_run(
     fail_on_alarm: Annotated[bool, typer.Option("--fail-on-alarm", help="Exit with status 3 if any alarm.")] = False,
     log_level: LogOpt = "warning",
 ) -> None:
-    """Per-window model quality against the constraints: quality_metrics.json, constraint_violations.json,
-    report.html."""
+    """Model quality per window (servekit monitor quality run): captured predictions joined to ground truth, judged
+    against the constraints; writes quality_metrics.json, constraint_violations.json and report.html."""
+    if action != "run":  # one verb today; the word keeps the command line the schedules use stable
+        _fail(f"unknown action {action!r}: use servekit monitor quality run", 2)
     _logging(log_level)
     import orjson
 

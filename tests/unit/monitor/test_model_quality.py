@@ -285,3 +285,17 @@ def test_regression_and_multiclass_windows_from_byte_captured_answers(tmp_path: 
     assert abs(m["auc"] - sk.roc_auc_score(t, proba, multi_class="ovr")) < 1e-9
     assert abs(m["weighted_f1"] - sk.f1_score(t, pred, average="weighted")) < 1e-9
     assert win.violations == []
+
+
+def test_a_quality_run_releases_panes_as_windows_finish(world: dict[str, Any]) -> None:
+    from servekit.monitor.labels import load
+    from servekit.monitor.panes import PaneStore
+    from servekit.monitor.quality import Constraints, QualityConfig, QualityPane, run_quality
+
+    tmp: Path = world["tmp"]
+    cli("monitor", "labels", "--data", str(world["labels"]), "--id-column", "inference_id", "--store", str(tmp / "s"))
+    constraints = Constraints.from_json({"binary_classification_constraints": {"accuracy": {"threshold": 0.5}}})
+    store: PaneStore[QualityPane] = PaneStore(3600, 3600, QualityPane)
+    result = run_quality(str(tmp / "capture"), load(tmp / "s"), constraints, QualityConfig(window=3600), store=store)
+    assert len(result.windows) == HOURS and result.stats.late_rows == 0
+    assert store.peak <= 3  # hourly partitions with an hour of slack: never all ten hours

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -113,7 +114,7 @@ def _running(pid: int) -> bool:
 def start_node(name: str, args: list[str], log: Path) -> RayNode:
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            ["ray", "start", *args, "--disable-usage-stats"],
+            [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--disable-usage-stats"],  # this Python's Ray
             stdout=out,
             stderr=out,
             env={**os.environ, **RAY_ENV},

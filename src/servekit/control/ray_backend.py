@@ -84,7 +84,12 @@ class RayBackendConfig:
                     f"Ray resource {name!r} cannot be asked for per instance: CPU and memory come from the instance "
                     "type; name an accelerator (GPU) or a custom resource of the cluster"
                 )
-            if not isinstance(amount, int | float) or not math.isfinite(amount) or amount <= 0:
+            if (
+                isinstance(amount, bool)
+                or not isinstance(amount, int | float)
+                or not math.isfinite(amount)
+                or amount <= 0
+            ):
                 raise ConfigError(f"Ray resource {name!r}: expected a positive number, got {amount!r}")
         if not self.placement_timeout_s > 0 or not self.watch_interval_s > 0:
             raise ConfigError("placement_timeout_s and watch_interval_s must be positive")
@@ -109,10 +114,14 @@ def config_from_cli(backend: str, address: str | None, resources_json: str | Non
             parsed = json.loads(resources_json)
         except ValueError as exc:
             raise ConfigError(f'--ray-resources: expected a JSON object such as {{"GPU": 1}} ({exc})') from None
-        if not isinstance(parsed, dict) or not all(isinstance(v, int | float) for v in parsed.values()):
+        if not isinstance(parsed, dict) or not all(_is_number(v) for v in parsed.values()):
             raise ConfigError('--ray-resources: expected a JSON object of numbers such as {"GPU": 1}')
         resources = {str(k): float(v) for k, v in parsed.items()}
     return RayBackendConfig(address=address, resources=resources)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)  # JSON true is no amount
 
 
 def check_address(address: str | None) -> None:
@@ -487,7 +496,10 @@ class RayBackend:
         the reason, as a process that exits at once is: the fleet then fails or replaces it."""
         ray = self._ray
         wanted = demand(spec, self._config.resources)
-        alive = [n for n in ray.nodes() if n.get("Alive")]
+        try:
+            alive = [n for n in ray.nodes() if n.get("Alive")]
+        except Exception as exc:  # the GCS is unreachable (its head node is down): Ray's own error types
+            return self._ended(spec, f"instance {spec.instance_id}: the Ray cluster did not answer: {exc}")
         why = unfit(wanted, [dict(n.get("Resources", {})) for n in alive])
         if why is not None:
             return self._ended(spec, f"instance {spec.instance_id} needs {describe(wanted, wanted)}: {why}")

@@ -111,6 +111,8 @@ def test_cli_options_become_a_config_or_a_clear_error() -> None:
         (("ray", "ray://head:99999", None), "expected auto, host:port"),
         (("ray", None, "{"), "expected a JSON object"),
         (("ray", None, '{"GPU": "one"}'), "JSON object of numbers"),
+        (("ray", None, '{"GPU": true}'), "JSON object of numbers"),
+        (("ray", None, "[1]"), "JSON object of numbers"),
         (("ray", None, '{"CPU": 2}'), "CPU and memory come from the instance type"),
         (("ray", None, '{"GPU": 0}'), "expected a positive number"),
     ]:

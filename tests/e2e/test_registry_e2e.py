@@ -92,6 +92,8 @@ def test_registry_groups_packages_approval_and_create_model(up: UpProcess, tmp_p
     assert described["CustomerMetadataProperties"] == {"source": "c1"}
     history = [(h.get("From"), h["To"], h["Reason"]) for h in described["ServekitApprovalHistory"]]
     assert history == [(None, "PendingManualApproval", "created"), ("PendingManualApproval", "Approved", "AUC 0.91")]
+    # who: the access key id that signed the approval (the plane records the caller of every call)
+    assert described["ServekitApprovalHistory"][-1]["By"] == sm._request_signer._credentials.access_key
 
     # CreateModel from the approved ARN works and DescribeModel names the package; from the pending one it fails
     sm.create_model(ModelName="churn-model", PrimaryContainer={"ModelPackageName": v1})

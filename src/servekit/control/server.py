@@ -27,6 +27,7 @@ from servekit.control.gateway import Gateway, GatewayError
 from servekit.control.hosting import Handler, HostingService
 from servekit.control.lifecycle import EndpointStatus
 from servekit.control.metrics import NAMESPACE, MetricsStore
+from servekit.control.registry_approval import CALLER
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,9 @@ class ControlPlane:
             raise ApiError(
                 "UnknownOperationException", f"servekit does not implement {call.service} {call.operation} yet", 400
             )
+        # who made the call, for histories that record it (the registry's approvals); a context variable so the
+        # handlers keep their one-argument shape
+        CALLER.set(call.key.access_key_id if call.key else None)
         return await handler(call.params)
 
     async def _invoke(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
-from servekit.state.pipelines import Pipelines
 from servekit.state.monitoring import Monitoring
+from servekit.state.pipelines import Pipelines
 from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.registry import Registry
 from servekit.state.schema import MIGRATIONS

@@ -20,7 +20,7 @@ import orjson
 
 from servekit.state.connection import transaction
 from servekit.state.migrations import Migration
-from servekit.state.paging import Listing, Page, keyset_page, page_of
+from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
 
 AGGREGATE = "monitoring"
 
@@ -204,12 +204,6 @@ def _execution(r: tuple[Any, ...]) -> ExecutionRow:
     )
 
 
-def _filters(pairs: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-    where = tuple(clause for clause, value in pairs if value is not None)
-    args = tuple(value for _, value in pairs if value is not None)
-    return where, args
-
-
 class Monitoring:
     def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
@@ -258,8 +252,8 @@ class Monitoring:
     ) -> Page[JobDefinitionRow]:
         """One page of ``type_``'s definitions; ``ValueError`` (``InvalidNextToken`` among them) for a bad sort,
         size or token."""
-        where, args = _filters(
-            (
+        where, args = where_set(
+            *(
                 ("type = ?", type_),
                 ("endpoint_name = ?", endpoint_name),
                 ("instr(lower(name), lower(?)) > 0", name_contains),
@@ -403,8 +397,8 @@ class Monitoring:
         max_results: int = 10,
         next_token: str | None = None,
     ) -> Page[ScheduleRow]:
-        where, args = _filters(
-            (
+        where, args = where_set(
+            *(
                 ("endpoint_name = ?", endpoint_name),
                 ("instr(lower(name), lower(?)) > 0", name_contains),
                 ("created > ?", created_after),
@@ -535,8 +529,8 @@ class Monitoring:
         max_results: int = 10,
         next_token: str | None = None,
     ) -> Page[ExecutionRow]:
-        where, args = _filters(
-            (
+        where, args = where_set(
+            *(
                 ("schedule_name = ? COLLATE NOCASE", schedule_name),
                 ("endpoint_name = ?", endpoint_name),
                 ("scheduled > ?", scheduled_after),

@@ -73,6 +73,14 @@ def keyset_page(
     return Page([tuple(r[:-1]) for r in rows], token)
 
 
+def where_set(*pairs: tuple[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """The ``WHERE`` clauses and arguments of a listing's filters: each ``(clause, value)`` pair whose value was
+    given (not None), in order."""
+    where = tuple(clause for clause, value in pairs if value is not None)
+    args = tuple(value for _, value in pairs if value is not None)
+    return where, args
+
+
 def _fingerprint(table: str, listing: Listing) -> str:
     """What a token is valid for: the same table, filters and sort (not the page size: a client may change it)."""
     doc = orjson.dumps([table, list(listing.where), list(listing.args), listing.sort_by, listing.sort_order])

@@ -27,7 +27,7 @@ import orjson
 
 from servekit.state.connection import transaction
 from servekit.state.migrations import Migration
-from servekit.state.paging import Listing, Page, keyset_page, page_of
+from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
 
 AGGREGATE = "registry"
 
@@ -238,7 +238,7 @@ class Registry:
         next_token: str | None = None,
     ) -> Page[GroupRow]:
         """One page; ``ValueError`` (``InvalidNextToken`` among them) for a bad sort, size or token."""
-        where, args = _filters(
+        where, args = where_set(
             ("instr(lower(name), lower(?)) > 0", name_contains),
             ("created > ?", created_after),
             ("created < ?", created_before),
@@ -359,7 +359,7 @@ class Registry:
         next_token: str | None = None,
     ) -> Page[PackageRow]:
         """One page of packages: of ``group``, or of one kind (``versioned`` True/False; None: both)."""
-        where, args = _filters(
+        where, args = where_set(
             ("group_name = ?", group),
             ("approval = ?", approval),
             ("instr(lower(name), lower(?)) > 0", name_contains),
@@ -402,12 +402,6 @@ class Registry:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (arn, kind, at, actor, from_status, to_status, reason, _json(dict(detail or {}))),
         )
-
-
-def _filters(*pairs: tuple[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-    where = tuple(clause for clause, value in pairs if value is not None)
-    args = tuple(value for _, value in pairs if value is not None)
-    return where, args
 
 
 __all__ = [

@@ -126,6 +126,9 @@ def main() -> None:
             f"Soak at {args.soak_rate:g} req/s for {args.soak_seconds:g} s (iris, open loop): RSS {samples[0][1]:.1f} "
             f"MiB at {samples[0][0]:.0f} s, {samples[-1][1]:.1f} MiB at {samples[-1][0]:.0f} s, least-squares slope "
             f"{slope_mib_per_min(samples):+.2f} MiB/min over {len(samples)} samples.",
+            "",
+            "Soak samples (s: RSS MiB): "
+            + ", ".join(f"{t:.0f}: {v:.1f}" for t, v in samples[:: max(1, len(samples) // 20)]),
         ]
     report = "\n".join(lines) + "\n"
     print(report)

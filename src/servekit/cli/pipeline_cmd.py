@@ -1,4 +1,4 @@
-"""``servekit pipeline run|list|describe|stop|resume|policy`` and ``servekit lineage``.
+"""``servekit pipeline run|list|describe|stop|resume|policy|watch|schedule`` and ``servekit lineage``.
 
 Runs are kept in the servekit home's state database (the home ``servekit up`` uses, so register and deploy
 steps reach its API with its keys). Exit codes of ``run`` and ``resume``: 0 Succeeded, 1 Failed, 130 Stopped
@@ -21,7 +21,7 @@ pipeline_app = typer.Typer(
     no_args_is_help=True,
     help=(
         "Pipelines: run one (a Python module:object or a YAML file), list and describe runs, stop and resume "
-        "them, print each step's IAM policy.\n\nExit codes of run and resume: 0 Succeeded, 1 Failed, 130 Stopped, "
+        "them, print each step's IAM policy, start runs when data arrives (watch) or on a cron schedule.\n\nExit codes of run and resume: 0 Succeeded, 1 Failed, 130 Stopped, "
         "2 bad input."
     ),
 )
@@ -339,3 +339,142 @@ def _print_artifact(node: dict[str, Any], depth: int) -> None:
         typer.echo(f"{pad}  input {item['name']}: {item['uri']}  sha256 {item['sha256']}")
         if "lineage" in item:
             _print_artifact(item["lineage"], depth + 2)
+
+
+def _trigger_runner(source: str, root: Path, db: Any, url: str, artifact_root: str | None, params: Any) -> Any:
+    from servekit.pipelines.loading import load_pipeline
+    from servekit.pipelines.triggers import TriggerRunner
+
+    return TriggerRunner(
+        _runner(root, db, url),
+        load_pipeline(source),
+        source,
+        artifact_root=artifact_root or str(root / "artifacts"),
+        parameters=params,
+    )
+
+
+def _started(label: str, as_json: bool) -> Any:
+    def report(started: Any) -> None:
+        r = started.result
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        label: started.key,
+                        "PipelineExecutionId": r.run_id,
+                        "PipelineExecutionArn": r.arn,
+                        "PipelineExecutionStatus": str(r.status),
+                        "FailureReason": r.failure_reason,
+                    }
+                )
+            )
+        else:
+            reason = f" ({r.failure_reason})" if r.failure_reason else ""
+            typer.echo(f"{label.lower()} {started.key}: run {r.run_id} {r.status}{reason}")
+
+    return report
+
+
+def _duration(text: str, flag: str) -> float:
+    from servekit.bench.spec import parse_duration
+    from servekit.errors import ConfigError
+
+    try:
+        seconds = parse_duration(text)
+    except ConfigError as exc:
+        raise _fail(f"{flag}: {exc}") from None
+    if seconds <= 0:
+        raise _fail(f"{flag} must be positive, got {text!r}")
+    return seconds
+
+
+@pipeline_app.command("watch")
+def watch_cmd(
+    source: Annotated[str, typer.Argument(help="package.module:pipeline, path/file.py:pipeline, or a YAML file.")],
+    prefix: Annotated[str, typer.Option("--prefix", help="Folder or URI whose sub-folders are partitions.")],
+    marker: Annotated[
+        str | None, typer.Option("--marker", help="A partition is ready once this file is in it (e.g. _SUCCESS).")
+    ] = None,
+    every: Annotated[str, typer.Option("--every", help="How often to look (e.g. 10s, 1m).")] = "10s",
+    partition_param: Annotated[
+        str, typer.Option("--partition-param", help="The pipeline parameter that receives the partition's URI.")
+    ] = "Partition",
+    once: Annotated[bool, typer.Option("--once", help="Look once, run what is new, exit.")] = False,
+    until_idle: Annotated[bool, typer.Option("--until-idle", help="Exit after a look that started nothing.")] = False,
+    param: ParamOpt = None,
+    artifact_root: Annotated[
+        str | None, typer.Option("--artifact-root", help="Where artifacts go (default <home>/artifacts).")
+    ] = None,
+    home: HomeOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start one run per new partition under a prefix, exactly once (claims are kept in the state database, so a
+    restarted or a second watcher never starts a partition again). Runs one at a time, in the foreground."""
+    from servekit.pipelines.errors import PipelineError
+    from servekit.pipelines.triggers import Watch, watch
+    from servekit.storage import Storage
+
+    params = _params(param)
+    every_s = _duration(every, "--every")
+    root, db = _open(home)
+    with db:
+        try:
+            spec = Watch(prefix, marker, partition_param)
+            trigger = _trigger_runner(source, root, db, url, artifact_root, params)
+            watch(
+                trigger,
+                spec,
+                Storage(),
+                every_s=every_s,
+                once=once,
+                until_idle=until_idle,
+                on_start=_started("Partition", as_json),
+            )
+        except PipelineError as exc:
+            raise _fail(str(exc)) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
+@pipeline_app.command("schedule")
+def schedule_cmd(
+    source: Annotated[str, typer.Argument(help="package.module:pipeline, path/file.py:pipeline, or a YAML file.")],
+    cron: Annotated[str, typer.Option("--cron", help="minute hour day-of-month month day-of-week, in UTC.")],
+    once: Annotated[
+        bool, typer.Option("--once", help="Run the newest fire at or before now (unless one ran it), exit.")
+    ] = False,
+    param: ParamOpt = None,
+    artifact_root: Annotated[
+        str | None, typer.Option("--artifact-root", help="Where artifacts go (default <home>/artifacts).")
+    ] = None,
+    home: HomeOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a pipeline at each fire of a cron expression, from now on; each fire starts one run even with several
+    schedulers (claims are kept in the state database)."""
+    import datetime as dt
+
+    from servekit.pipelines.cron import parse_cron
+    from servekit.pipelines.errors import PipelineError
+    from servekit.pipelines.triggers import schedule
+
+    params = _params(param)
+    root, db = _open(home)
+    with db:
+        try:
+            expression = parse_cron(cron)
+            trigger = _trigger_runner(source, root, db, url, artifact_root, params)
+            schedule(
+                trigger,
+                expression,
+                now=lambda: dt.datetime.now(dt.UTC),
+                once=once,
+                on_start=_started("Fire", as_json),
+            )
+        except PipelineError as exc:
+            raise _fail(str(exc)) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None

@@ -29,7 +29,7 @@ from servekit.pipelines.status import RunStatus, StepStatus
 from servekit.pipelines.steps import Step, StepKind
 from servekit.pipelines.store import RunStore, new_run_id, owner, run_arn
 from servekit.state import StateDB
-from servekit.state.pipelines import ArtifactRow, RunRow, StepRow
+from servekit.state.pipelines import ArtifactRow, Claim, RunRow, StepRow
 from servekit.storage import ObjectStorage, Storage, join
 
 STOP_POLL_S = 0.5  # how soon a stop asked for by another process (servekit pipeline stop) is noticed
@@ -108,8 +108,11 @@ class PipelineRunner:
         artifact_root: str,
         parameters: Mapping[str, Any] | None = None,
         run_id: str | None = None,
+        claim: Claim | None = None,
     ) -> RunResult:
-        """A new run of ``pipeline`` (loadable again from ``source`` by step processes and by a resume)."""
+        """A new run of ``pipeline`` (loadable again from ``source`` by step processes and by a resume). With
+        ``claim`` (a trigger's partition or fire), the run is created only if nobody claimed it before:
+        :class:`servekit.state.pipelines.AlreadyClaimed` otherwise, and nothing runs."""
         params = pipeline.bind(parameters or {})
         run_id = run_id or new_run_id()
         pid, host = owner()
@@ -124,6 +127,7 @@ class PipelineRunner:
             status=RunStatus.EXECUTING,
             owner_pid=pid,
             owner_host=host,
+            claim=claim,
         )
         return self._drive(_Run(pipeline, row, params, {}))
 

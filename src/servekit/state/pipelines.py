@@ -89,6 +89,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX pipeline_artifact_files_sha ON pipeline_artifact_files (sha256)",
         ),
     ),
+    Migration(
+        2,
+        "pipeline trigger claims: each data partition or schedule fire starts one run",
+        (
+            """CREATE TABLE pipeline_trigger_claims (
+                pipeline TEXT NOT NULL,
+                trigger TEXT NOT NULL,
+                key TEXT NOT NULL,
+                run_id TEXT NOT NULL REFERENCES pipeline_runs (run_id),
+                claimed REAL NOT NULL,
+                PRIMARY KEY (pipeline, trigger, key)
+            )""",
+        ),
+    ),
 )
 
 _RUN_COLUMNS = (
@@ -105,6 +119,28 @@ _SORT = {"CreationTime": "created"}
 
 class StaleRunStatus(Exception):
     """The run's status was not the one expected (another process moved it first)."""
+
+
+class AlreadyClaimed(Exception):
+    """The trigger's key (a partition, a schedule fire) already started a run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What starts a run: ``trigger`` (a watched prefix, a cron expression) and its ``key`` (a partition, a fire
+    time). Recorded with the run, in the run's transaction, so a key starts at most one run."""
+
+    trigger: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRow:
+    pipeline: str
+    trigger: str
+    key: str
+    run_id: str
+    claimed: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +283,19 @@ class Pipelines:
         status: str,
         owner_pid: int,
         owner_host: str,
+        claim: Claim | None = None,
     ) -> RunRow:
+        """Insert the run; with ``claim``, record the claim in the same transaction (:class:`AlreadyClaimed`, and
+        no run, when its key was claimed before: by this process, a restarted one or another at the same time)."""
         now = self._clock()
         with transaction(self._db):
+            if claim is not None:
+                taken = self._db.execute(
+                    "SELECT run_id FROM pipeline_trigger_claims WHERE pipeline = ? AND trigger = ? AND key = ?",
+                    (pipeline, claim.trigger, claim.key),
+                ).fetchone()
+                if taken is not None:
+                    raise AlreadyClaimed(f"{claim.trigger} {claim.key} started run {taken[0]}")
             self._db.execute(
                 f"INSERT INTO pipeline_runs ({_RUN_COLUMNS.removeprefix('seq, ')}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, NULL, ?, ?)",
@@ -268,6 +314,12 @@ class Pipelines:
                     owner_host,
                 ),
             )
+            if claim is not None:  # BEGIN IMMEDIATE holds the write lock: no one claims between check and insert
+                self._db.execute(
+                    "INSERT INTO pipeline_trigger_claims (pipeline, trigger, key, run_id, claimed) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (pipeline, claim.trigger, claim.key, run_id, now),
+                )
         row = self.get_run(run_id)
         assert row is not None
         return row
@@ -323,6 +375,15 @@ class Pipelines:
             ).rowcount
         if changed != 1:
             raise StaleRunStatus(run_id)
+
+    def claims(self, pipeline: str, trigger: str) -> builtins.list[ClaimRow]:
+        """The keys of ``trigger`` that started runs of ``pipeline``, oldest first."""
+        rows = self._db.execute(
+            "SELECT pipeline, trigger, key, run_id, claimed FROM pipeline_trigger_claims "
+            "WHERE pipeline = ? AND trigger = ? ORDER BY claimed, key",
+            (pipeline, trigger),
+        ).fetchall()
+        return [ClaimRow(*r) for r in rows]
 
     # ---- steps -----------------------------------------------------------------------------------------------
 

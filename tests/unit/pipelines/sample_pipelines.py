@@ -187,3 +187,17 @@ def gated(ctx: StepContext, scratch: str, prev: str) -> None:
 
 
 stoppable = Pipeline("stoppable", (first, gated), (parameter("scratch", ""),))
+
+
+# ---- triggers: one run per partition ------------------------------------------------------------------------------
+
+
+@processing(name="count", inputs={"partition": Param("Partition")}, reads=[Param("Partition")], outputs=["counts"])
+def count_rows(ctx: StepContext, partition: str) -> dict[str, Any]:
+    files = [f for f in ctx.storage.list(partition, recursive=True) if not f.key.startswith("_")]
+    rows = sum(len(ctx.read(f.uri).splitlines()) for f in files)
+    ctx.write("counts", "counts.json", json.dumps({"partition": partition, "rows": rows}).encode())
+    return {"rows": rows}
+
+
+partitioned = Pipeline("partitioned", (count_rows,), (parameter("Partition", ""),))

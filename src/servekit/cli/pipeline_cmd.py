@@ -21,7 +21,8 @@ pipeline_app = typer.Typer(
     no_args_is_help=True,
     help=(
         "Pipelines: run one (a Python module:object or a YAML file), list and describe runs, stop and resume "
-        "them, print each step's IAM policy, start runs when data arrives (watch) or on a cron schedule.\n\nExit codes of run and resume: 0 Succeeded, 1 Failed, 130 Stopped, "
+        "them, print each step's IAM policy, start runs when data arrives (watch) or on a cron schedule."
+        "\n\nExit codes of run and resume: 0 Succeeded, 1 Failed, 130 Stopped, "
         "2 bad input."
     ),
 )

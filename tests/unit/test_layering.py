@@ -64,6 +64,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
     # modules; a transform step runs servekit.transform's job in the step's own process.
     "pipelines": BASE | {"config", "storage", "state", "transform"},
+    # The web console (servekit up's /console): reads the public API through a callable the CLI hands in
+    # (cli/console_api.py), so it imports no control-plane module and no state.
+    "console": BASE,
     "__init__": BASE,
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package

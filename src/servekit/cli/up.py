@@ -10,6 +10,7 @@ from pathlib import Path
 
 import uvicorn
 
+from servekit.cli.console_api import console_for
 from servekit.control.api import Api, Credentials
 from servekit.control.artifacts import ArtifactResolver
 from servekit.control.autoscaler import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
@@ -155,6 +156,7 @@ def build(
         background=background,
     )
     plane.registry.register(sampler)  # per-instance utilization gauges on /metrics
+    plane.mounts["/console"] = console_for(plane, credentials, endpoint_metrics.resolution_s)  # docs/console.md
     planes.append(plane)
     return plane
 

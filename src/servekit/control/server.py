@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servekit.control.api import Api, ApiError, Call
 from servekit.control.api.errors import model_error as model_error_response
@@ -66,6 +66,8 @@ class ControlPlane:
         records CloudWatch's hosting metrics; its minute flusher runs with the plane."""
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
+        # other apps on this port by path prefix (the web console at /console); each gets the scope unchanged
+        self.mounts: dict[str, ASGIApp] = {}
         self.background = tuple(background)
         # multi-model endpoints: endpoint -> TargetModel -> [hits, misses] since this process started
         self.model_cache: dict[str, dict[str, list[int]]] = {}
@@ -375,6 +377,10 @@ class ControlPlane:
         if method == "GET" and path == "/metrics":
             await _send(send, 200, self.metrics(), _TEXT)
             return
+        for prefix, app in self.mounts.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                await app(scope, receive, send)
+                return
         body = await _read(receive, _MAX_BODY)
         raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded
         if scope.get("query_string"):  # ASGI's raw_path has no query; SigV4 signs it

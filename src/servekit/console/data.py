@@ -1,0 +1,267 @@
+"""What each console page reads, through the public API only (:data:`~servekit.console.client.ApiCall`), and the
+pure reshaping of metric answers into chart series."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servekit.console.client import ApiCall, ApiFailure
+
+NAMESPACE = "AWS/SageMaker"
+MAX_POINTS = 360  # per series: enough for a smooth line, few enough for a JSON answer of kilobytes
+RANGES_S = (300, 900, 3600, 3 * 3600, 24 * 3600)  # the range picker's choices
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One uPlot chart: a title, the unit of its y axis, series labels and ``[xs, ys...]`` aligned columns."""
+
+    key: str
+    title: str
+    unit: str
+    labels: tuple[str, ...]
+    data: tuple[tuple[float | None, ...], ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "title": self.title, "unit": self.unit, "labels": self.labels, "data": self.data}
+
+
+# chart key -> (title, unit, [(query prefix, metric, stat, series label suffix, scale)])
+# scale: Sums become per-second rates (divided by the period, set at query time); latencies go from µs to ms.
+CHARTS: tuple[tuple[str, str, str, tuple[tuple[str, str, str, str], ...]], ...] = (
+    ("invocations", "Invocations per second", "req/s", (("inv", "Invocations", "Sum", ""),)),
+    (
+        "model_latency",
+        "Model latency",
+        "ms",
+        (
+            ("ml50", "ModelLatency", "p50", " p50"),
+            ("ml90", "ModelLatency", "p90", " p90"),
+            ("ml99", "ModelLatency", "p99", " p99"),
+        ),
+    ),
+    (
+        "overhead_latency",
+        "Overhead latency",
+        "ms",
+        (
+            ("ol50", "OverheadLatency", "p50", " p50"),
+            ("ol90", "OverheadLatency", "p90", " p90"),
+            ("ol99", "OverheadLatency", "p99", " p99"),
+        ),
+    ),
+    (
+        "errors",
+        "Errors per second",
+        "err/s",
+        (("e4", "Invocation4XXErrors", "Sum", " 4XX"), ("e5", "Invocation5XXErrors", "Sum", " 5XX")),
+    ),
+)
+
+
+def period_for(range_s: int, resolution_s: int) -> int:
+    """The smallest period, a multiple of the metrics store's resolution, that keeps a range under MAX_POINTS."""
+    steps = max(1, math.ceil(range_s / MAX_POINTS / resolution_s))
+    return steps * resolution_s
+
+
+def metric_queries(endpoint: str, variants: Sequence[str], period: int) -> list[dict[str, Any]]:
+    """GetMetricData's MetricDataQueries for every chart series of every variant (ids ``<prefix>_<index>``)."""
+    out: list[dict[str, Any]] = []
+    for i, variant in enumerate(variants):
+        dims = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}]
+        for _key, _title, _unit, series in CHARTS:
+            for prefix, metric, stat, _label in series:
+                out.append(
+                    {
+                        "Id": f"{prefix}_{i}",
+                        "MetricStat": {
+                            "Metric": {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": dims},
+                            "Period": period,
+                            "Stat": stat,
+                        },
+                    }
+                )
+    return out
+
+
+def build_charts(
+    results: Sequence[dict[str, Any]], variants: Sequence[str], start: float, end: float, period: int
+) -> list[Chart]:
+    """GetMetricData's results as aligned chart columns over every period of [start, end): counts as rates
+    (a period with no datapoint is 0 requests), latencies in ms (a period with none has no point, not 0)."""
+    by_id = {r["Id"]: dict(zip(r.get("Timestamps", []), r.get("Values", []), strict=False)) for r in results}
+    first = int(start // period) * period
+    xs = tuple(float(t) for t in range(first, int(end), period))
+    charts: list[Chart] = []
+    for key, title, unit, series in CHARTS:
+        labels: list[str] = []
+        columns: list[tuple[float | None, ...]] = [xs]
+        for i, variant in enumerate(variants):
+            for prefix, _metric, stat, suffix in series:
+                points = {int(t): v for t, v in by_id.get(f"{prefix}_{i}", {}).items()}
+                labels.append(f"{variant}{suffix}")
+                if stat == "Sum":
+                    columns.append(tuple(round(points.get(int(x), 0.0) / period, 6) for x in xs))
+                else:
+                    columns.append(tuple(_ms(points.get(int(x))) for x in xs))
+        charts.append(Chart(key, title, unit, tuple(labels), tuple(columns)))
+    return charts
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else round(us / 1000.0, 4)
+
+
+async def _pages(api: ApiCall, service: str, operation: str, params: dict[str, Any], items: str) -> list[Any]:
+    """Every item of a paginated List/Describe operation (NextToken)."""
+    out: list[Any] = []
+    token: str | None = None
+    while True:
+        answer = await api(service, operation, {**params, **({"NextToken": token} if token else {})}, None)
+        out.extend(answer.get(items, []))
+        token = answer.get("NextToken")
+        if not token:
+            return out
+
+
+async def endpoint_summaries(api: ApiCall) -> list[dict[str, Any]]:
+    """DescribeEndpoint and its DescribeEndpointConfig for every endpoint, by name."""
+    listed = await _pages(api, "sagemaker", "ListEndpoints", {"SortBy": "Name", "SortOrder": "Ascending"}, "Endpoints")
+    found = await asyncio.gather(*(_endpoint(api, e["EndpointName"]) for e in listed))
+    return [f for f in found if f is not None]
+
+
+async def _endpoint(api: ApiCall, name: str) -> dict[str, Any] | None:
+    try:
+        described = await api("sagemaker", "DescribeEndpoint", {"EndpointName": name}, None)
+    except ApiFailure as exc:
+        if exc.code == "ValidationException":  # deleted between the list and the describe
+            return None
+        raise
+    config: dict[str, Any] = {}
+    try:
+        config = await api(
+            "sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": described["EndpointConfigName"]}, None
+        )
+    except ApiFailure:
+        pass  # a config deleted under a running endpoint: the page shows the endpoint without instance types
+    return {"endpoint": described, "config": config}
+
+
+def watched_alarms(described: dict[str, Any]) -> list[str]:
+    """The alarms the endpoint's (last or running) deployment rolls back on."""
+    deployment = described.get("LastDeploymentConfig") or {}
+    alarms = (deployment.get("AutoRollbackConfiguration") or {}).get("Alarms") or []
+    return [str(a["AlarmName"]) for a in alarms if a.get("AlarmName")]
+
+
+async def endpoint_detail(api: ApiCall, name: str) -> dict[str, Any] | None:
+    """Everything the endpoint page shows except the charts: the endpoint, its config, the alarms its deployment
+    watches with their state histories, and its variants' scaling targets and activities."""
+    found = await _endpoint(api, name)
+    if found is None:
+        return None
+    alarm_names = watched_alarms(found["endpoint"])
+    alarms: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    if alarm_names:
+        alarms = (await api("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names}, None)).get("MetricAlarms", [])
+        for alarm in alarm_names:
+            answer = await api(
+                "cloudwatch",
+                "DescribeAlarmHistory",
+                {"AlarmName": alarm, "HistoryItemType": "StateUpdate", "MaxRecords": 20},
+                None,
+            )
+            history.extend(answer.get("AlarmHistoryItems", []))
+        history.sort(key=lambda h: h.get("Timestamp", 0), reverse=True)
+    variants = [v["VariantName"] for v in found["endpoint"].get("ProductionVariants", [])]
+    resource_ids = [f"endpoint/{name}/variant/{v}" for v in variants]
+    targets: list[dict[str, Any]] = []
+    activities: list[dict[str, Any]] = []
+    if resource_ids:
+        targets = (
+            await api(
+                "application-autoscaling",
+                "DescribeScalableTargets",
+                {"ServiceNamespace": "sagemaker", "ResourceIds": resource_ids},
+                None,
+            )
+        ).get("ScalableTargets", [])
+        for rid in [t["ResourceId"] for t in targets]:
+            answer = await api(
+                "application-autoscaling",
+                "DescribeScalingActivities",
+                {"ServiceNamespace": "sagemaker", "ResourceId": rid, "MaxResults": 20},
+                None,
+            )
+            activities.extend(answer.get("ScalingActivities", []))
+        activities.sort(key=lambda a: a.get("StartTime", 0), reverse=True)
+    return {**found, "alarms": alarms, "alarm_history": history, "targets": targets, "activities": activities}
+
+
+async def endpoint_charts(
+    api: ApiCall, name: str, variants: Sequence[str], range_s: int, resolution_s: int, now: float
+) -> tuple[int, list[Chart]]:
+    """The charts of the last ``range_s`` seconds (GetMetricData, ascending) and the period they use."""
+    period = period_for(range_s, resolution_s)
+    end = (math.floor(now / period) + 1) * period  # the current, still filling, period included: live means now
+    start = end - range_s
+    if not variants:
+        return period, build_charts([], [], start, end, period)
+    answer = await api(
+        "cloudwatch",
+        "GetMetricData",
+        {
+            "MetricDataQueries": metric_queries(name, variants, period),
+            "StartTime": start,
+            "EndTime": end,
+            "ScanBy": "TimestampAscending",
+        },
+        None,
+    )
+    return period, build_charts(answer.get("MetricDataResults", []), variants, start, end, period)
+
+
+async def registry(api: ApiCall) -> list[dict[str, Any]]:
+    """Model package groups, each with its versions (ListModelPackages, newest first)."""
+    groups = await _pages(
+        api,
+        "sagemaker",
+        "ListModelPackageGroups",
+        {"SortBy": "Name", "SortOrder": "Ascending"},
+        "ModelPackageGroupSummaryList",
+    )
+    out = []
+    for g in groups:
+        packages = await _pages(
+            api,
+            "sagemaker",
+            "ListModelPackages",
+            {"ModelPackageGroupName": g["ModelPackageGroupName"], "SortBy": "CreationTime", "SortOrder": "Descending"},
+            "ModelPackageSummaryList",
+        )
+        out.append({"group": g, "packages": packages})
+    return out
+
+
+async def model_package(api: ApiCall, arn_or_name: str) -> dict[str, Any]:
+    return await api("sagemaker", "DescribeModelPackage", {"ModelPackageName": arn_or_name}, None)
+
+
+async def monitoring(api: ApiCall) -> dict[str, Any]:
+    schedules = await _pages(api, "sagemaker", "ListMonitoringSchedules", {}, "MonitoringScheduleSummaries")
+    executions = (
+        await api(
+            "sagemaker",
+            "ListMonitoringExecutions",
+            {"SortBy": "ScheduledTime", "SortOrder": "Descending", "MaxResults": 50},
+            None,
+        )
+    ).get("MonitoringExecutionSummaries", [])
+    return {"schedules": schedules, "executions": executions}

@@ -1,0 +1,97 @@
+// servekit console: polls the page's JSON and swaps in the server-rendered fragments; draws uPlot charts.
+// No framework, no build step; state lives in window.servekitConsole so tests (and curious users) can read it.
+(function () {
+  "use strict";
+  var POLL_MS = 2000;
+  var state = (window.servekitConsole = { charts: {}, updates: 0, errors: 0, last: null });
+  var COLORS = ["#0b5cad", "#c0392b", "#1e8449", "#8e44ad", "#b9770e", "#117a8b", "#555555", "#d35400", "#2c3e50"];
+
+  function swap(html) {
+    Object.keys(html || {}).forEach(function (key) {
+      var el = document.querySelector('[data-live="' + key + '"]');
+      // a form being filled in is not replaced under the user's fingers
+      if (!el || el.contains(document.activeElement)) return;
+      el.innerHTML = html[key];
+    });
+  }
+
+  function summary(chart) {
+    var parts = [];
+    for (var i = 1; i < chart.data.length; i++) {
+      var col = chart.data[i], last = null;
+      for (var j = col.length - 1; j >= 0; j--) if (col[j] !== null) { last = col[j]; break; }
+      parts.push(chart.labels[i - 1] + " " + (last === null ? "no data" : last + " " + chart.unit));
+    }
+    return chart.title + ", latest: " + parts.join("; ");
+  }
+
+  function draw(container, payload) {
+    payload.charts.forEach(function (chart) {
+      var box = document.getElementById("chart-" + chart.key);
+      var entry = state.charts[chart.key];
+      if (!box) {
+        box = document.createElement("figure");
+        box.className = "chart";
+        box.id = "chart-" + chart.key;
+        box.setAttribute("role", "img");
+        var h = document.createElement("h3");
+        h.textContent = chart.title + " (" + chart.unit + ")";
+        box.appendChild(h);
+        container.appendChild(box);
+      }
+      box.setAttribute("aria-label", summary(chart));
+      var sig = chart.labels.join("|");
+      if (entry && entry.sig === sig) {
+        entry.plot.setData(chart.data);
+        entry.data = chart.data;
+        return;
+      }
+      if (entry) entry.plot.destroy();
+      var series = [{}].concat(chart.labels.map(function (label, i) {
+        return { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false };
+      }));
+      var width = Math.max(300, box.clientWidth - 16);
+      var opts = {
+        width: width, height: 220, series: series,
+        axes: [{}, { label: chart.unit, size: 60 }],
+        scales: { y: { range: function (u, min, max) { return [0, Math.max(max || 0, chart.unit === "ms" ? 1 : 0.1) * 1.1]; } } },
+      };
+      state.charts[chart.key] = { plot: new uPlot(opts, chart.data, box), sig: sig, data: chart.data };
+    });
+  }
+
+  function poll(src, apply) {
+    var busy = false;
+    function tick() {
+      if (busy) return;
+      busy = true;
+      fetch(src(), { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+        .then(function (payload) { apply(payload); state.updates++; state.last = payload; })
+        .catch(function () { state.errors++; })
+        .then(function () { busy = false; });
+    }
+    tick();
+    setInterval(tick, POLL_MS);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var list = document.querySelector('[data-live="endpoints"][data-src]');
+    if (list) poll(function () { return list.getAttribute("data-src"); }, function (p) { swap(p.html); });
+    var detail = document.querySelector("[data-endpoint][data-src]");
+    if (detail) {
+      var select = document.getElementById("range");
+      var charts = document.getElementById("charts");
+      var updated = document.querySelector('[data-field="updated"]');
+      var src = function () { return detail.getAttribute("data-src") + "?range=" + encodeURIComponent(select.value); };
+      poll(src, function (p) {
+        swap(p.html);
+        draw(charts, p);
+        if (updated) updated.textContent = "updated " + new Date(p.now * 1000).toISOString().slice(11, 19) + " UTC, period " + p.period + " s";
+      });
+      select.addEventListener("change", function () {
+        fetch(src()).then(function (r) { return r.json(); }).then(function (p) { draw(charts, p); state.last = p; });
+      });
+    }
+  });
+})();

@@ -1,0 +1,383 @@
+"""The console's pages as pure functions of API answers (and an injected ``now``): HTML fragments a page embeds
+and its script swaps in when it polls, so the first render and every live update come from the same code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from servekit.console.data import RANGES_S, Chart
+from servekit.console.render import badge, csrf_field, esc, json_script, link, table, when
+
+
+def _money(value: object) -> str:
+    return f"${float(value):,.3f}/h" if isinstance(value, (int, float)) else "—"
+
+
+def _weight(value: object) -> str:
+    return f"{float(value):g}" if isinstance(value, (int, float)) else "—"
+
+
+def endpoint_href(name: str) -> str:
+    return "/console/endpoints/" + quote(name, safe="")
+
+
+def instance_types(config: dict[str, Any]) -> dict[str, str]:
+    return {v["VariantName"]: str(v.get("InstanceType", "serverless")) for v in config.get("ProductionVariants", [])}
+
+
+def _status_cell(endpoint: dict[str, Any]) -> str:
+    cell = badge(endpoint.get("EndpointStatus"))
+    if endpoint.get("FailureReason"):
+        cell += f'<div class="reason">{esc(endpoint["FailureReason"])}</div>'
+    return cell
+
+
+def endpoints_table(summaries: Sequence[dict[str, Any]]) -> str:
+    """The endpoints list: status and failure reason, each variant's weight and instances, cost per hour."""
+    rows = []
+    for s in summaries:
+        e, types = s["endpoint"], instance_types(s["config"])
+        variants = "".join(
+            f'<li data-variant="{esc(v["VariantName"])}"><strong>{esc(v["VariantName"])}</strong> weight '
+            f"{_weight(v.get('CurrentWeight'))}, {esc(v.get('CurrentInstanceCount', 0))}/"
+            f"{esc(v.get('DesiredInstanceCount', 0))} &times; {esc(types.get(v['VariantName'], '—'))}</li>"
+            for v in e.get("ProductionVariants", [])
+        )
+        rollout = badge("Updating") + " rollout" if e.get("PendingDeploymentSummary") else ""
+        rows.append(
+            (
+                link(endpoint_href(e["EndpointName"]), e["EndpointName"]),
+                _status_cell(e) + rollout,
+                f'<ul class="variants">{variants}</ul>',
+                f'<span data-field="cost">{_money(e.get("ServekitCostPerHour"))}</span>',
+                esc(when(e.get("LastModifiedTime"))),
+            )
+        )
+    return table(
+        "Endpoints",
+        ("Endpoint", "Status", "Variants (weight, current/desired instances x type)", "Cost", "Last modified"),
+        rows,
+        "none yet: create one with boto3 or servekit endpoint create.",
+    )
+
+
+def endpoints_body(summaries: Sequence[dict[str, Any]]) -> str:
+    return (
+        '<p class="hint">Refreshed every few seconds. Times are UTC.</p>'
+        f'<section aria-live="polite" data-live="endpoints" data-src="/console/api/endpoints">'
+        f"{endpoints_table(summaries)}</section>"
+    )
+
+
+def status_section(detail: dict[str, Any]) -> str:
+    e = detail["endpoint"]
+    items = [
+        ("Status", _status_cell(e)),
+        ("Endpoint config", esc(e.get("EndpointConfigName"))),
+        ("Cost", f'<span data-field="cost">{_money(e.get("ServekitCostPerHour"))}</span>'),
+        ("Created", esc(when(e.get("CreationTime")))),
+        ("Last modified", esc(when(e.get("LastModifiedTime")))),
+    ]
+    for warning in e.get("ServekitWarnings", []):
+        items.append(("Warning", esc(warning)))
+    rows = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items)
+    return f'<dl class="facts">{rows}</dl>'
+
+
+def variants_section(detail: dict[str, Any], csrf: str | None) -> str:
+    e = detail["endpoint"]
+    types = instance_types(detail["config"])
+    variants = e.get("ProductionVariants", [])
+    total = sum(float(v.get("CurrentWeight") or 0) for v in variants) or 1.0
+    rows = [
+        (
+            esc(v["VariantName"]),
+            f'<span data-field="weight">{_weight(v.get("CurrentWeight"))}</span>',
+            f"{float(v.get('CurrentWeight') or 0) / total:.0%}",
+            esc(v.get("DesiredWeight", "—")),
+            f'<span data-field="instances">{esc(v.get("CurrentInstanceCount", 0))}</span>',
+            esc(v.get("DesiredInstanceCount", "—")),
+            esc(types.get(v["VariantName"], "—")),
+        )
+        for v in variants
+    ]
+    out = table(
+        "Production variants",
+        ("Variant", "Weight", "Share", "Desired weight", "Instances", "Desired instances", "Instance type"),
+        rows,
+    )
+    if csrf is not None and variants:
+        fields = "".join(
+            f'<label>{esc(v["VariantName"])} <input type="number" min="0" step="any" required '
+            f'name="weight:{esc(v["VariantName"])}" value="{_weight(v.get("CurrentWeight"))}"></label> '
+            for v in variants
+        )
+        out += (
+            f'<form method="post" action="{esc(endpoint_href(e["EndpointName"]))}/weights" class="action">'
+            f"{csrf_field(csrf)}<fieldset><legend>Shift variant weights "
+            f"(UpdateEndpointWeightsAndCapacities)</legend>{fields}"
+            '<button type="submit">Apply weights</button></fieldset></form>'
+        )
+    return out
+
+
+def rollout_section(detail: dict[str, Any], now: float) -> str:
+    """Where a blue/green deployment stands: its step and time in it, the alarms it watches and their states,
+    the alarms' state changes (the reasons for rollbacks), and the deployment configuration last used."""
+    e = detail["endpoint"]
+    parts: list[str] = []
+    pending = e.get("PendingDeploymentSummary")
+    if pending:
+        rows = []
+        for v in pending.get("ProductionVariants", []):
+            status = (v.get("VariantStatus") or [{}])[0]
+            started = status.get("StartTime")
+            elapsed = (
+                f"{max(0.0, now - float(started)):.0f} s in this phase" if isinstance(started, (int, float)) else ""
+            )
+            rows.append(
+                (
+                    esc(v.get("VariantName")),
+                    badge(status.get("Status")),
+                    esc(status.get("StatusMessage")),
+                    esc(elapsed),
+                    f"{_weight(v.get('CurrentWeight'))} of {_weight(v.get('DesiredWeight'))}",
+                    f"{esc(v.get('CurrentInstanceCount', 0))}/{esc(v.get('DesiredInstanceCount', 0))}",
+                )
+            )
+        parts.append(
+            f"<p>Deploying <strong>{esc(pending.get('EndpointConfigName'))}</strong> since "
+            f"{esc(when(pending.get('StartTime')))}.</p>"
+        )
+        parts.append(
+            table(
+                "New fleet",
+                ("Variant", "Phase", "Step", "Bake timer", "Weight on new fleet", "Instances"),
+                rows,
+                "launching.",
+            )
+        )
+    else:
+        parts.append('<p class="empty">No deployment in progress.</p>')
+    states = {a["AlarmName"]: a for a in detail.get("alarms", [])}
+    watched = [
+        (
+            esc(name),
+            badge(states[name]["StateValue"]) if name in states else badge("missing"),
+            esc(states.get(name, {}).get("StateReason", "")),
+        )
+        for name in _watched(e)
+    ]
+    parts.append(table("Alarms the deployment watches (auto-rollback)", ("Alarm", "State", "Reason"), watched, "none."))
+    history = [
+        (esc(when(h.get("Timestamp"))), esc(h.get("AlarmName")), esc(h.get("HistorySummary")))
+        for h in detail.get("alarm_history", [])
+    ]
+    parts.append(table("Alarm state changes (rollback triggers)", ("Time", "Alarm", "Change"), history, "none."))
+    last = e.get("LastDeploymentConfig")
+    if last:
+        routing = (last.get("BlueGreenUpdatePolicy") or {}).get("TrafficRoutingConfiguration") or {}
+        size = routing.get("CanarySize") or routing.get("LinearStepSize") or {}
+        facts = [
+            ("Type", routing.get("Type", "rolling" if last.get("RollingUpdatePolicy") else "—")),
+            ("Step size", f"{size.get('Value')} {size.get('Type', '')}" if size else "—"),
+            ("Wait per step", f"{routing.get('WaitIntervalInSeconds', '—')} s"),
+            (
+                "Termination wait",
+                f"{(last.get('BlueGreenUpdatePolicy') or {}).get('TerminationWaitInSeconds', '—')} s",
+            ),
+        ]
+        parts.append(
+            '<h3>Last deployment configuration</h3><dl class="facts">'
+            + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
+            + "</dl>"
+        )
+    return "".join(parts)
+
+
+def _watched(endpoint: dict[str, Any]) -> list[str]:
+    deployment = endpoint.get("LastDeploymentConfig") or {}
+    return [str(a["AlarmName"]) for a in (deployment.get("AutoRollbackConfiguration") or {}).get("Alarms") or []]
+
+
+def autoscaling_section(detail: dict[str, Any]) -> str:
+    current = {v["VariantName"]: v for v in detail["endpoint"].get("ProductionVariants", [])}
+    rows = []
+    for t in detail.get("targets", []):
+        variant = str(t["ResourceId"]).rsplit("/", 1)[-1]
+        v = current.get(variant, {})
+        rows.append(
+            (
+                esc(variant),
+                esc(t.get("MinCapacity")),
+                esc(t.get("MaxCapacity")),
+                esc(v.get("DesiredInstanceCount", "—")),
+                esc(v.get("CurrentInstanceCount", "—")),
+            )
+        )
+    out = table(
+        "Scalable targets", ("Variant", "Min", "Max", "Desired", "Current"), rows, "not registered for autoscaling."
+    )
+    acts = [
+        (esc(when(a.get("StartTime"))), badge(a.get("StatusCode")), esc(a.get("Description")), esc(a.get("Cause")))
+        for a in detail.get("activities", [])
+    ]
+    return out + table("Scaling activities", ("Started", "Status", "Description", "Cause"), acts, "none.")
+
+
+def endpoint_sections(detail: dict[str, Any], csrf: str | None, now: float) -> dict[str, str]:
+    return {
+        "status": status_section(detail),
+        "variants": variants_section(detail, csrf),
+        "rollout": rollout_section(detail, now),
+        "autoscaling": autoscaling_section(detail),
+    }
+
+
+def endpoint_body(name: str, sections: dict[str, str], range_s: int, flash: str = "") -> str:
+    options = "".join(
+        f'<option value="{r}"{" selected" if r == range_s else ""}>{_range_text(r)}</option>' for r in RANGES_S
+    )
+    src = f"{endpoint_href(name)}/data"
+
+    def section(key: str, title: str) -> str:
+        return (
+            f'<section aria-labelledby="h-{key}"><h2 id="h-{key}">{esc(title)}</h2>'
+            f'<div data-live="{key}" aria-live="polite">{sections[key]}</div></section>'
+        )
+
+    return (
+        (f'<p role="status" class="flash">{esc(flash)}</p>' if flash else "")
+        + f'<div data-endpoint="{esc(name)}" data-src="{esc(src)}">'
+        + section("status", "Status")
+        + section("variants", "Variants")
+        + '<section aria-labelledby="h-traffic"><h2 id="h-traffic">Traffic and latency</h2>'
+        + f'<label for="range">Range</label> <select id="range" name="range">{options}</select> '
+        + '<span class="hint" data-field="updated" aria-live="off"></span>'
+        + '<div class="charts" id="charts"></div></section>'
+        + section("rollout", "Rollout")
+        + section("autoscaling", "Autoscaling")
+        + "</div>"
+    )
+
+
+def _range_text(seconds: int) -> str:
+    return f"last {seconds // 3600} h" if seconds >= 3600 else f"last {seconds // 60} min"
+
+
+def charts_json(period: int, charts: Sequence[Chart]) -> dict[str, Any]:
+    return {"period": period, "charts": [c.as_json() for c in charts]}
+
+
+def registry_body(groups: Sequence[dict[str, Any]], csrf: str | None) -> str:
+    if not groups:
+        return '<p class="empty">No model package groups yet.</p>'
+    out = []
+    for g in groups:
+        group = g["group"]
+        rows = []
+        for p in g["packages"]:
+            action = ""
+            if csrf is not None and p.get("ModelApprovalStatus") != "Approved":
+                action = (
+                    '<form method="post" action="/console/registry/approve" class="inline">'
+                    f'{csrf_field(csrf)}<input type="hidden" name="package" value="{esc(p["ModelPackageArn"])}">'
+                    f'<button type="submit" aria-label="Approve version {esc(p.get("ModelPackageVersion"))} of '
+                    f'{esc(group["ModelPackageGroupName"])}">Approve</button></form>'
+                )
+            rows.append(
+                (
+                    link(
+                        "/console/registry/package?arn=" + quote(p["ModelPackageArn"], safe=""),
+                        f"version {p.get('ModelPackageVersion', '?')}",
+                    ),
+                    badge(p.get("ModelApprovalStatus")),
+                    badge(p.get("ModelPackageStatus")),
+                    esc(when(p.get("CreationTime"))),
+                    esc(p.get("ModelPackageDescription", "")),
+                    action,
+                )
+            )
+        out.append(
+            f"<section><h2>{esc(group['ModelPackageGroupName'])}</h2>"
+            f'<p class="hint">{esc(group.get("ModelPackageGroupDescription", ""))}</p>'
+            + table("Versions", ("Version", "Approval", "Status", "Created", "Description", ""), rows)
+            + "</section>"
+        )
+    return "".join(out)
+
+
+def package_body(p: dict[str, Any]) -> str:
+    container = (p.get("InferenceSpecification") or {}).get("Containers") or [{}]
+    facts = [
+        ("Group", p.get("ModelPackageGroupName")),
+        ("Version", p.get("ModelPackageVersion")),
+        ("Approval", p.get("ModelApprovalStatus")),
+        ("Status", p.get("ModelPackageStatus")),
+        ("Model data", container[0].get("ModelDataUrl")),
+        ("Created", when(p.get("CreationTime"))),
+    ]
+    out = '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts) + "</dl>"
+    history = [
+        (esc(when(h.get("Time"))), esc(h.get("From", "")), badge(h.get("To")), esc(h.get("By")), esc(h.get("Reason")))
+        for h in p.get("ServekitApprovalHistory", [])
+    ]
+    out += table("Approval history", ("Time", "From", "To", "By", "Reason"), history, "no changes.")
+    deployments = [
+        (esc(when(d.get("Time"))), esc(", ".join(f"{k}={v}" for k, v in sorted(d.items()) if k != "Time")))
+        for d in p.get("ServekitDeployments", [])
+    ]
+    out += table("Deployments of this version (lineage)", ("Time", "Detail"), deployments, "not deployed.")
+    return out
+
+
+def monitoring_body(data: dict[str, Any]) -> str:
+    schedules = [
+        (
+            esc(s.get("MonitoringScheduleName")),
+            esc(s.get("EndpointName", "")),
+            esc(s.get("MonitoringType", "")),
+            badge(s.get("MonitoringScheduleStatus")),
+            esc(when(s.get("LastModifiedTime"))),
+        )
+        for s in data["schedules"]
+    ]
+    executions = [
+        (
+            esc(when(x.get("ScheduledTime"))),
+            esc(x.get("MonitoringScheduleName")),
+            esc(x.get("EndpointName", "")),
+            badge(x.get("MonitoringExecutionStatus")),
+            esc(x.get("FailureReason", "")),
+            esc(x.get("ProcessingJobArn", "")),
+        )
+        for x in data["executions"]
+    ]
+    return table(
+        "Monitoring schedules", ("Schedule", "Endpoint", "Type", "Status", "Last modified"), schedules
+    ) + table(
+        "Latest executions (CompletedWithViolations marks drift)",
+        ("Scheduled", "Schedule", "Endpoint", "Status", "Failure reason", "Processing job"),
+        executions,
+    )
+
+
+def login_body(token: str, error: str = "", next_path: str = "/console/") -> str:
+    err = f'<p role="alert" class="error">{esc(error)}</p>' if error else ""
+    return (
+        f"{err}<p>Actions (approving a model package, shifting weights) need an admin access key of this servekit "
+        "home (its <code>credentials.json</code>). Viewing needs none.</p>"
+        '<form method="post" action="/console/login" class="login">'
+        f'<input type="hidden" name="csrf" value="{esc(token)}">'
+        f'<input type="hidden" name="next" value="{esc(next_path)}">'
+        '<label for="key">Access key id</label><input id="key" name="access_key_id" autocomplete="username" required>'
+        '<label for="secret">Secret access key</label>'
+        '<input id="secret" name="secret_access_key" type="password" autocomplete="current-password" required>'
+        '<button type="submit">Sign in</button></form>'
+    )
+
+
+def charts_script(data: dict[str, Any]) -> str:
+    return json_script("initial-charts", data)

@@ -22,6 +22,7 @@ from servekit.pipelines import (
     parameter,
     processing,
     training,
+    transform,
 )
 from servekit.pipelines.context import StepContext
 
@@ -201,3 +202,37 @@ def count_rows(ctx: StepContext, partition: str) -> dict[str, Any]:
 
 
 partitioned = Pipeline("partitioned", (count_rows,), (parameter("Partition", ""),))
+
+
+# ---- train a tiny model, then a batch transform over it -----------------------------------------------------------
+
+
+@training(name="fit", outputs=["model"])
+def fit(ctx: StepContext) -> None:
+    import io
+
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    x = [[0.0, 0.0], [0.1, 0.2], [0.2, 0.1], [1.0, 1.0], [0.9, 1.1], [1.1, 0.9]]
+    model = LogisticRegression().fit(x, [0, 0, 0, 1, 1, 1])
+    buf = io.BytesIO()
+    joblib.dump(model, buf)
+    ctx.write("model", "model.joblib", buf.getvalue())
+
+
+score = transform(
+    "score",
+    {
+        "ModelName": fit.output("model"),
+        "TransformInput": {
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": Param("input")}},
+            "ContentType": "text/csv",
+            "SplitType": "Line",
+        },
+        "TransformOutput": {"Accept": "text/csv", "AssembleWith": "Line"},
+    },
+    reads=[Param("input")],
+    cache=True,
+)
+scoring = Pipeline("scoring", (fit, score), (parameter("input", ""),))

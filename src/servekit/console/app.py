@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -152,7 +152,7 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
         return login_page(request)
 
     async def login_post(request: Request) -> Response:
-        form = await request.form()
+        form = await _form(request)
         token, cookie = str(form.get("csrf", "")), request.cookies.get(auth.LOGIN_COOKIE, "")
         if not token or not cookie or not secrets.compare_digest(token, cookie):
             return login_page(request, "The sign-in form expired; try again.", 403)
@@ -174,7 +174,7 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
         if s is None:
             body = '<p role="alert" class="error">Sign in to act.</p><p><a href="/console/login">Sign in</a></p>'
             return html(request, "Sign in required", body, status=401)
-        form = {k: str(v) for k, v in (await request.form()).items()}
+        form = await _form(request)
         if not auth.csrf_ok(s, form.get("csrf")):
             body = '<p role="alert" class="error">The form is missing its CSRF token or it is stale.</p>'
             return html(request, "Refused", body, status=403)
@@ -255,6 +255,25 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             Mount("/console/static", StaticFiles(directory=STATIC), name="static"),
         ]
     )
+
+
+_MAX_FORM = 64 * 1024
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A urlencoded form (the console's forms are only that; no multipart parser needed), at most 64 KiB; a
+    field given twice keeps its first value."""
+    if not request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM:
+            return {}
+    fields: dict[str, str] = {}
+    for k, v in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+        fields.setdefault(k, v)
+    return fields
 
 
 def _local(path: str) -> str:

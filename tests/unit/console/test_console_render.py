@@ -1,0 +1,159 @@
+"""The console's pure parts: escaping, chart series from GetMetricData answers, periods."""
+
+from __future__ import annotations
+
+from servekit.console import data, views
+from servekit.console.render import badge, esc, json_script, table
+
+
+def _summary(name: str, **endpoint: object) -> dict[str, object]:
+    return {
+        "endpoint": {
+            "EndpointName": name,
+            "EndpointStatus": "InService",
+            "ProductionVariants": [
+                {"VariantName": "A", "CurrentWeight": 3.0, "CurrentInstanceCount": 2, "DesiredInstanceCount": 2},
+                {"VariantName": "B", "CurrentWeight": 1.0, "CurrentInstanceCount": 1, "DesiredInstanceCount": 1},
+            ],
+            "ServekitCostPerHour": 0.1392,
+            **endpoint,
+        },
+        "config": {"ProductionVariants": [{"VariantName": "A", "InstanceType": "ml.t2.medium"}]},
+    }
+
+
+def test_every_api_string_is_escaped() -> None:
+    evil = '<script>alert("x")</script>'
+    out = views.endpoints_table([_summary(evil, FailureReason=evil)])  # type: ignore[list-item]
+    assert "<script>" not in out
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in out
+    assert esc("a&b") == "a&amp;b"
+
+
+def test_endpoints_table_shows_status_reason_weights_instances_types_and_cost() -> None:
+    out = views.endpoints_table([_summary("ep", EndpointStatus="Failed", FailureReason="model_fn raised")])  # type: ignore[list-item]
+    assert "badge-bad" in out and "Failed" in out and "model_fn raised" in out
+    assert "weight 3, 2/2 &times; ml.t2.medium" in out
+    assert "weight 1, 1/1 &times; —" in out  # B has no instance type in the config answer
+    assert "$0.139/h" in out
+    assert 'href="/console/endpoints/ep"' in out
+
+
+def test_names_in_links_are_url_encoded() -> None:
+    assert views.endpoint_href("a/b c") == "/console/endpoints/a%2Fb%20c"
+
+
+def test_badges_never_rely_on_colour_alone() -> None:
+    assert ">InService<" in badge("InService") and "badge-good" in badge("InService")
+    assert "badge-busy" in badge("Updating")
+    assert table("Things", ("a",), []) == '<p class="empty">Things: None yet.</p>'
+
+
+def test_json_for_the_page_cannot_close_its_script_tag() -> None:
+    out = json_script("x", {"s": "</script><script>alert(1)</script>"})
+    assert out.count("</script>") == 1
+
+
+def test_periods_are_multiples_of_the_resolution_under_the_point_limit() -> None:
+    assert data.period_for(300, 1) == 1
+    assert data.period_for(3600, 1) == 10
+    assert data.period_for(900, 60) == 60
+    assert data.period_for(24 * 3600, 60) == 240
+    for r in data.RANGES_S:
+        for res in (1, 2, 10, 60):
+            p = data.period_for(r, res)
+            assert p % res == 0 and r / p <= data.MAX_POINTS
+
+
+def test_charts_align_series_on_every_period_rates_and_ms() -> None:
+    results = [
+        {"Id": "inv_0", "Timestamps": [100, 120], "Values": [40.0, 10.0]},
+        {"Id": "ml50_0", "Timestamps": [120], "Values": [2500.0]},
+        {"Id": "e5_0", "Timestamps": [110], "Values": [5.0]},
+    ]
+    charts = {c.key: c for c in data.build_charts(results, ["A"], 100, 130, 10)}
+    inv = charts["invocations"]
+    assert inv.data[0] == (100.0, 110.0, 120.0)
+    assert inv.data[1] == (4.0, 0.0, 1.0)  # Sum per period / period; no datapoint = no requests
+    lat = charts["model_latency"]
+    assert lat.labels == ("A p50", "A p90", "A p99")
+    assert lat.data[1] == (None, None, 2.5)  # µs to ms; no datapoint = no point, not zero
+    assert charts["errors"].data[2] == (0.0, 0.5, 0.0)
+
+
+def test_queries_name_each_series_per_variant() -> None:
+    qs = data.metric_queries("ep", ["A", "B"], 60)
+    ids = [q["Id"] for q in qs]
+    assert len(ids) == len(set(ids)) == 2 * 9
+    first = qs[0]["MetricStat"]
+    assert first["Metric"]["Dimensions"] == [
+        {"Name": "EndpointName", "Value": "ep"},
+        {"Name": "VariantName", "Value": "A"},
+    ]
+    assert {q["MetricStat"]["Stat"] for q in qs} == {"Sum", "p50", "p90", "p99"}
+
+
+def test_rollout_section_shows_step_bake_time_alarms_and_reasons() -> None:
+    detail = {
+        "endpoint": {
+            "EndpointName": "ep",
+            "PendingDeploymentSummary": {
+                "EndpointConfigName": "v2",
+                "StartTime": 1000.0,
+                "ProductionVariants": [
+                    {
+                        "VariantName": "AllTraffic",
+                        "CurrentWeight": 0.5,
+                        "DesiredWeight": 1.0,
+                        "CurrentInstanceCount": 1,
+                        "DesiredInstanceCount": 1,
+                        "VariantStatus": [
+                            {"Status": "ActivatingTraffic", "StatusMessage": "Step 1 of 2: 50%", "StartTime": 1010.0}
+                        ],
+                    }
+                ],
+            },
+            "LastDeploymentConfig": {
+                "BlueGreenUpdatePolicy": {
+                    "TrafficRoutingConfiguration": {
+                        "Type": "LINEAR",
+                        "WaitIntervalInSeconds": 3,
+                        "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+                    },
+                    "TerminationWaitInSeconds": 2,
+                },
+                "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "ep-5xx"}, {"AlarmName": "gone"}]},
+            },
+        },
+        "alarms": [{"AlarmName": "ep-5xx", "StateValue": "OK", "StateReason": "fine"}],
+        "alarm_history": [
+            {"Timestamp": 1005.0, "AlarmName": "ep-5xx", "HistorySummary": "Alarm updated from ALARM to OK"}
+        ],
+    }
+    out = views.rollout_section(detail, now=1017.0)
+    assert "Deploying <strong>v2</strong>" in out
+    assert "Step 1 of 2: 50%" in out and "7 s in this phase" in out and "0.5 of 1" in out
+    assert "ep-5xx" in out and ">OK<" in out and ">missing<" in out
+    assert "Alarm updated from ALARM to OK" in out
+    assert "LINEAR" in out and "50 CAPACITY_PERCENT" in out
+
+
+def test_actions_appear_only_with_a_session_token() -> None:
+    detail = {"endpoint": _summary("ep")["endpoint"], "config": {}}
+    assert "<form" not in views.variants_section(detail, None)
+    with_token = views.variants_section(detail, "tok")
+    assert 'name="csrf" value="tok"' in with_token and 'method="post"' in with_token
+    groups = [
+        {
+            "group": {"ModelPackageGroupName": "g"},
+            "packages": [
+                {
+                    "ModelPackageArn": "arn:x/g/1",
+                    "ModelPackageVersion": 1,
+                    "ModelApprovalStatus": "PendingManualApproval",
+                }
+            ],
+        }
+    ]
+    assert "Approve" not in views.registry_body(groups, None)
+    assert 'value="arn:x/g/1"' in views.registry_body(groups, "tok")

@@ -406,6 +406,14 @@ def up(
         str | None,
         typer.Option("--ray-resources", help='--backend ray: JSON of Ray resources per instance, e.g. {"GPU": 1}.'),
     ] = None,
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            help="leader: the full control plane (runs the instances); gateway: a replica on the same --home that "
+            "serves InvokeEndpoint from the leader's routes and forwards every other call to the leader.",
+        ),
+    ] = "leader",
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.cli.up import run_up
@@ -419,6 +427,18 @@ def up(
     except ValueError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
+    if role not in ("leader", "gateway"):
+        typer.echo(f"servekit: --role must be leader or gateway, not {role!r}", err=True)
+        raise typer.Exit(2)
+    if role == "gateway":  # its metrics resolution and backend are the leader's
+        from servekit.cli.up import run_gateway_replica
+
+        try:
+            run_gateway_replica(resolve_home(home, os.environ), host, port, log_level, instance_types)
+        except ConfigError as exc:  # no leader has run on this home
+            typer.echo(f"servekit: {exc}", err=True)
+            raise typer.Exit(2) from None
+        return
     try:
         run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s, ray)
     except ConfigError as exc:  # the Ray cluster cannot be reached, or Ray is not installed

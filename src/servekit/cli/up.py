@@ -19,6 +19,7 @@ from servekit.control.backends import LocalProcessBackend, ReplicaBackend
 from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.cloudwatch_metrics import CloudWatchMetrics
 from servekit.control.gateway import Gateway, RoutingTable
+from servekit.control.gateway_replica_routes import PublishedRoutingTable
 from servekit.control.hosting import Envelope, Handler, HostingService
 from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
@@ -31,6 +32,7 @@ from servekit.control.shadow import ShadowLog
 from servekit.control.utilization import UtilizationSampler, hosting_instances
 from servekit.recommend.api import RecommendationJobs
 from servekit.state.database import StateDB
+from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
 
 log = logging.getLogger("servekit")
@@ -77,7 +79,11 @@ def build(
             log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
     else:  # --backend ray: instances are actors on the cluster (they end with this process, owned by it)
         backend = RayBackend(ray, home / "instances")
-    table = RoutingTable()
+    # every routing change is also recorded for gateway replicas (servekit up --role gateway); a starting leader
+    # routes nowhere until it recovers, and its replicas hear that too
+    routes = GatewayRoutes(db.conn)
+    routes.clear()
+    table: RoutingTable = PublishedRoutingTable(routes)
     # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
@@ -175,6 +181,7 @@ def run_up(
     plane = build(home, instance_types_file, metrics_resolution_s=metrics_resolution_s, ray=ray)
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
+    record_leader(home, host, port, metrics_resolution_s)
     if first:
         print(f"servekit up: new home {home}; its admin key is in {home / 'credentials.json'} (mode 0600).")
     print(
@@ -197,5 +204,39 @@ def run_up(
         server_header=False,
         date_header=False,
         proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
+    )
+    uvicorn.Server(config).run()
+
+
+def record_leader(home: Path, host: str, port: int, metrics_resolution_s: int) -> None:
+    """Where gateway replicas forward control operations (a wildcard address is reached on loopback: replicas
+    share this host's SQLite file, so they run here)."""
+    reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    reach = f"[{reach}]" if ":" in reach else reach
+    with StateDB.open(home) as db:
+        GatewayRoutes(db.conn).record_leader(f"http://{reach}:{port}", metrics_resolution_s, os.getpid())
+
+
+def run_gateway_replica(
+    home: Path, host: str, port: int, log_level: str = "info", instance_types_file: str | None = None
+) -> None:
+    """``servekit up --role gateway``: InvokeEndpoint on this port from the leader's routes, every other
+    operation forwarded to the leader (servekit.control.gateway_replica)."""
+    from servekit.control.gateway_replica import build_replica
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    plane = build_replica(home, instance_types_file=instance_types_file)
+    print(f"servekit up --role gateway: a gateway replica of the leader on {home}, at http://{host}:{port}", flush=True)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    config = uvicorn.Config(
+        plane,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,
     )
     uvicorn.Server(config).run()

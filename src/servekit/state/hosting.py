@@ -141,6 +141,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX hosting_instances_endpoint ON hosting_instances (endpoint, variant)",
         ),
     ),
+    Migration(
+        2,
+        "gateway routes and the leader's address, for gateway replicas (servekit.state.gateway_routes)",
+        (
+            # one row per endpoint name the leader's routing table held; doc NULL: it left the table. version:
+            # a counter over all rows, so a replica polls MAX(version) and reads only what changed
+            """CREATE TABLE hosting_routes (
+                endpoint TEXT PRIMARY KEY,
+                doc TEXT,
+                version INTEGER NOT NULL
+            )""",
+            "CREATE INDEX hosting_routes_version ON hosting_routes (version)",
+            """CREATE TABLE hosting_leader (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                url TEXT NOT NULL,
+                metrics_resolution_s INTEGER NOT NULL,
+                pid INTEGER NOT NULL,
+                started REAL NOT NULL
+            )""",
+        ),
+    ),
 )
 
 

@@ -7,8 +7,10 @@ steps reach its API with its keys). Exit codes of ``run`` and ``resume``: 0 Succ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,7 +40,34 @@ UrlOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 ParamOpt = Annotated[list[str] | None, typer.Option("--param", help="A pipeline parameter, NAME=VALUE (repeat).")]
+EngineOpt = Annotated[
+    str, typer.Option("--engine", help="local (each step a process here) or ray (each step a Ray task).")
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="With --engine ray: the cluster (ray://host:10001); default a local Ray."),
+]
 _EXIT = {"Succeeded": 0, "Failed": 1, "Stopped": 130}
+ENGINES = ("local", "ray")
+
+
+@contextlib.contextmanager
+def _engine(kind: str, address: str | None) -> Iterator[Any]:
+    """The engine steps run on (None: the runner's local engine); a Ray started here is shut down after."""
+    if kind not in ENGINES:
+        raise _fail(f"--engine must be one of {', '.join(ENGINES)}, got {kind!r}")
+    if kind == "local":
+        if address is not None:
+            raise _fail("--ray-address goes with --engine ray")
+        yield None
+        return
+    from servekit.pipelines.ray_engine import RayEngine
+
+    engine = RayEngine(address=address)
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -87,10 +116,10 @@ def _open(home: Path | None) -> tuple[Path, Any]:
         raise _fail(str(exc)) from None
 
 
-def _runner(root: Path, db: Any, url: str) -> Any:
+def _runner(root: Path, db: Any, url: str, engine: Any = None) -> Any:
     from servekit.pipelines.runner import PipelineRunner
 
-    return PipelineRunner(db, home=root, control=_ControlPlane(root, url))
+    return PipelineRunner(db, home=root, engine=engine, control=_ControlPlane(root, url))
 
 
 def _report(result: Any, db: Any, as_json: bool) -> None:
@@ -110,6 +139,8 @@ def run_cmd(
     ] = None,
     home: HomeOpt = None,
     url: UrlOpt = DEFAULT_URL,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a pipeline in the foreground; Ctrl-C stops it (resume continues it)."""
@@ -118,10 +149,10 @@ def run_cmd(
 
     params = _params(param)
     root, db = _open(home)
-    with db:
+    with db, _engine(engine, ray_address) as step_engine:
         try:
             pipeline = load_pipeline(source)
-            runner = _runner(root, db, url)
+            runner = _runner(root, db, url, step_engine)
             typer.echo(f"running pipeline {pipeline.name} ...", err=True)
             result = runner.start(
                 pipeline, source, artifact_root=artifact_root or str(root / "artifacts"), parameters=params
@@ -136,15 +167,17 @@ def resume_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id or execution ARN.")],
     home: HomeOpt = None,
     url: UrlOpt = DEFAULT_URL,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue a stopped or failed run: succeeded steps keep their outputs, the others run again."""
     from servekit.pipelines.errors import PipelineError, RunConflict, RunNotFound
 
     root, db = _open(home)
-    with db:
+    with db, _engine(engine, ray_address) as step_engine:
         try:
-            result = _runner(root, db, url).resume(run_id)
+            result = _runner(root, db, url, step_engine).resume(run_id)
         except (PipelineError, RunConflict, RunNotFound) as exc:
             raise _fail(str(exc)) from None
         _report(result, db, as_json)
@@ -342,12 +375,14 @@ def _print_artifact(node: dict[str, Any], depth: int) -> None:
             _print_artifact(item["lineage"], depth + 2)
 
 
-def _trigger_runner(source: str, root: Path, db: Any, url: str, artifact_root: str | None, params: Any) -> Any:
+def _trigger_runner(
+    source: str, root: Path, db: Any, url: str, artifact_root: str | None, params: Any, engine: Any
+) -> Any:
     from servekit.pipelines.loading import load_pipeline
     from servekit.pipelines.triggers import TriggerRunner
 
     return TriggerRunner(
-        _runner(root, db, url),
+        _runner(root, db, url, engine),
         load_pipeline(source),
         source,
         artifact_root=artifact_root or str(root / "artifacts"),
@@ -409,6 +444,8 @@ def watch_cmd(
     ] = None,
     home: HomeOpt = None,
     url: UrlOpt = DEFAULT_URL,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start one run per new partition under a prefix, exactly once (claims are kept in the state database, so a
@@ -420,10 +457,10 @@ def watch_cmd(
     params = _params(param)
     every_s = _duration(every, "--every")
     root, db = _open(home)
-    with db:
+    with db, _engine(engine, ray_address) as step_engine:
         try:
             spec = Watch(prefix, marker, partition_param)
-            trigger = _trigger_runner(source, root, db, url, artifact_root, params)
+            trigger = _trigger_runner(source, root, db, url, artifact_root, params, step_engine)
             watch(
                 trigger,
                 spec,
@@ -452,6 +489,8 @@ def schedule_cmd(
     ] = None,
     home: HomeOpt = None,
     url: UrlOpt = DEFAULT_URL,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a pipeline at each fire of a cron expression, from now on; each fire starts one run even with several
@@ -464,10 +503,10 @@ def schedule_cmd(
 
     params = _params(param)
     root, db = _open(home)
-    with db:
+    with db, _engine(engine, ray_address) as step_engine:
         try:
             expression = parse_cron(cron)
-            trigger = _trigger_runner(source, root, db, url, artifact_root, params)
+            trigger = _trigger_runner(source, root, db, url, artifact_root, params, step_engine)
             schedule(
                 trigger,
                 expression,

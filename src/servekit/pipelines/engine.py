@@ -1,6 +1,7 @@
 """Engines run the steps that execute code (functions, commands, transform jobs): the :class:`Engine` protocol, and
 :class:`LocalEngine`, which runs each attempt as a process of its own (in a session of its own, so a timeout or a
-stop kills everything it started). A Ray engine implements the same protocol."""
+stop kills everything it started). :class:`servekit.pipelines.ray_engine.RayEngine` implements the same
+protocol."""
 
 from __future__ import annotations
 
@@ -111,16 +112,7 @@ def read_result(task: StepTask, returncode: int) -> StepOutcome:
     if task.command:
         return _command_result(task, returncode)
     if path.exists():
-        doc = orjson.loads(path.read_bytes())
-        return StepOutcome(
-            task.step,
-            task.attempt,
-            bool(doc.get("ok")),
-            doc.get("properties") or {},
-            doc.get("metrics") or {},
-            doc.get("message", ""),
-            tuple(doc.get("error_types", ())),
-        )
+        return outcome_of(task, orjson.loads(path.read_bytes()))
     return StepOutcome(
         task.step,
         task.attempt,
@@ -128,6 +120,30 @@ def read_result(task: StepTask, returncode: int) -> StepOutcome:
         message=f"the step's process ended with status {returncode} without a result{_log_tail(task)}",
         error_types=(f"ExitCode.{returncode}",) if returncode >= 0 else ("Killed",),
     )
+
+
+def outcome_of(task: StepTask, doc: Mapping[str, Any]) -> StepOutcome:
+    """The outcome a worker's result document describes."""
+    return StepOutcome(
+        task.step,
+        task.attempt,
+        bool(doc.get("ok")),
+        doc.get("properties") or {},
+        doc.get("metrics") or {},
+        doc.get("message", ""),
+        tuple(doc.get("error_types", ())),
+    )
+
+
+def command_env(task: StepTask, base: Mapping[str, str]) -> dict[str, str]:
+    """A command step's environment: its run, step, output folders (made when local) and properties file."""
+    env = {**base, "SERVEKIT_RUN_ID": task.run_id, "SERVEKIT_STEP": task.step}
+    env["SERVEKIT_PROPERTIES"] = str(task.workdir / "properties.json")
+    for name, uri in task.outputs.items():
+        env[f"SERVEKIT_OUTPUT_{env_name(name)}"] = uri
+        if "://" not in uri:
+            Path(uri).mkdir(parents=True, exist_ok=True)  # a command writes into its folders directly
+    return env
 
 
 def _command_result(task: StepTask, returncode: int) -> StepOutcome:
@@ -213,16 +229,12 @@ class LocalEngine:
     def start(self, task: StepTask, done: Callable[[StepOutcome], None]) -> StepHandle:
         task.workdir.mkdir(parents=True, exist_ok=True)
         (task.workdir / TASK_FILE).write_bytes(orjson.dumps(task.to_json()))
-        env = {**self._env, "SERVEKIT_RUN_ID": task.run_id, "SERVEKIT_STEP": task.step}
         if task.command:
             argv = list(task.command)
-            env["SERVEKIT_PROPERTIES"] = str(task.workdir / "properties.json")
-            for name, uri in task.outputs.items():
-                env[f"SERVEKIT_OUTPUT_{env_name(name)}"] = uri
-                if "://" not in uri:
-                    Path(uri).mkdir(parents=True, exist_ok=True)  # a command writes into its folders directly
+            env = command_env(task, self._env)
         else:
             argv = [sys.executable, "-m", "servekit.pipelines.worker", str(task.workdir / TASK_FILE)]
+            env = {**self._env, "SERVEKIT_RUN_ID": task.run_id, "SERVEKIT_STEP": task.step}
         with (task.workdir / LOG_FILE).open("ab") as log:  # the child keeps its own descriptor
             proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True

@@ -87,6 +87,13 @@ def run_transform(task: StepTask, storage: GuardedStorage) -> dict[str, Any]:
 
 def main(task_path: str) -> int:
     task = StepTask.from_json(orjson.loads(Path(task_path).read_bytes()))
+    result = execute(task)
+    (task.workdir / RESULT_FILE).write_bytes(orjson.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+def execute(task: StepTask) -> dict[str, Any]:
+    """Run the function or transform step here; the result document (what ``result.json`` holds)."""
     storage = GuardedStorage(Storage(), task.step, task.reads, task.write_prefix)
     result: dict[str, Any]
     try:
@@ -104,8 +111,7 @@ def main(task_path: str) -> int:
         )
         message = exc.message if isinstance(exc, StepFailure) else f"{type(exc).__name__}: {exc}"
         result = {"ok": False, "message": message, "error_types": list(dict.fromkeys(types))}
-    (task.workdir / RESULT_FILE).write_bytes(orjson.dumps(result))
-    return 0 if result["ok"] else 1
+    return result
 
 
 if __name__ == "__main__":

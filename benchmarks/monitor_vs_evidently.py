@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--step", type=int, default=1, help="hours")
     ap.add_argument("--evidently", default=None, help="python of a virtualenv with evidently, pandas < 3, pyarrow")
     ap.add_argument("--lateness", default=None, help="servekit's --lateness (the traffic is in time order: 0s)")
+    ap.add_argument("--window-values", default=None, help="servekit's --window-values (values kept per pane)")
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
@@ -72,6 +73,7 @@ def main() -> None:
             write_data(data, rows, args.features, args.hours, 2, timestamps=True)
             out = work / f"out-{rows}"
             late = ["--lateness", args.lateness] if args.lateness else []
+            late += ["--window-values", args.window_values] if args.window_values else []
             ours = measure([*servekit, "run", "--baseline", str(base), "--data", str(data), "--out", str(out),
                             "--timestamp-column", "ts", "--window", f"{args.window}h", "--step", f"{args.step}h",
                             "--consecutive", "1", *late])  # fmt: skip

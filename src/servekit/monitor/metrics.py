@@ -41,9 +41,7 @@ def ks_from_counts(ref_counts: IntArray, cur_counts: IntArray) -> tuple[float, f
 AUTO_EXACT_MAX = 10_000  # ks_2samp(method="auto") uses the exact distribution while both sides are this small
 
 
-def distances_from_values(
-    ref: FloatArray, cur: FloatArray, ref_std: float, n: int | None = None, m: int | None = None
-) -> tuple[float, float, float]:
+def distances_from_values(ref: FloatArray, cur: FloatArray, ref_std: float) -> tuple[float, float, float]:
     """(KS statistic, its two-sided p-value, Wasserstein / ref std) of ``ref`` (sorted) against ``cur``, as
     ``scipy.stats.ks_2samp(ref, cur, method="auto")`` and ``scipy.stats.wasserstein_distance(ref, cur)`` give
     them.
@@ -51,14 +49,13 @@ def distances_from_values(
     scipy picks the exact KS distribution when both sides have at most 10,000 values: then scipy is called
     as is. Beyond that it uses Smirnov's asymptotic one, ``kstwo.sf(D, round(n·m/(n+m)))``: then both distances
     come from one merge of the two sorted arrays (:func:`merged_distances`; scipy's searchsorted over both
-    arrays, twice, costs ~4x more at 10⁶ values) and the p-value from that same scipy distribution. When either
-    side is a uniform sample of ``n`` (``m``) values, the distances are the samples' and the p-value is the
-    asymptotic one for the true sizes. A constant reference (std 0) is not normalised.
+    arrays, twice, costs ~4x more at 10⁶ values) and the p-value from that same scipy distribution. When a side
+    is a uniform sample, these are the samples' (the caller says so). A constant reference (std 0) is not
+    normalised.
     """
-    n = len(ref) if n is None else n
-    m = len(cur) if m is None else m
+    n, m = len(ref), len(cur)
     scale = ref_std if ref_std > 0 else 1.0
-    if n == len(ref) and m == len(cur) and max(n, m) <= AUTO_EXACT_MAX:
+    if max(n, m) <= AUTO_EXACT_MAX:
         result = stats.ks_2samp(ref, cur, method="auto")
         w = float(stats.wasserstein_distance(ref, cur))
         return float(result.statistic), float(result.pvalue), w / scale

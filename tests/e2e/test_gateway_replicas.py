@@ -217,3 +217,38 @@ def test_gateway_role_needs_a_leader_on_its_home(tmp_path: Path) -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "--role must be leader or gateway" in bad.stderr
+
+
+def test_a_replica_follows_a_restarted_leader(tmp_path: Path) -> None:
+    """The leader restarts (its instances are replaced by new ones on new ports): the replica drops the old routes,
+    learns the new ones, and forwards to the leader again, without being restarted itself."""
+    home = tmp_path / "home"
+    leader = UpProcess(home)
+    leader.start()
+    replica = UpProcess(home, "--role", "gateway")
+    try:
+        replica.start()
+        sm = replica.sm()
+        sm.create_model(
+            ModelName="ma",
+            PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path, "ma", 2.0))},
+        )
+        sm.create_endpoint_config(
+            EndpointConfigName="cfg",
+            ProductionVariants=[
+                {"VariantName": "A", "ModelName": "ma", "InitialInstanceCount": 1, "InstanceType": "ml.t2.medium"}
+            ],
+        )
+        sm.create_endpoint(EndpointName="ep", EndpointConfigName="cfg")
+        sm.get_waiter("endpoint_in_service").wait(EndpointName="ep", WaiterConfig=FAST)
+        rt = replica.rt()
+        poll(lambda: _serves(rt), "the replica routes ep")
+
+        leader.stop()
+        leader.start()  # same home and port: recovers ep on a new instance
+        poll(lambda: _serves(rt), "the replica routes ep to the restarted leader's instance")
+        assert [invoke(rt, 3.0) for _ in range(5)] == [("A", [6.0])] * 5
+        assert sm.describe_endpoint(EndpointName="ep")["EndpointStatus"] == "InService"  # forwarded again
+    finally:
+        replica.stop()
+        leader.stop()

@@ -2,6 +2,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
 .PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
+.PHONY: install-browser test-browser
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -19,9 +20,10 @@ lint:
 typecheck:
 	$(PYTHON) -m mypy
 
-# The TensorFlow/torch tests (marked extras) run in `make test-extras`, not here: the default suite needs neither.
+# The TensorFlow/torch tests (marked extras) run in `make test-extras`, the browser tests (marked browser) in
+# `make test-browser`, not here: the default suite needs neither.
 pytest:
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras"
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser"
 
 test: install lint typecheck pytest
 
@@ -37,6 +39,18 @@ install-extras: install
 
 test-extras: install-extras
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m extras
+
+# The web console in a real browser (tests/e2e/test_console_browser.py): Debian's Chromium from apt, Playwright for
+# Python without its own browser download. SERVEKIT_REQUIRE_BROWSER turns the tests' skip (no Chromium) into a failure.
+# Screenshots of each page go to $(SERVEKIT_CONSOLE_SCREENSHOTS) (default build/console-screenshots).
+SERVEKIT_CONSOLE_SCREENSHOTS ?= build/console-screenshots
+install-browser: install
+	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(PIP) install -q -e '.[test,browser]'
+
+test-browser: install-browser
+	SERVEKIT_REQUIRE_BROWSER=1 SERVEKIT_CONSOLE_SCREENSHOTS=$(SERVEKIT_CONSOLE_SCREENSHOTS) \
+		$(PYTHON) -m pytest -q -p no:cacheprovider -m browser
 
 # Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
 bench:

@@ -160,26 +160,42 @@ def watched_alarms(described: dict[str, Any]) -> list[str]:
     return [str(a["AlarmName"]) for a in alarms if a.get("AlarmName")]
 
 
+MAX_ALARM_HISTORIES = 10
+
+
+def endpoint_alarms(alarms: Sequence[dict[str, Any]], endpoint: str, watched: Sequence[str]) -> list[dict[str, Any]]:
+    """The alarms a deployment of ``endpoint`` watches (named in its last DeploymentConfig) and every alarm on the
+    endpoint's own metrics (dimension EndpointName): DescribeEndpoint names a deployment's alarms only once it has
+    ended, so during a first guarded rollout its alarms are found by what they measure."""
+    picked = []
+    for a in alarms:
+        dims = {d.get("Name"): d.get("Value") for d in a.get("Dimensions", [])}
+        if a.get("AlarmName") in watched or dims.get("EndpointName") == endpoint:
+            picked.append({**a, "Watched": a.get("AlarmName") in watched})
+    return sorted(picked, key=lambda a: (not a["Watched"], str(a.get("AlarmName"))))
+
+
 async def endpoint_detail(api: ApiCall, name: str) -> dict[str, Any] | None:
     """Everything the endpoint page shows except the charts: the endpoint, its config, the alarms its deployment
     watches with their state histories, and its variants' scaling targets and activities."""
     found = await _endpoint(api, name)
     if found is None:
         return None
-    alarm_names = watched_alarms(found["endpoint"])
-    alarms: list[dict[str, Any]] = []
+    alarms = endpoint_alarms(
+        await _pages(api, "cloudwatch", "DescribeAlarms", {}, "MetricAlarms"),
+        name,
+        watched_alarms(found["endpoint"]),
+    )
     history: list[dict[str, Any]] = []
-    if alarm_names:
-        alarms = (await api("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names}, None)).get("MetricAlarms", [])
-        for alarm in alarm_names:
-            answer = await api(
-                "cloudwatch",
-                "DescribeAlarmHistory",
-                {"AlarmName": alarm, "HistoryItemType": "StateUpdate", "MaxRecords": 20},
-                None,
-            )
-            history.extend(answer.get("AlarmHistoryItems", []))
-        history.sort(key=lambda h: h.get("Timestamp", 0), reverse=True)
+    for alarm in alarms[:MAX_ALARM_HISTORIES]:
+        answer = await api(
+            "cloudwatch",
+            "DescribeAlarmHistory",
+            {"AlarmName": alarm["AlarmName"], "HistoryItemType": "StateUpdate", "MaxRecords": 20},
+            None,
+        )
+        history.extend(answer.get("AlarmHistoryItems", []))
+    history.sort(key=lambda h: h.get("Timestamp", 0), reverse=True)
     variants = [v["VariantName"] for v in found["endpoint"].get("ProductionVariants", [])]
     resource_ids = [f"endpoint/{name}/variant/{v}" for v in variants]
     targets: list[dict[str, Any]] = []

@@ -13,7 +13,6 @@ NAV = (
     ("/console/", "Endpoints"),
     ("/console/registry", "Models & registry"),
     ("/console/monitoring", "Monitoring"),
-    ("/console/jobs", "Jobs"),
 )
 
 
@@ -75,6 +74,7 @@ def page(title: str, body: str, *, active: str = "", user: str | None = None, cs
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'  # no favicon request (a 404 in every browser console)
         f"<title>{esc(title)} · servekit console</title>"
         '<link rel="stylesheet" href="/console/static/uPlot.min.css">'
         '<link rel="stylesheet" href="/console/static/console.css">'

@@ -34,6 +34,17 @@ def _status_cell(endpoint: dict[str, Any]) -> str:
     return cell
 
 
+def _rollout_line(pending: dict[str, Any] | None) -> str:
+    """One line for the list: the config being deployed and its step (the endpoint page has the rest)."""
+    if not pending:
+        return ""
+    steps = [
+        (v.get("VariantStatus") or [{}])[0].get("StatusMessage", "") for v in pending.get("ProductionVariants", [])
+    ]
+    step = next((s for s in steps if s), "starting")
+    return f'<div class="reason">Rollout to {esc(pending.get("EndpointConfigName"))}: {esc(step)}</div>'
+
+
 def endpoints_table(summaries: Sequence[dict[str, Any]]) -> str:
     """The endpoints list: status and failure reason, each variant's weight and instances, cost per hour."""
     rows = []
@@ -45,7 +56,7 @@ def endpoints_table(summaries: Sequence[dict[str, Any]]) -> str:
             f"{esc(v.get('DesiredInstanceCount', 0))} &times; {esc(types.get(v['VariantName'], '—'))}</li>"
             for v in e.get("ProductionVariants", [])
         )
-        rollout = badge("Updating") + " rollout" if e.get("PendingDeploymentSummary") else ""
+        rollout = _rollout_line(e.get("PendingDeploymentSummary"))
         rows.append(
             (
                 link(endpoint_href(e["EndpointName"]), e["EndpointName"]),
@@ -162,15 +173,29 @@ def rollout_section(detail: dict[str, Any], now: float) -> str:
     else:
         parts.append('<p class="empty">No deployment in progress.</p>')
     states = {a["AlarmName"]: a for a in detail.get("alarms", [])}
-    watched = [
+    alarms = [
         (
-            esc(name),
-            badge(states[name]["StateValue"]) if name in states else badge("missing"),
-            esc(states.get(name, {}).get("StateReason", "")),
+            esc(a["AlarmName"]),
+            esc(a.get("MetricName", "")),
+            badge(a.get("StateValue")),
+            "yes" if a.get("Watched") else "on this endpoint's metrics",
+            esc(a.get("StateReason", "")),
         )
-        for name in _watched(e)
+        for a in detail.get("alarms", [])
     ]
-    parts.append(table("Alarms the deployment watches (auto-rollback)", ("Alarm", "State", "Reason"), watched, "none."))
+    alarms += [
+        (esc(name), "", badge("missing"), "yes", "No such alarm: the deployment cannot roll back on it.")
+        for name in _watched(e)
+        if name not in states
+    ]
+    parts.append(
+        table(
+            "Alarms the rollout watches (auto-rollback) and alarms on this endpoint",
+            ("Alarm", "Metric", "State", "Watched by the last deployment", "Reason"),
+            alarms,
+            "none.",
+        )
+    )
     history = [
         (esc(when(h.get("Timestamp"))), esc(h.get("AlarmName")), esc(h.get("HistorySummary")))
         for h in detail.get("alarm_history", [])

@@ -125,7 +125,7 @@ def test_rollout_section_shows_step_bake_time_alarms_and_reasons() -> None:
                 "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "ep-5xx"}, {"AlarmName": "gone"}]},
             },
         },
-        "alarms": [{"AlarmName": "ep-5xx", "StateValue": "OK", "StateReason": "fine"}],
+        "alarms": [{"AlarmName": "ep-5xx", "StateValue": "OK", "StateReason": "fine", "Watched": True}],
         "alarm_history": [
             {"Timestamp": 1005.0, "AlarmName": "ep-5xx", "HistorySummary": "Alarm updated from ALARM to OK"}
         ],
@@ -157,3 +157,13 @@ def test_actions_appear_only_with_a_session_token() -> None:
     ]
     assert "Approve" not in views.registry_body(groups, None)
     assert 'value="arn:x/g/1"' in views.registry_body(groups, "tok")
+
+
+def test_alarms_of_an_endpoint_are_the_watched_ones_and_those_on_its_metrics() -> None:
+    def alarm(name: str, endpoint: str) -> dict[str, object]:
+        return {"AlarmName": name, "Dimensions": [{"Name": "EndpointName", "Value": endpoint}]}
+
+    picked = data.endpoint_alarms(
+        [alarm("other", "x"), alarm("mine", "ep"), alarm("guard", "x"), {"AlarmName": "bare"}], "ep", ["guard"]
+    )
+    assert [(a["AlarmName"], a["Watched"]) for a in picked] == [("guard", True), ("mine", False)]

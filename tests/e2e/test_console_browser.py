@@ -1,0 +1,401 @@
+"""The web console in a real browser (Debian's Chromium driven by Playwright) against a real ``servekit up`` with
+two endpoints, live traffic and a linear rollout in progress: pages load without console errors, charts draw
+datapoints that match CloudWatch's API, values match DescribeEndpoint, new traffic shows without a reload, and an
+action without a session or without its CSRF token is refused. Each page's screenshot is saved under
+``$SERVEKIT_CONSOLE_SCREENSHOTS`` (default: a directory of the test run, printed).
+
+Run with ``make test-browser`` (``pytest -m browser``); skipped when Playwright or Chromium is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servekit.control.api import Credentials
+from servekit.testing.hosting import UpProcess, scaling_model
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+CHROMIUM = os.environ.get("SERVEKIT_CHROMIUM", "/usr/bin/chromium")
+if os.environ.get("SERVEKIT_REQUIRE_BROWSER"):  # make test-browser: a missing browser is a failure, not a skip
+    from playwright import sync_api
+else:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="make test-browser installs Playwright")
+if not Path(CHROMIUM).exists() and not os.environ.get("SERVEKIT_REQUIRE_BROWSER"):
+    pytest.skip(f"no Chromium at {CHROMIUM} (make test-browser installs Debian's)", allow_module_level=True)
+
+FAST = {"Delay": 1, "MaxAttempts": 180}
+WIDTH = 1280
+
+
+def variant(name: str, model: str, weight: float) -> dict[str, Any]:
+    return {
+        "VariantName": name,
+        "ModelName": model,
+        "InitialInstanceCount": 1,
+        "InstanceType": "ml.t2.medium",
+        "InitialVariantWeight": weight,
+    }
+
+
+class Load:
+    """InvokeEndpoint from a thread until stopped (the rollout endpoint's live traffic)."""
+
+    def __init__(self, up: UpProcess, endpoint: str) -> None:
+        self.count = 0
+        self._stop = threading.Event()
+        self._up, self._endpoint = up, endpoint
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        rt = self._up.rt()
+        while not self._stop.is_set():
+            rt.invoke_endpoint(EndpointName=self._endpoint, Body=b"[1.0]", ContentType="application/json")
+            self.count += 1
+            self._stop.wait(0.05)  # pacing the load, not synchronisation
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = os.environ.get("SERVEKIT_CONSOLE_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("console-screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"console screenshots: {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    root = tmp_path_factory.mktemp("console")
+    u = UpProcess(root / "home", "--metrics-resolution-s", "1")
+    u.start()
+    load: Load | None = None
+    try:
+        sm, cw = u.sm(), u.client("cloudwatch")
+        for name, factor in (("m1", 1.0), ("m2", 2.0)):
+            path = scaling_model(root / "models", name, factor)
+            sm.create_model(ModelName=name, PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(path)})
+        sm.create_endpoint_config(
+            EndpointConfigName="shop-ab", ProductionVariants=[variant("A", "m1", 3.0), variant("B", "m2", 1.0)]
+        )
+        sm.create_endpoint_config(EndpointConfigName="fraud-v1", ProductionVariants=[variant("AllTraffic", "m1", 1)])
+        sm.create_endpoint_config(EndpointConfigName="fraud-v2", ProductionVariants=[variant("AllTraffic", "m2", 1)])
+        sm.create_endpoint(EndpointName="shop", EndpointConfigName="shop-ab")
+        sm.create_endpoint(EndpointName="fraud", EndpointConfigName="fraud-v1")
+        for name in ("shop", "fraud"):
+            sm.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig=FAST)
+        cw.put_metric_alarm(
+            AlarmName="fraud-5xx",
+            Namespace="AWS/SageMaker",
+            MetricName="Invocation5XXErrors",
+            Dimensions=[{"Name": "EndpointName", "Value": "fraud"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+            Statistic="Sum",
+            Period=10,
+            EvaluationPeriods=1,
+            Threshold=0,
+            ComparisonOperator="GreaterThanThreshold",
+            TreatMissingData="notBreaching",
+        )
+        load = Load(u, "fraud")
+        load.start()
+        sm.update_endpoint(
+            EndpointName="fraud",
+            EndpointConfigName="fraud-v2",
+            DeploymentConfig={
+                "BlueGreenUpdatePolicy": {
+                    "TrafficRoutingConfiguration": {
+                        "Type": "LINEAR",
+                        "WaitIntervalInSeconds": 900,  # the first step lasts the whole test: a rollout in progress
+                        "LinearStepSize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+                    },
+                    "TerminationWaitInSeconds": 5,
+                },
+                "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "fraud-5xx"}]},
+            },
+        )
+        wait_for(lambda: step_of(sm.describe_endpoint(EndpointName="fraud")) == "ActivatingTraffic", 120)
+        rt = u.rt()
+        for _ in range(30):
+            rt.invoke_endpoint(EndpointName="shop", Body=b"[1.0]", ContentType="application/json")
+        yield u
+    finally:
+        if load is not None:
+            load.stop()
+        u.stop()
+
+
+def describe_raw(up: UpProcess, name: str) -> dict[str, Any]:
+    """DescribeEndpoint's JSON as sent (botocore's parser drops servekit's extension fields, ServekitCostPerHour)."""
+    sm, seen = up.sm(), []
+    sm.meta.events.register(
+        "after-call.sagemaker.DescribeEndpoint", lambda http_response, **_: seen.append(http_response.content)
+    )
+    sm.describe_endpoint(EndpointName=name)
+    doc: dict[str, Any] = json.loads(seen[-1])
+    return doc
+
+
+def step_of(described: dict[str, Any]) -> str:
+    variants = described.get("PendingDeploymentSummary", {}).get("ProductionVariants", [])
+    return str(variants[0].get("VariantStatus", [{}])[0].get("Status", "")) if variants else ""
+
+
+def wait_for(condition: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)  # polling another process's progress
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Page:
+    """A fresh browser context (no cookies) at laptop width, recording console errors and failed requests."""
+
+    def __init__(self, browser: Any, up: UpProcess, shots: Path) -> None:
+        self.context = browser.new_context(viewport={"width": WIDTH, "height": 900}, base_url=up.url)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.shots = shots
+
+    def open(self, path: str) -> Any:
+        response = self.page.goto(path)
+        assert response is not None and response.status == 200, path
+        return self.page
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def polled(self, at_least: int = 1) -> None:
+        # functions, not expression strings: Playwright polls a string with eval, which the console's CSP forbids
+        self.page.wait_for_function(
+            "(n) => window.servekitConsole && window.servekitConsole.updates >= n", arg=at_least
+        )
+
+
+@pytest.fixture
+def tab(browser: Any, up: UpProcess, shots: Path) -> Iterator[Page]:
+    p = Page(browser, up, shots)
+    try:
+        yield p
+        assert p.errors == [], p.errors
+    finally:
+        p.context.close()
+
+
+def sign_in(tab: Page, up: UpProcess, next_path: str) -> None:
+    admin = Credentials.load(up.home).admin
+    page = tab.open(f"/console/login?next={next_path}")
+    page.get_by_label("Access key id").fill(admin.access_key_id)
+    page.get_by_label("Secret access key").fill(admin.secret_access_key)
+    page.get_by_label("Secret access key").press("Enter")  # the keyboard submits the form
+    page.wait_for_url(f"**{next_path}*")
+    assert page.get_by_text("Signed in as").is_visible()
+
+
+def test_endpoints_page_matches_describe_endpoint(tab: Page, up: UpProcess) -> None:
+    page = tab.open("/console/")
+    tab.polled()
+    for name in ("shop", "fraud"):
+        described = describe_raw(up, name)
+        row = page.locator("tr", has=page.get_by_role("link", name=name, exact=True))
+        assert described["EndpointStatus"] in row.inner_text()
+        assert f"${described['ServekitCostPerHour']:,.3f}/h" in row.inner_text()
+        for v in described["ProductionVariants"]:
+            item = row.locator(f'li[data-variant="{v["VariantName"]}"]').inner_text()
+            assert f"weight {v['CurrentWeight']:g}" in item and "ml.t2.medium" in item
+    fraud = page.locator("tr", has=page.get_by_role("link", name="fraud", exact=True)).inner_text()
+    assert "Rollout to fraud-v2: Step 1 of 2" in fraud
+    tab.shot("endpoints")
+
+
+def test_endpoint_charts_draw_the_metrics_api_datapoints_and_update_live(tab: Page, up: UpProcess) -> None:
+    page = tab.open("/console/endpoints/shop?range=300")
+    tab.polled()
+    page.wait_for_function("() => Object.keys(window.servekitConsole.charts).length === 4")
+    assert page.locator(".uplot canvas").count() == 4
+    payload = page.evaluate("window.servekitConsole.last")
+    charts = {c["key"]: c for c in payload["charts"]}
+    period = payload["period"]
+    assert period == 1
+    xs, a, b = charts["invocations"]["data"]
+    assert charts["invocations"]["labels"] == ["A", "B"]
+    assert sum(a) + sum(b) > 0  # the chart has datapoints
+    # every complete period of the chart is CloudWatch's answer for the same period
+    settled = [i for i, t in enumerate(xs) if t <= payload["now"] - 3]
+    start, end = xs[settled[0]], xs[settled[-1]] + period
+    cw = up.client("cloudwatch")
+    answer = cw.get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": f"q{i}",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "AWS/SageMaker",
+                        "MetricName": metric,
+                        "Dimensions": [
+                            {"Name": "EndpointName", "Value": "shop"},
+                            {"Name": "VariantName", "Value": "A"},
+                        ],
+                    },
+                    "Period": period,
+                    "Stat": stat,
+                },
+            }
+            for i, (metric, stat) in enumerate((("Invocations", "Sum"), ("ModelLatency", "p99")))
+        ],
+        StartTime=start,
+        EndTime=end,
+        ScanBy="TimestampAscending",
+    )
+    results = {r["Id"]: r for r in answer["MetricDataResults"]}
+    invocations = {
+        int(t.timestamp()): v for t, v in zip(results["q0"]["Timestamps"], results["q0"]["Values"], strict=True)
+    }
+    assert sum(invocations.values()) > 0
+    assert [a[i] * period for i in settled] == [invocations.get(int(xs[i]), 0.0) for i in settled]
+    p99 = {int(t.timestamp()): v for t, v in zip(results["q1"]["Timestamps"], results["q1"]["Values"], strict=True)}
+    chart_p99 = charts["model_latency"]["data"][3]  # A p50, A p90, A p99, B ...
+    for i in settled:
+        expected = p99.get(int(xs[i]))
+        assert (chart_p99[i] is None) == (expected is None)
+        if expected is not None:
+            assert chart_p99[i] == pytest.approx(expected / 1000, abs=1e-4)
+    tab.shot("endpoint-shop")
+
+    # new traffic shows in the same page (no reload) within a few seconds
+    page.evaluate("window.notReloaded = true")
+    before = sum(charts["invocations"]["data"][1]) + sum(charts["invocations"]["data"][2])
+    rt = up.rt()
+    for _ in range(25):
+        rt.invoke_endpoint(EndpointName="shop", Body=b"[2.0]", ContentType="application/json")
+    page.wait_for_function(
+        "(n) => { const d = window.servekitConsole.charts.invocations.data;"
+        " return d[1].reduce((s, v) => s + v, 0) + d[2].reduce((s, v) => s + v, 0) >= n; }",
+        arg=before + 25,
+        timeout=15_000,
+    )
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_rollout_in_progress_shows_step_alarms_and_matches_describe(tab: Page, up: UpProcess) -> None:
+    page = tab.open("/console/endpoints/fraud?range=300")
+    tab.polled()
+    described = up.sm().describe_endpoint(EndpointName="fraud")
+    pending = described["PendingDeploymentSummary"]
+    rollout = page.locator('[data-live="rollout"]')
+    text = rollout.inner_text()
+    assert f"Deploying {pending['EndpointConfigName']}" in text
+    status = pending["ProductionVariants"][0]["VariantStatus"][0]
+    assert status["Status"] in text and status["StatusMessage"] in text
+    assert "fraud-5xx" in text
+    alarm = up.client("cloudwatch").describe_alarms(AlarmNames=["fraud-5xx"])["MetricAlarms"][0]
+    alarms = rollout.locator("table", has_text="Alarms the rollout watches")
+    assert alarm["StateValue"] in alarms.locator("tr", has_text="fraud-5xx").inner_text()
+    # the first guarded deployment of an endpoint: DescribeEndpoint has no LastDeploymentConfig until it ends
+    assert ("Last deployment configuration" in text) == ("LastDeploymentConfig" in described)
+    page.wait_for_function("() => window.servekitConsole.charts.invocations.data[1].some((v) => v > 0)")
+    tab.shot("endpoint-fraud-rollout")
+
+
+def test_actions_are_refused_without_a_session_or_its_csrf_token(tab: Page, up: UpProcess) -> None:
+    page = tab.open("/console/endpoints/shop")
+    assert page.locator("form.action").count() == 0  # nothing to act with while signed out
+    refused = tab.context.request.post(
+        "/console/endpoints/shop/weights", form={"weight:A": "1", "weight:B": "1"}, max_redirects=0
+    )
+    assert refused.status == 401
+    sign_in(tab, up, "/console/endpoints/shop")
+    form = page.locator("form.action")
+    assert form.count() == 1
+    no_token = tab.context.request.post(
+        "/console/endpoints/shop/weights", form={"weight:A": "1", "weight:B": "1"}, max_redirects=0
+    )
+    assert no_token.status == 403
+    weights = {
+        v["VariantName"]: v["DesiredWeight"]
+        for v in up.sm().describe_endpoint(EndpointName="shop")["ProductionVariants"]
+    }
+    assert weights == {"A": 3.0, "B": 1.0}  # neither refused call changed anything
+    tab.shot("endpoint-shop-signed-in")
+    page.get_by_label("B", exact=True).fill("3")
+    page.get_by_role("button", name="Apply weights").click()
+    page.wait_for_url("**flash=*")
+    assert "Weights submitted" in page.get_by_role("status").inner_text()
+    wait_for(
+        lambda: (
+            {
+                v["VariantName"]: v["CurrentWeight"]
+                for v in up.sm().describe_endpoint(EndpointName="shop")["ProductionVariants"]
+            }
+            == {"A": 3.0, "B": 3.0}
+        ),
+        60,
+    )
+
+
+def test_registry_approval_through_the_console_records_the_signed_in_key(
+    tab: Page, up: UpProcess, tmp_path: Path
+) -> None:
+    sm = up.sm()
+    sm.create_model_package_group(ModelPackageGroupName="churn", ModelPackageGroupDescription="churn models")
+    arn = sm.create_model_package(
+        ModelPackageGroupName="churn",
+        InferenceSpecification={
+            "Containers": [{"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path, "c1", 1.0))}],
+            "SupportedContentTypes": ["application/json"],
+            "SupportedResponseMIMETypes": ["application/json"],
+        },
+        ModelApprovalStatus="PendingManualApproval",
+    )["ModelPackageArn"]
+    page = tab.open("/console/registry")
+    assert "PendingManualApproval" in page.locator("table").inner_text()
+    assert page.get_by_role("button", name="Approve version 1 of churn").count() == 0
+    tab.shot("registry")
+    sign_in(tab, up, "/console/registry")
+    page.get_by_role("button", name="Approve version 1 of churn").click()
+    page.wait_for_url("**/console/registry/package*")
+    described = sm.describe_model_package(ModelPackageName=arn)
+    assert described["ModelApprovalStatus"] == "Approved"
+    admin = Credentials.load(up.home).admin
+    history = page.locator("table", has_text="Approval history").inner_text()
+    assert "Approved" in history and admin.access_key_id in history
+    tab.shot("model-package")
+
+
+def test_monitoring_page_loads(tab: Page, up: UpProcess) -> None:
+    page = tab.open("/console/monitoring")
+    assert page.get_by_role("heading", name="Monitoring").is_visible()
+    tab.shot("monitoring")
+
+
+def test_keyboard_reaches_the_content_first(tab: Page) -> None:
+    page = tab.open("/console/")
+    page.keyboard.press("Tab")
+    focused = page.evaluate("document.activeElement.textContent")
+    assert focused == "Skip to content"

@@ -109,6 +109,13 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
             ComparisonOperator="GreaterThanThreshold",
             TreatMissingData="notBreaching",
         )
+        u.client("application-autoscaling").register_scalable_target(
+            ServiceNamespace="sagemaker",
+            ResourceId="endpoint/shop/variant/B",
+            ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+            MinCapacity=1,
+            MaxCapacity=2,
+        )
         load = Load(u, "fraud")
         load.start()
         sm.update_endpoint(
@@ -301,6 +308,17 @@ def test_endpoint_charts_draw_the_metrics_api_datapoints_and_update_live(tab: Pa
         timeout=15_000,
     )
     assert page.evaluate("window.notReloaded") is True
+
+
+def test_autoscaling_section_shows_the_scalable_targets_bounds_and_counts(tab: Page, up: UpProcess) -> None:
+    page = tab.open("/console/endpoints/shop")
+    target = up.client("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace="sagemaker", ResourceIds=["endpoint/shop/variant/B"]
+    )["ScalableTargets"][0]
+    b = {v["VariantName"]: v for v in up.sm().describe_endpoint(EndpointName="shop")["ProductionVariants"]}["B"]
+    row = page.locator('[data-live="autoscaling"] tr', has_text="B").inner_text().split("\t")
+    expected = [target["MinCapacity"], target["MaxCapacity"], b["DesiredInstanceCount"], b["CurrentInstanceCount"]]
+    assert row == ["B", *(str(x) for x in expected)]
 
 
 def test_rollout_in_progress_shows_step_alarms_and_matches_describe(tab: Page, up: UpProcess) -> None:

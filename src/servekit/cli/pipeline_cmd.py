@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -141,6 +142,12 @@ def run_cmd(
     url: UrlOpt = DEFAULT_URL,
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id", help="The run's id (12 lower-case letters and digits; default a new one).", hidden=True
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a pipeline in the foreground; Ctrl-C stops it (resume continues it)."""
@@ -148,14 +155,22 @@ def run_cmd(
     from servekit.pipelines.loading import load_pipeline
 
     params = _params(param)
+    if run_id is not None and not re.fullmatch(r"[a-z0-9]{1,64}", run_id):
+        raise _fail(f"--run-id takes lower-case letters and digits (as a run id is), got {run_id!r}")
     root, db = _open(home)
     with db, _engine(engine, ray_address) as step_engine:
+        if run_id is not None and db.pipelines.get_run(run_id) is not None:
+            raise _fail(f"run {run_id} exists already in {db.path}")
         try:
             pipeline = load_pipeline(source)
             runner = _runner(root, db, url, step_engine)
             typer.echo(f"running pipeline {pipeline.name} ...", err=True)
             result = runner.start(
-                pipeline, source, artifact_root=artifact_root or str(root / "artifacts"), parameters=params
+                pipeline,
+                source,
+                artifact_root=artifact_root or str(root / "artifacts"),
+                parameters=params,
+                run_id=run_id,
             )
         except PipelineError as exc:
             raise _fail(str(exc)) from None

@@ -25,6 +25,7 @@ from servekit.control.instance_types import InstanceTypes, load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.monitoring import MonitoringService
 from servekit.control.names import Account
+from servekit.control.pipelines_api import PipelinesApi
 from servekit.control.ray_backend import RayBackend, RayBackendConfig
 from servekit.control.registry import RegistryService
 from servekit.control.server import Background, ControlPlane
@@ -148,6 +149,10 @@ def build(
     monitoring = MonitoringService(db.monitoring, db.hosting, endpoint_metrics, Account())
     sagemaker_ops.update(monitoring.handlers())
     background.append(monitoring)
+    # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)
+    pipelines_api = PipelinesApi(db.pipelines, home, Account(), plane_url=lambda: _leader_url(routes))
+    sagemaker_ops.update(pipelines_api.handlers())
+    background.append(pipelines_api)
     plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
@@ -206,6 +211,12 @@ def run_up(
         proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
     )
     uvicorn.Server(config).run()
+
+
+def _leader_url(routes: GatewayRoutes) -> str | None:
+    """This plane's URL as record_leader wrote it (what a pipeline execution's register and deploy steps call)."""
+    leader = routes.leader()
+    return leader.url if leader is not None else None
 
 
 def record_leader(home: Path, host: str, port: int, metrics_resolution_s: int) -> None:

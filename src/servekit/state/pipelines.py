@@ -19,7 +19,7 @@ import orjson
 
 from servekit.state.connection import transaction
 from servekit.state.migrations import Migration
-from servekit.state.paging import Listing, Page, keyset_page, page_of
+from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
 
 AGGREGATE = "pipelines"
 
@@ -101,6 +101,38 @@ MIGRATIONS: tuple[Migration, ...] = (
                 claimed REAL NOT NULL,
                 PRIMARY KEY (pipeline, trigger, key)
             )""",
+        ),
+    ),
+    Migration(
+        3,
+        "pipelines registered through the API (CreatePipeline) and the executions it started",
+        (
+            """CREATE TABLE pipeline_definitions (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                name TEXT NOT NULL UNIQUE,
+                arn TEXT NOT NULL,
+                display_name TEXT NOT NULL,
+                description TEXT NOT NULL,
+                role_arn TEXT NOT NULL,
+                definition TEXT NOT NULL,
+                created REAL NOT NULL,
+                modified REAL NOT NULL,
+                last_run REAL
+            )""",
+            """CREATE TABLE pipeline_api_executions (
+                run_id TEXT PRIMARY KEY,
+                pipeline TEXT NOT NULL,
+                arn TEXT NOT NULL,
+                display_name TEXT NOT NULL,
+                description TEXT NOT NULL,
+                parameters TEXT NOT NULL,
+                token TEXT NOT NULL,
+                created REAL NOT NULL,
+                pid INTEGER,
+                log TEXT NOT NULL,
+                exit_code INTEGER
+            )""",
+            "CREATE UNIQUE INDEX pipeline_api_executions_token ON pipeline_api_executions (pipeline, token)",
         ),
     ),
 )
@@ -200,6 +232,55 @@ class ArtifactRow:
     inputs: builtins.list[dict[str, Any]]  # [{"name", "uri", "sha256"} | {"name", "value"}]
     created: float = 0.0
     seq: int = 0
+
+
+class DefinitionExists(Exception):
+    """A pipeline of that name is registered already."""
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionRow:
+    name: str
+    arn: str
+    display_name: str
+    description: str
+    role_arn: str
+    definition: str  # the definition document as JSON text (servekit's format)
+    created: float
+    modified: float
+    last_run: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiExecutionRow:
+    """An execution StartPipelineExecution started: its process writes the run (``pipeline_runs``) itself."""
+
+    run_id: str
+    pipeline: str
+    arn: str
+    display_name: str
+    description: str
+    parameters: dict[str, Any]
+    token: str
+    created: float
+    pid: int | None
+    log: str
+    exit_code: int | None
+
+
+_DEFINITION_COLUMNS = "seq, name, arn, display_name, description, role_arn, definition, created, modified, last_run"
+_API_EXECUTION_COLUMNS = (
+    "run_id, pipeline, arn, display_name, description, parameters, token, created, pid, log, exit_code"
+)
+_DEFINITION_SORT = {"CreationTime": "created", "Name": "name"}
+
+
+def _definition(r: tuple[Any, ...]) -> DefinitionRow:
+    return DefinitionRow(*r[1:])
+
+
+def _api_execution(r: tuple[Any, ...]) -> ApiExecutionRow:
+    return ApiExecutionRow(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]), *r[6:])
 
 
 def _run(r: tuple[Any, ...]) -> RunRow:
@@ -385,6 +466,113 @@ class Pipelines:
         ).fetchall()
         return [ClaimRow(*r) for r in rows]
 
+    # ---- pipelines registered through the API ------------------------------------------------------------------
+
+    def create_definition(
+        self, *, name: str, arn: str, display_name: str, description: str, role_arn: str, definition: str
+    ) -> DefinitionRow:
+        now = self._clock()
+        try:
+            with transaction(self._db):
+                self._db.execute(
+                    f"INSERT INTO pipeline_definitions ({_DEFINITION_COLUMNS.removeprefix('seq, ')}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                    (name, arn, display_name, description, role_arn, definition, now, now),
+                )
+        except sqlite3.IntegrityError:
+            raise DefinitionExists(name) from None
+        row = self.get_definition(name)
+        assert row is not None
+        return row
+
+    def get_definition(self, name: str) -> DefinitionRow | None:
+        r = self._db.execute(
+            f"SELECT {_DEFINITION_COLUMNS} FROM pipeline_definitions WHERE name = ? OR lower(arn) = lower(?)",
+            (name, name),
+        ).fetchone()
+        return _definition(r) if r else None
+
+    def list_definitions(
+        self,
+        *,
+        name_prefix: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        sort_by: str = "CreationTime",
+        sort_order: str = "Descending",
+        max_results: int = 50,
+        next_token: str | None = None,
+    ) -> Page[DefinitionRow]:
+        where, args = where_set(
+            ("name LIKE ? ESCAPE '\\'", None if name_prefix is None else _like_prefix(name_prefix)),
+            ("created > ?", created_after),
+            ("created < ?", created_before),
+        )
+        listing = Listing(where, args, sort_by, sort_order, max_results, next_token)
+        return page_of(
+            keyset_page(self._db, "pipeline_definitions", _DEFINITION_COLUMNS, _DEFINITION_SORT, listing), _definition
+        )
+
+    def delete_definition(self, name: str) -> bool:
+        with transaction(self._db):
+            return self._db.execute("DELETE FROM pipeline_definitions WHERE name = ?", (name,)).rowcount == 1
+
+    def add_api_execution(self, row: ApiExecutionRow) -> ApiExecutionRow:
+        """Record an execution about to start (and the definition's last run); the same ``token`` for the same
+        pipeline answers the execution it started before (an idempotent retry)."""
+        with transaction(self._db):
+            same = self._db.execute(
+                f"SELECT {_API_EXECUTION_COLUMNS} FROM pipeline_api_executions WHERE pipeline = ? AND token = ?",
+                (row.pipeline, row.token),
+            ).fetchone()
+            if same is not None:
+                return _api_execution(same)
+            self._db.execute(
+                f"INSERT INTO pipeline_api_executions ({_API_EXECUTION_COLUMNS}) VALUES ({','.join('?' * 11)})",
+                (
+                    row.run_id,
+                    row.pipeline,
+                    row.arn,
+                    row.display_name,
+                    row.description,
+                    _json(row.parameters),
+                    row.token,
+                    row.created or self._clock(),
+                    row.pid,
+                    row.log,
+                    row.exit_code,
+                ),
+            )
+            self._db.execute(
+                "UPDATE pipeline_definitions SET last_run = ? WHERE name = ?", (self._clock(), row.pipeline)
+            )
+        found = self.get_api_execution(row.run_id)
+        assert found is not None
+        return found
+
+    def set_api_execution_process(self, run_id: str, *, pid: int | None = None, exit_code: int | None = None) -> None:
+        with transaction(self._db):
+            if pid is not None:
+                self._db.execute("UPDATE pipeline_api_executions SET pid = ? WHERE run_id = ?", (pid, run_id))
+            if exit_code is not None:
+                self._db.execute(
+                    "UPDATE pipeline_api_executions SET exit_code = ? WHERE run_id = ?", (exit_code, run_id)
+                )
+
+    def get_api_execution(self, run_id: str) -> ApiExecutionRow | None:
+        r = self._db.execute(
+            f"SELECT {_API_EXECUTION_COLUMNS} FROM pipeline_api_executions WHERE run_id = ? OR lower(arn) = lower(?)",
+            (run_id, run_id),
+        ).fetchone()
+        return _api_execution(r) if r else None
+
+    def api_executions(self, pipeline: str) -> builtins.list[ApiExecutionRow]:
+        rows = self._db.execute(
+            f"SELECT {_API_EXECUTION_COLUMNS} FROM pipeline_api_executions WHERE pipeline = ? ORDER BY created DESC",
+            (pipeline,),
+        ).fetchall()
+        return [_api_execution(r) for r in rows]
+
     # ---- steps -----------------------------------------------------------------------------------------------
 
     def steps(self, run_id: str) -> builtins.list[StepRow]:
@@ -486,3 +674,7 @@ class Pipelines:
             "SELECT key, sha256, size FROM pipeline_artifact_files WHERE artifact = ? ORDER BY key", (artifact.seq,)
         ).fetchall()
         return [ArtifactFile(*r) for r in rows]
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -182,6 +182,7 @@ class HostingService:
             v.setdefault("InitialVariantWeight", 1.0)
             v.setdefault("InitialInstanceCount", 1)
         steps = _traffic_steps(p.get("Tags") or [])
+        data_capture = _with_capture_format(p.get("DataCaptureConfig"), p.get("Tags") or [])
         arn = self._arn(ResourceKind.ENDPOINT_CONFIG, name)
         record = {k: v for k, v in p.items() if k != "Tags"}
         if steps:
@@ -190,7 +191,7 @@ class HostingService:
         if shadows:
             record["ShadowProductionVariants"] = shadows
         try:
-            self.repo.create_endpoint_config(name, arn, variants, p.get("DataCaptureConfig"), record)
+            self.repo.create_endpoint_config(name, arn, variants, data_capture, record)
         except AlreadyExists:
             raise validation_exception(f'Cannot create already existing endpoint configuration "{arn}".') from None
         return {"EndpointConfigArn": arn}
@@ -765,6 +766,27 @@ class _Unservable(Exception):
 
 _CAPTURE_MODES = {"Input": (True, False), "Output": (False, True), "InputAndOutput": (True, True)}
 
+# An endpoint config's tag ``servekit:CaptureFormat`` = ``parquet`` makes its instances capture in servekit's
+# Parquet layout (a column per feature, ``servekit serve --capture_format parquet``) instead of SageMaker's JSON
+# Lines; ``jsonl`` is the default. A tag, as ``servekit:TrafficSteps``: DataCaptureConfig has no field for it and
+# tags travel through every SageMaker client. Kept with the stored DataCaptureConfig (never shown by Describe*).
+CAPTURE_FORMAT_TAG = "servekit:CaptureFormat"
+_CAPTURE_FORMAT = "ServekitCaptureFormat"
+_CAPTURE_FORMATS = ("jsonl", "parquet")
+
+
+def _with_capture_format(capture: Mapping[str, Any] | None, tags: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``capture`` as stored: with the format the tag asks for (ValidationException for a bad value, or for the
+    tag on a config that captures nothing)."""
+    value = next((str(t.get("Value", "")) for t in tags if t.get("Key") == CAPTURE_FORMAT_TAG), None)
+    if value is None:
+        return None if capture is None else dict(capture)
+    if value.strip().lower() not in _CAPTURE_FORMATS:
+        raise validation_exception(f"Tag {CAPTURE_FORMAT_TAG} must be jsonl or parquet, not {value!r}.")
+    if not capture:
+        raise validation_exception(f"Tag {CAPTURE_FORMAT_TAG} needs a DataCaptureConfig on the endpoint config.")
+    return {**capture, _CAPTURE_FORMAT: value.strip().lower()}
+
 
 def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str) -> tuple[str, ...]:
     """The ``servekit serve`` flags that make one variant's instances capture as the endpoint config's
@@ -788,6 +810,7 @@ def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str)
         mode,
         "--capture_partition_prefix",
         f"{endpoint}/{variant}",
+        *(("--capture_format", str(capture[_CAPTURE_FORMAT])) if capture.get(_CAPTURE_FORMAT) else ()),
     )
 
 

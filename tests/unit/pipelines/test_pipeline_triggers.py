@@ -250,3 +250,20 @@ def test_a_claim_is_taken_once_across_connections(home: Path) -> None:
             create(b, "run-b")
         assert b.pipelines.get_run("run-b") is None
         assert [(c.key, c.run_id) for c in b.pipelines.claims("p", "watch:/data")] == [("day=1", "run-a")]
+
+
+def test_schedule_once_through_the_cli_starts_a_fire_once(home: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    partition(data, "fixed", 3)
+    argv = [sys.executable, "-m", "servekit.cli.main", "pipeline", "schedule", PARTITIONED, "--once", "--json"]
+    # the newest fire of "0 0 1 1 *" is this year's 1 January: the same for both calls
+    argv += ["--cron", "0 0 1 1 *", "--home", str(home), "--param", f"Partition={data / 'fixed'}"]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    [started] = [json.loads(line) for line in first.stdout.splitlines()]
+    assert started["Fire"].endswith("-01-01T00:00:00+00:00") and started["PipelineExecutionStatus"] == "Succeeded"
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout == "", again.stderr
+    bad_cron = [a if a != "0 0 1 1 *" else "61 * * * *" for a in argv]
+    bad = subprocess.run(bad_cron, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "minute '61' must lie within 0-59" in bad.stderr

@@ -324,13 +324,20 @@ class PipelinesApi:
 
     def _status(self, api: ApiExecutionRow | None, run: RunRow | None) -> tuple[str, str]:
         """The execution's status and failure reason: the run's, unless its process ended without finishing it."""
-        ended = api is not None and api.exit_code is not None and api.run_id not in self._children
+        # gone: it exited, or (after a restart of this plane) its recorded process no longer runs; a pid not yet
+        # recorded is a process being started
+        ended = (
+            api is not None
+            and api.run_id not in self._children
+            and (api.exit_code is not None or (api.pid is not None and not _alive(api.pid)))
+        )
         if run is not None and (run.status in _FINAL or not ended):
             return run.status, run.failure_reason
         if not ended:
             return "Executing", ""  # its process is starting the run
         assert api is not None
-        return "Failed", f"its process ended (exit status {api.exit_code}) before the run finished{_tail(api.log)}"
+        how = f"exit status {api.exit_code}" if api.exit_code is not None else "servekit up restarted meanwhile"
+        return "Failed", f"its process ended ({how}) before the run finished{_tail(api.log)}"
 
     async def describe_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
         api, run = self._execution(p["PipelineExecutionArn"])
@@ -479,12 +486,16 @@ def _tail(path: str) -> str:
 
 def _owner_alive(run: RunRow) -> bool:
     """Whether the process that owns ``run`` still runs (one on another host is assumed to)."""
-    if run.owner_pid is None:
-        return False
     if run.owner_host and run.owner_host != socket.gethostname():
         return True
+    return _alive(run.owner_pid)
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
     try:
-        os.kill(run.owner_pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

@@ -147,12 +147,23 @@ def test_pipelines_and_executions_through_boto3(up: UpProcess, tmp_path: Path) -
         sm.start_pipeline_execution(PipelineName="nope", ClientRequestToken=tok("s9"))
     assert error(exc)[0] == "ResourceNotFound"
 
+    # a parameter the pipeline lacks: the run never starts, and the execution says why
+    wrong = sm.start_pipeline_execution(
+        PipelineName="words", PipelineParameters=[{"Name": "Nope", "Value": "1"}], ClientRequestToken=tok("start-2")
+    )["PipelineExecutionArn"]
+    failed = poll(
+        lambda: sm.describe_pipeline_execution(PipelineExecutionArn=wrong),
+        lambda d: d["PipelineExecutionStatus"] != "Executing",
+    )
+    assert failed["PipelineExecutionStatus"] == "Failed"
+    assert "exit status 2" in failed["FailureReason"] and "has no parameter(s) ['Nope']" in failed["FailureReason"]
+
     sm.delete_pipeline(PipelineName="words", ClientRequestToken=tok("delete-1"))
     with pytest.raises(botocore.exceptions.ClientError) as exc:
         sm.describe_pipeline(PipelineName="words")
     assert error(exc)[0] == "ResourceNotFound"
     kept = sm.list_pipeline_executions(PipelineName="words")["PipelineExecutionSummaries"]
-    assert [e["PipelineExecutionArn"] for e in kept] == [execution]  # runs outlive their pipeline
+    assert [e["PipelineExecutionArn"] for e in kept] == [wrong, execution]  # runs outlive their pipeline
 
 
 def test_stop_pipeline_execution_stops_a_running_step(up: UpProcess) -> None:

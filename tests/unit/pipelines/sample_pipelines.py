@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from servekit.pipelines import (
     Param,
     Pipeline,
     RetryPolicy,
+    command,
     condition,
     evaluation,
     fail,
@@ -236,3 +238,23 @@ score = transform(
     cache=True,
 )
 scoring = Pipeline("scoring", (fit, score), (parameter("input", ""),))
+
+
+# ---- a command step feeding a function step -----------------------------------------------------------------------
+
+_WRITE = (
+    "import json, os, sys; out = os.environ['SERVEKIT_OUTPUT_OUT']; "
+    "open(os.path.join(out, 'words.txt'), 'w').write(sys.argv[1]); "
+    "json.dump({'chars': len(sys.argv[1])}, open(os.environ['SERVEKIT_PROPERTIES'], 'w'))"
+)
+write_words = command("write", [sys.executable, "-c", _WRITE, Param("text")], outputs=["out"])
+
+
+@processing(name="count-words", inputs={"data": write_words.output("out")}, outputs=["counts"])
+def count_words(ctx: StepContext, data: str) -> dict[str, int]:
+    words = len(ctx.read(ctx.storage.join(data, "words.txt")).split())
+    ctx.write("counts", "n.txt", str(words).encode())
+    return {"words": words}
+
+
+commanded = Pipeline("commanded", (write_words, count_words), (parameter("text", "a b c"),))

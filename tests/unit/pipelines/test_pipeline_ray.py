@@ -64,6 +64,15 @@ def test_the_ray_engine_gives_the_local_engines_artifacts(ray_engine: RayEngine,
     assert (scratch / f"train-ran-{on_ray.run_id}").exists()  # the step ran in a Ray worker
 
 
+def test_command_steps_on_ray_give_the_same_artifacts_and_properties(ray_engine: RayEngine, tmp_path: Path) -> None:
+    local = run(tmp_path / "home-local", tmp_path / "a", "commanded", None, text="one two three four")
+    on_ray = run(tmp_path / "home-ray", tmp_path / "b", "commanded", ray_engine, text="one two three four")
+    assert on_ray.status is RunStatus.SUCCEEDED, on_ray.failure_reason
+    assert hashes(on_ray) == hashes(local) and set(hashes(on_ray)) == {"write", "count-words"}
+    assert (on_ray.steps["write"].properties or {})["Properties"] == {"chars": 18}
+    assert (on_ray.steps["count-words"].properties or {})["Properties"] == {"words": 4}
+
+
 def test_a_ray_step_over_its_timeout_is_cancelled(ray_engine: RayEngine, tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()

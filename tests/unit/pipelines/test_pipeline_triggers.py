@@ -118,6 +118,15 @@ def test_ready_partitions_with_and_without_a_marker(tmp_path: Path) -> None:
         Watch(str(prefix), "a/b")
 
 
+def test_ready_partitions_under_an_fsspec_uri() -> None:
+    storage = Storage()
+    storage.put("memory://triggers-landing/day=1/part.csv", b"1\n")
+    storage.put("memory://triggers-landing/day=1/_SUCCESS", b"")
+    storage.put("memory://triggers-landing/day=2/part.csv", b"1\n")
+    assert ready_partitions(storage, Watch("memory://triggers-landing", "_SUCCESS")) == ["day=1"]
+    assert ready_partitions(storage, Watch("memory://triggers-landing")) == ["day=1", "day=2"]
+
+
 def test_a_restarted_watcher_never_starts_a_partition_twice(db: StateDB, home: Path, tmp_path: Path) -> None:
     prefix, root = tmp_path / "landing", tmp_path / "artifacts"
     partition(prefix, "day=1", 3)

@@ -56,17 +56,19 @@ class Watch:
         return f"watch:{self.prefix}"
 
 
-def ready_partitions(storage: ObjectStorage, watch: Watch) -> list[str]:
-    """Names of the partitions under the prefix that are complete (see :class:`Watch`), sorted."""
-    ready = []
-    for name in storage.list_dirs(watch.prefix):
-        uri = join(watch.prefix, name)
-        if watch.marker is not None:
-            if storage.exists(join(uri, watch.marker)):
-                ready.append(name)
-        elif storage.list(uri, recursive=True):
-            ready.append(name)
-    return sorted(ready)
+def is_ready(storage: ObjectStorage, watch: Watch, name: str) -> bool:
+    """Whether partition ``name`` is complete (see :class:`Watch`)."""
+    uri = join(watch.prefix, name)
+    if watch.marker is not None:
+        return storage.exists(join(uri, watch.marker))
+    return bool(storage.list(uri, recursive=True))
+
+
+def ready_partitions(storage: ObjectStorage, watch: Watch, skip: Iterable[str] = ()) -> list[str]:
+    """Names of the complete partitions under the prefix, sorted; those in ``skip`` (claimed already) are not
+    looked into, so a look costs one listing plus one check per new partition."""
+    fresh = unclaimed(storage.list_dirs(watch.prefix), skip)
+    return sorted(name for name in fresh if is_ready(storage, watch, name))
 
 
 def unclaimed(ready: Iterable[str], claimed: Iterable[str]) -> list[str]:
@@ -145,7 +147,7 @@ def watch(
         raise PipelineError(f"--every must be positive, got {every_s}")
     started: list[Started] = []
     while True:
-        fresh = unclaimed(ready_partitions(storage, spec), trigger.claimed(spec.trigger))
+        fresh = ready_partitions(storage, spec, skip=trigger.claimed(spec.trigger))
         count = 0
         for name in fresh:
             result = trigger.start(spec.trigger, name, {spec.parameter: join(spec.prefix, name)})

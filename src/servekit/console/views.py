@@ -107,7 +107,7 @@ def variants_section(detail: dict[str, Any], csrf: str | None) -> str:
             esc(v["VariantName"]),
             f'<span data-field="weight">{_weight(v.get("CurrentWeight"))}</span>',
             f"{float(v.get('CurrentWeight') or 0) / total:.0%}",
-            esc(v.get("DesiredWeight", "—")),
+            _weight(v.get("DesiredWeight")),
             f'<span data-field="instances">{esc(v.get("CurrentInstanceCount", 0))}</span>',
             esc(v.get("DesiredInstanceCount", "—")),
             esc(types.get(v["VariantName"], "—")),

@@ -48,11 +48,16 @@
       }
       if (entry) entry.plot.destroy();
       var series = [{}].concat(chart.labels.map(function (label, i) {
-        return { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false };
+        // latencies exist only in periods with traffic: dots keep a lone period visible between gaps
+        var s = { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false };
+        if (chart.unit === "ms") s.points = { show: true, size: 4, fill: COLORS[i % COLORS.length] };
+        return s;
       }));
       var width = Math.max(300, box.clientWidth - 16);
       var opts = {
         width: width, height: 220, series: series,
+        // the axis in UTC, as every time on the console's pages
+        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
         axes: [{}, { label: chart.unit, size: 60 }],
         scales: { y: { range: function (u, min, max) { return [0, Math.max(max || 0, chart.unit === "ms" ? 1 : 0.1) * 1.1]; } } },
       };

@@ -245,6 +245,11 @@ def test_endpoint_charts_draw_the_metrics_api_datapoints_and_update_live(tab: Pa
     page = tab.open("/console/endpoints/shop?range=300")
     tab.polled()
     page.wait_for_function("() => Object.keys(window.servekitConsole.charts).length === 4")
+    # the comparison below reads settled periods (3 s old): wait until the setup's requests are in one
+    page.wait_for_function(
+        "() => { const p = window.servekitConsole.last; const d = p.charts[0].data;"
+        " return d[0].some((t, i) => t <= p.now - 3 && d[1][i] + d[2][i] > 0); }"
+    )
     assert page.locator(".uplot canvas").count() == 4
     payload = page.evaluate("window.servekitConsole.last")
     charts = {c["key"]: c for c in payload["charts"]}

@@ -18,7 +18,7 @@ import botocore.exceptions
 import pytest
 import requests
 
-from servekit.monitor.capture import decode_record
+from servekit.capture.decode import decode_record
 from servekit.monitor.sources import SourceStats, read
 from servekit.testing.hosting import UpProcess
 

@@ -30,9 +30,8 @@ class UndecodableRecord(ValueError):
     """The record or its body could not be turned into rows; readers count and skip it."""
 
 
-@lru_cache(maxsize=65536)
-def inference_time(text: str) -> float:
-    """``inferenceTime`` (ISO 8601; no zone means UTC) → epoch seconds."""
+def parse_time(text: str) -> float:
+    """ISO 8601 (``2026-11-30T10:00:00Z``; no zone means UTC) → epoch seconds."""
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -40,6 +39,10 @@ def inference_time(text: str) -> float:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
+
+
+# A capture file repeats the same few inference times (one per request, many rows each): parse each once.
+inference_time = lru_cache(maxsize=65536)(parse_time)
 
 
 def decode_record(line: bytes | str) -> tuple[float, list[Row]] | None:

@@ -25,7 +25,6 @@ import asyncio
 import dataclasses
 import logging
 import resource
-import socket
 import time
 from collections import Counter
 from typing import Any, ClassVar, Literal, Protocol, cast
@@ -151,18 +150,6 @@ class _Guarded(Protocol):
     cycle: Any
 
 
-def _no_delay(transport: asyncio.BaseTransport) -> None:
-    """TCP_NODELAY on the connection, whatever the event loop: uvloop sets it itself, asyncio only when the
-    listening socket was created with IPPROTO_TCP (serve's ``bind`` does that); without it a small response
-    waits on Nagle's algorithm for the client's delayed ACK (~40 ms on Linux). One syscall per connection."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:  # the connection is already gone
-            pass
-
-
 class _Guard:
     __slots__ = ("_due", "_limits", "_proto", "_stats", "_timer", "phase")
 
@@ -183,7 +170,6 @@ class _Guard:
             self._stats.note_refused(len(proto.connections) - 1)
             self._answer_and_close(_503)
             return False
-        _no_delay(proto.transport)
         self._arm("idle", self._limits.idle_timeout_seconds)
         self.settle()
         return True

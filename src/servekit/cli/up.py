@@ -7,11 +7,12 @@ import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from servekit.cli.console_api import console_for
-from servekit.control.api import Api, Credentials
+from servekit.control.api import Api, Credentials, Handler
 from servekit.control.artifacts import ArtifactResolver
 from servekit.control.autoscaler import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.control.autoscaling_api import AutoscalingApi
@@ -20,8 +21,8 @@ from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.cloudwatch_metrics import CloudWatchMetrics
 from servekit.control.gateway import Gateway, RoutingTable
 from servekit.control.gateway_replica_routes import PublishedRoutingTable
-from servekit.control.hosting import Envelope, Handler, HostingService
-from servekit.control.instance_types import InstanceTypes, load_instance_types
+from servekit.control.hosting import HostingService, TableEnvelopes
+from servekit.control.instance_types import load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.monitoring import MonitoringService
 from servekit.control.names import Account
@@ -37,19 +38,6 @@ from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
 
 log = logging.getLogger("servekit")
-
-
-class TableEnvelopes:
-    """Instance types from the bundled table plus the ``--instance-types`` file, as envelopes."""
-
-    def __init__(self, table: InstanceTypes) -> None:
-        self._table = table
-
-    def envelope(self, instance_type: str) -> Envelope | None:
-        t = self._table.get(instance_type)
-        if t is None:
-            return None
-        return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour))
 
 
 def alarm_states(db: StateDB, names: Sequence[str]) -> dict[str, str]:
@@ -198,19 +186,7 @@ def run_up(
     )
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("servekit up listens on %s: every caller still needs a signed request (SigV4)", host)
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    config = uvicorn.Config(
-        plane,
-        host=host,
-        port=port,
-        lifespan="on",
-        log_level=log_level,
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
-    )
-    uvicorn.Server(config).run()
+    _serve(plane, host, port, log_level)
 
 
 def _leader_url(routes: GatewayRoutes) -> str | None:
@@ -238,9 +214,14 @@ def run_gateway_replica(
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plane = build_replica(home, instance_types_file=instance_types_file)
     print(f"servekit up --role gateway: a gateway replica of the leader on {home}, at http://{host}:{port}", flush=True)
+    _serve(plane, host, port, log_level)
+
+
+def _serve(app: Any, host: str, port: int, log_level: str) -> None:
+    """Serve a plane (the leader or a gateway replica) until stopped."""
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     config = uvicorn.Config(
-        plane,
+        app,
         host=host,
         port=port,
         lifespan="on",
@@ -248,6 +229,6 @@ def run_gateway_replica(
         access_log=False,
         server_header=False,
         date_header=False,
-        proxy_headers=False,
+        proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
     )
     uvicorn.Server(config).run()

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from servekit.control.api.errors import ApiError
+from servekit.control.api.front import Handler
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.autoscale import INVOCATIONS_PER_INSTANCE, parse_resource_id
 from servekit.control.names import Account
 from servekit.control.schedules import ScheduleError
@@ -23,7 +25,6 @@ from servekit.control.schedules import parse as parse_schedule
 from servekit.control.step_scaling import StepConfigError, StepPolicy
 from servekit.state.autoscaling import Autoscaling, Key
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 NAMESPACE = "sagemaker"
 DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 DEFAULT_COOLDOWN = 300
@@ -39,12 +40,6 @@ def _not_found(message: str) -> ApiError:
 
 def _dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    return value.timestamp() if isinstance(value, datetime) else float(value)
 
 
 def _key(p: dict[str, Any]) -> Key:
@@ -260,8 +255,8 @@ class AutoscalingApi:
             raise _validation("MinCapacity must be at least 1 for a SageMaker endpoint variant.")
         if lo is not None and hi is not None and lo > hi:
             raise _validation(f"Minimum capacity {lo} cannot be greater than maximum capacity {hi}.")
-        start = _epoch(p.get("StartTime")) if "StartTime" in p else old.get("StartTime")
-        end = _epoch(p.get("EndTime")) if "EndTime" in p else old.get("EndTime")
+        start = optional_epoch(p.get("StartTime")) if "StartTime" in p else old.get("StartTime")
+        end = optional_epoch(p.get("EndTime")) if "EndTime" in p else old.get("EndTime")
         if start is not None and end is not None and start >= end:
             raise _validation("StartTime must be before EndTime.")
         action_id = old["ScheduledActionARN"].split(":")[6] if old else str(uuid.uuid4())

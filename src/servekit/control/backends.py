@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from servekit._utils.files import tail_lines
+
 log = logging.getLogger(__name__)
 
 # A multi-model instance unloads idle models to stay under this share of its envelope's memory, below the watchdog
@@ -232,16 +234,7 @@ class LocalProcessBackend:
         return False
 
     def log_tail(self, handle: InstanceHandle, lines: int = 20) -> str:
-        if handle.log_path is None:
-            return ""
-        try:
-            with open(handle.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 16384))
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return tail_lines(handle.log_path, lines) if handle.log_path is not None else ""
 
     async def close(self) -> None:
         handles = list(self._procs)

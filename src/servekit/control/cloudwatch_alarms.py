@@ -25,7 +25,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,13 +35,14 @@ import orjson
 
 from servekit.control.alarms import AlarmConfigError, AlarmDefinition, AlarmState, evaluate, iso_time
 from servekit.control.api.errors import ApiError
+from servekit.control.api.front import Handler
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.metric_source import MetricQuery, MetricSource
 from servekit.control.names import Account
 from servekit.state.alarms import AlarmRow, Alarms, HistoryRow, InvalidNextToken
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 HISTORY_RETENTION_S = 14 * 86_400
 _REGION_NAMES = {"us-east-1": "US East (N. Virginia)", "us-west-2": "US West (Oregon)", "eu-west-1": "EU (Ireland)"}
 
@@ -75,14 +76,6 @@ def _error(code: str, message: str) -> ApiError:
 
 def _dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return float(value)
 
 
 class WebhookNotifier:
@@ -309,7 +302,7 @@ class AlarmService:
         try:
             page = self.repo.history(
                 name=p.get("AlarmName"), item_type=p.get("HistoryItemType"),
-                start=_epoch(p.get("StartDate")), end=_epoch(p.get("EndDate")), max_records=max_records,
+                start=optional_epoch(p.get("StartDate")), end=optional_epoch(p.get("EndDate")), max_records=max_records,
                 next_token=p.get("NextToken"), newest_first=scan != "TimestampAscending",
             )  # fmt: skip
         except InvalidNextToken as exc:

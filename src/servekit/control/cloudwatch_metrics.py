@@ -23,15 +23,15 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from servekit.control.api.errors import ApiError
+from servekit.control.api.front import Handler
 from servekit.control.metrics import MetricsStore, StatisticError, percentile_of, statistic
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_DATAPOINTS = 1440  # GetMetricStatistics' limit per call
 # PutMetricData's limits (botocore's cloudwatch model and the API reference)
 MAX_PUT_METRICS = 1000  # MetricData items, EntityMetricData's metrics included

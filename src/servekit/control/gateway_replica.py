@@ -36,11 +36,11 @@ from servekit.control.artifacts import ArtifactResolver
 from servekit.control.backends import InstanceHandle, InstanceSpec
 from servekit.control.gateway import Gateway, RoutingTable
 from servekit.control.gateway_replica_routes import DEFAULT_POLL_S, RouteFollower
-from servekit.control.hosting import Envelope, HostingService
-from servekit.control.instance_types import InstanceTypes, load_instance_types
+from servekit.control.hosting import HostingService, TableEnvelopes
+from servekit.control.instance_types import load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.names import Account
-from servekit.control.server import ControlPlane
+from servekit.control.server import MAX_BODY, ControlPlane, read_body
 from servekit.control.shadow import ShadowLog
 from servekit.errors import ConfigError
 from servekit.state.database import StateDB
@@ -49,7 +49,6 @@ from servekit.storage import Storage
 
 log = logging.getLogger(__name__)
 
-_MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # as the leader's: InvokeEndpoint's 6 MB plus headroom
 # headers of one hop, not of the request: the forwarded request gets its own
 _HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"})
 
@@ -128,7 +127,7 @@ class GatewayReplica(ControlPlane):
         if proto is None or _invoke_endpoint(proto, method, raw_path):
             await super().__call__(scope, receive, send)  # InvokeEndpoint (or no API at all: the leader's 404)
             return
-        body = await _read(receive, _MAX_BODY)
+        body = await read_body(receive, MAX_BODY)
         if body is None:
             await _respond(send, 413, [("content-type", "application/json")], b'{"message": "request body too large"}')
             return
@@ -183,21 +182,6 @@ def _invoke_endpoint(proto: Any, method: str, raw_path: str) -> bool:
     return found is not None and found[0].name == "InvokeEndpoint"
 
 
-async def _read(receive: Receive, limit: int) -> bytes | None:
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        message = await receive()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        more = message.get("more_body", False)
-    return b"".join(chunks)
-
-
 async def _respond(send: Send, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
     out = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers if k.lower() not in _HOP]
     out.append((b"content-length", b"%d" % len(body)))
@@ -238,7 +222,7 @@ def build_replica(
         db.hosting,
         NoInstances(),
         table,
-        _Envelopes(load_instance_types(instance_types_file)),
+        TableEnvelopes(load_instance_types(instance_types_file)),
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
         cpus=(),
@@ -246,16 +230,3 @@ def build_replica(
     metrics = MetricsStore(db.metrics, resolution_s=leader.metrics_resolution_s)  # the leader's buckets
     follower = RouteFollower(routes, table, poll_s)
     return GatewayReplica(Api(credentials, strict_output=strict_output), hosting, gateway, follower, routes, metrics)
-
-
-class _Envelopes:
-    """Instance types as envelopes (the replica's /metrics prices endpoints as the leader's does)."""
-
-    def __init__(self, table: InstanceTypes) -> None:
-        self._table = table
-
-    def envelope(self, instance_type: str) -> Envelope | None:
-        t = self._table.get(instance_type)
-        if t is None:
-            return None
-        return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour))

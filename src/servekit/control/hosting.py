@@ -14,15 +14,16 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 from servekit.control import rollout
 from servekit.control.api.errors import ApiError, validation_exception
+from servekit.control.api.front import Handler
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.backends import CpuPinningBackend, CpuPool, ReplicaBackend
 from servekit.control.fleet import AlarmStates, EndpointController, EndpointPlan, Preload, VariantPlan
 from servekit.control.gateway import RoutingTable
-from servekit.control.instance_types import InstanceType, Machine, oversubscription, this_machine
+from servekit.control.instance_types import InstanceType, InstanceTypes, Machine, oversubscription, this_machine
 from servekit.control.lifecycle import EndpointStatus, check_transition, predecessors
 from servekit.control.names import Account, ResourceKind
 from servekit.control.rollout import RolloutPhase, RolloutPolicy, RolloutState
@@ -31,7 +32,6 @@ from servekit.state.hosting_rows import AlreadyExists, ContainerSpec, EndpointRo
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 _E = EndpointStatus
 
 
@@ -46,6 +46,19 @@ class Envelopes(Protocol):
     def envelope(self, instance_type: str) -> Envelope | None:
         """The resources an instance type gives an instance; None for a type this control plane does not know."""
         ...
+
+
+class TableEnvelopes:
+    """Instance types (the bundled table plus an ``--instance-types`` file) as envelopes."""
+
+    def __init__(self, table: InstanceTypes) -> None:
+        self._table = table
+
+    def envelope(self, instance_type: str) -> Envelope | None:
+        t = self._table.get(instance_type)
+        if t is None:
+            return None
+        return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour))
 
 
 ModelResolver = Callable[[str], str]  # ModelDataUrl -> a local servekit model directory (raises with a reason)
@@ -322,8 +335,8 @@ class HostingService:
             self.repo.list_endpoints,
             p,
             status_equals=p.get("StatusEquals"),
-            last_modified_time_before=_epoch(p.get("LastModifiedTimeBefore")),
-            last_modified_time_after=_epoch(p.get("LastModifiedTimeAfter")),
+            last_modified_time_before=optional_epoch(p.get("LastModifiedTimeBefore")),
+            last_modified_time_after=optional_epoch(p.get("LastModifiedTimeAfter")),
         )
         out: dict[str, Any] = {
             "Endpoints": [
@@ -853,17 +866,11 @@ def _snake(name: str) -> str:
     return "".join(out)
 
 
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    return value.timestamp() if isinstance(value, datetime) else float(value)
-
-
 def _list(fetch: Callable[..., Any], p: dict[str, Any], **extra: Any) -> Any:
     kwargs: dict[str, Any] = {
         "name_contains": p.get("NameContains"),
-        "creation_time_before": _epoch(p.get("CreationTimeBefore")),
-        "creation_time_after": _epoch(p.get("CreationTimeAfter")),
+        "creation_time_before": optional_epoch(p.get("CreationTimeBefore")),
+        "creation_time_after": optional_epoch(p.get("CreationTimeAfter")),
         "sort_by": p.get("SortBy") or "CreationTime",
         "sort_order": p.get("SortOrder") or "Descending",
         "next_token": p.get("NextToken"),

@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from servekit.control.api.errors import ApiError, resource_in_use, validation_exception
-from servekit.control.api.timestamps import to_epoch
+from servekit.control.api.front import Handler
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.metrics import MetricsStore
 from servekit.control.monitoring_cron import (
     HOUR_S,
@@ -97,7 +98,6 @@ from servekit.state.monitoring import (
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 # (command, log file, timeout seconds) -> exit status; raises TimeoutError past the timeout
 Runner = Callable[[Sequence[str], Path, float], Awaitable[int]]
 HOUR_TAG = "servekit:hour-seconds"
@@ -246,8 +246,8 @@ class MonitoringService:
                     type_.value,
                     endpoint_name=p.get("EndpointName"),
                     name_contains=p.get("NameContains"),
-                    created_after=_epoch(p.get("CreationTimeAfter")),
-                    created_before=_epoch(p.get("CreationTimeBefore")),
+                    created_after=optional_epoch(p.get("CreationTimeAfter")),
+                    created_before=optional_epoch(p.get("CreationTimeBefore")),
                     sort_by=p.get("SortBy") or "CreationTime",
                     sort_order=p.get("SortOrder") or "Descending",
                     max_results=int(p.get("MaxResults") or 10),
@@ -394,10 +394,10 @@ class MonitoringService:
             page = self.repo.list_schedules(
                 endpoint_name=p.get("EndpointName"),
                 name_contains=p.get("NameContains"),
-                created_after=_epoch(p.get("CreationTimeAfter")),
-                created_before=_epoch(p.get("CreationTimeBefore")),
-                modified_after=_epoch(p.get("LastModifiedTimeAfter")),
-                modified_before=_epoch(p.get("LastModifiedTimeBefore")),
+                created_after=optional_epoch(p.get("CreationTimeAfter")),
+                created_before=optional_epoch(p.get("CreationTimeBefore")),
+                modified_after=optional_epoch(p.get("LastModifiedTimeAfter")),
+                modified_before=optional_epoch(p.get("LastModifiedTimeBefore")),
                 status=p.get("StatusEquals"),
                 definition_name=p.get("MonitoringJobDefinitionName"),
                 type_=p.get("MonitoringTypeEquals"),
@@ -497,12 +497,12 @@ class MonitoringService:
             page = self.repo.list_executions(
                 schedule_name=p.get("MonitoringScheduleName"),
                 endpoint_name=p.get("EndpointName"),
-                scheduled_after=_epoch(p.get("ScheduledTimeAfter")),
-                scheduled_before=_epoch(p.get("ScheduledTimeBefore")),
-                created_after=_epoch(p.get("CreationTimeAfter")),
-                created_before=_epoch(p.get("CreationTimeBefore")),
-                modified_after=_epoch(p.get("LastModifiedTimeAfter")),
-                modified_before=_epoch(p.get("LastModifiedTimeBefore")),
+                scheduled_after=optional_epoch(p.get("ScheduledTimeAfter")),
+                scheduled_before=optional_epoch(p.get("ScheduledTimeBefore")),
+                created_after=optional_epoch(p.get("CreationTimeAfter")),
+                created_before=optional_epoch(p.get("CreationTimeBefore")),
+                modified_after=optional_epoch(p.get("LastModifiedTimeAfter")),
+                modified_before=optional_epoch(p.get("LastModifiedTimeBefore")),
                 status=p.get("StatusEquals"),
                 definition_name=p.get("MonitoringJobDefinitionName"),
                 type_=p.get("MonitoringTypeEquals"),
@@ -723,10 +723,6 @@ def _hour_seconds(tags: Mapping[str, str]) -> int:
             f"{text!r}."
         )
     return int(text)
-
-
-def _epoch(value: Any) -> float | None:
-    return None if value is None else to_epoch(value)
 
 
 def _has_capture(root: Path) -> bool:

@@ -20,17 +20,19 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import yaml
 
+from servekit._utils.files import tail_text
+from servekit._utils.processes import owner_alive, pid_alive
 from servekit.control.api.errors import conflict, resource_not_found, validation_exception
-from servekit.control.api.timestamps import to_epoch
+from servekit.control.api.front import Handler
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.names import Account
 from servekit.state.paging import InvalidNextToken
 from servekit.state.pipelines import (
@@ -44,7 +46,6 @@ from servekit.state.pipelines import (
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 VALIDATE_TIMEOUT_S = 60.0
 STOP_GRACE_S = 10.0
 LOG_TAIL_BYTES = 1500
@@ -221,8 +222,8 @@ class PipelinesApi:
         try:
             page = self.repo.list_definitions(
                 name_prefix=p.get("PipelineNamePrefix"),
-                created_after=_epoch(p.get("CreatedAfter")),
-                created_before=_epoch(p.get("CreatedBefore")),
+                created_after=optional_epoch(p.get("CreatedAfter")),
+                created_before=optional_epoch(p.get("CreatedBefore")),
                 sort_by=p.get("SortBy") or "CreationTime",
                 sort_order=p.get("SortOrder") or "Descending",
                 max_results=p.get("MaxResults") or 50,
@@ -329,7 +330,7 @@ class PipelinesApi:
         ended = (
             api is not None
             and api.run_id not in self._children
-            and (api.exit_code is not None or (api.pid is not None and not _alive(api.pid)))
+            and (api.exit_code is not None or (api.pid is not None and not pid_alive(api.pid)))
         )
         if run is not None and (run.status in _FINAL or not ended):
             return run.status, run.failure_reason
@@ -381,7 +382,7 @@ class PipelinesApi:
             have = {r.run_id for r in page.items}
             starting = [a for a in api_rows.values() if a.run_id not in have and self.repo.get_run(a.run_id) is None]
             runs = [(a, None) for a in starting] + runs
-        after, before = _epoch(p.get("CreatedAfter")), _epoch(p.get("CreatedBefore"))
+        after, before = optional_epoch(p.get("CreatedAfter")), optional_epoch(p.get("CreatedBefore"))
         summaries = []
         for api, run in runs:
             created = run.created if run is not None else api.created if api is not None else 0.0
@@ -454,7 +455,7 @@ class PipelinesApi:
         if status == "Stopping":
             return {"PipelineExecutionArn": run.arn}
         try:
-            if not _owner_alive(run):  # its process is gone: nobody else will stop it
+            if not owner_alive(run.owner_pid, run.owner_host):  # its process is gone: nobody else will stop it
                 self.repo.set_run_status(
                     run.run_id, "Stopped", reason="stopped (its process was gone)", final=True, expected=[status]
                 )
@@ -469,35 +470,7 @@ def run_id_of(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
-def _epoch(value: Any) -> float | None:
-    return None if value is None else to_epoch(value)
-
-
 def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - LOG_TAIL_BYTES))
-            tail = f.read().decode(errors="replace").strip()
-    except OSError:
-        return ""
+    tail = tail_text(path, LOG_TAIL_BYTES).strip()
     last = [line for line in tail.splitlines() if line.strip()][-3:]
     return f"; its log ({path}) ends: {' | '.join(last)}" if last else ""
-
-
-def _owner_alive(run: RunRow) -> bool:
-    """Whether the process that owns ``run`` still runs (one on another host is assumed to)."""
-    if run.owner_host and run.owner_host != socket.gethostname():
-        return True
-    return _alive(run.owner_pid)
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

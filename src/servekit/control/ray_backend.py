@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servekit._utils.files import tail_lines
 from servekit.control.backends import InstanceHandle, InstanceSpec, LocalProcessBackend, free_port, rss_bytes
 from servekit.errors import ConfigError, IllegalTransition
 
@@ -281,17 +282,6 @@ def machine_identity() -> str:
         return ""
 
 
-def tail(path: Path, lines: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
 # ---- the actor (runs on a node of the cluster) --------------------------------------------------------------------
 
 
@@ -361,7 +351,7 @@ class InstanceActor:
                 break
             self._enforce_memory()
         reason = self._over or f"instance {self._spec.instance_id} exited with status {code}"
-        return Exit(code, reason, tail(self._log_path, 20))
+        return Exit(code, reason, tail_lines(self._log_path, 20))
 
     def _wait(self, timeout_s: float) -> int | None:
         try:
@@ -389,7 +379,7 @@ class InstanceActor:
             await asyncio.get_running_loop().run_in_executor(None, self._proc.wait)
 
     async def log_tail(self, lines: int) -> str:
-        return tail(self._log_path, lines)
+        return tail_lines(self._log_path, lines)
 
     def _signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -608,7 +598,7 @@ class RayBackend:
         tracked = self._instances.get(handle.spec.instance_id)
         if tracked is not None and tracked.exit_tail:
             return "\n".join(tracked.exit_tail.splitlines()[-lines:])
-        return tail(Path(handle.log_path), lines) if handle.log_path else ""
+        return tail_lines(handle.log_path, lines) if handle.log_path else ""
 
     async def stop(self, handle: InstanceHandle, grace_s: float = 10.0) -> None:
         tracked = self._instances.pop(handle.spec.instance_id, None)

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from servekit.control.api.errors import ApiError, conflict, validation_exception
+from servekit.control.api.front import Handler, current_caller
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.names import Account
-from servekit.control.registry_approval import IllegalApproval, ModelApproval, check_approval, current_caller
+from servekit.control.registry_approval import IllegalApproval, ModelApproval, check_approval
 from servekit.control.registry_deploy import Deployer, rule_from_tags
 from servekit.state.registry import (
     AlreadyExists,
@@ -43,7 +44,6 @@ from servekit.state.registry import (
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 # A package name, ARN or ``<name>/<version>`` as DescribeModelPackage and CreateModel's ModelPackageName take it.
 _PACKAGE_REF = re.compile(
@@ -454,18 +454,12 @@ def _package_summary(r: PackageRow) -> dict[str, Any]:
     return out
 
 
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    return value.timestamp() if isinstance(value, datetime) else float(value)
-
-
 def _page(fetch: Callable[..., Any], p: Mapping[str, Any], default_order: str, **filters: Any) -> Any:
     """A listing's page from SageMaker's list parameters; a bad NextToken is a ValidationException."""
     kwargs: dict[str, Any] = {
         "name_contains": p.get("NameContains"),
-        "created_after": _epoch(p.get("CreationTimeAfter")),
-        "created_before": _epoch(p.get("CreationTimeBefore")),
+        "created_after": optional_epoch(p.get("CreationTimeAfter")),
+        "created_before": optional_epoch(p.get("CreationTimeBefore")),
         "sort_by": p.get("SortBy") or "CreationTime",
         "sort_order": p.get("SortOrder") or default_order,
         "next_token": p.get("NextToken"),

@@ -1,5 +1,5 @@
 """A model package version's approval: SageMaker's ``ModelApprovalStatus`` as a lifecycle with legal transitions,
-and who is calling (for the approval history).
+(who made a change comes from the API front's ``current_caller``).
 
 SageMaker documents these changes for CI/CD (Pending → Approved, Pending → Rejected, Rejected → Approved,
 Approved → Rejected); servekit allows exactly those, plus "no change" (which may update the ApprovalDescription
@@ -9,7 +9,6 @@ changed by another decision, never undone into "undecided", so the history alway
 
 from __future__ import annotations
 
-import contextvars
 import enum
 
 
@@ -40,12 +39,3 @@ def check_approval(current: ModelApproval, to: ModelApproval) -> None:
         return
     allowed = " or ".join(sorted(TRANSITIONS[current])) or "nothing"
     raise IllegalApproval(f"A model package that is {current} can be changed to {allowed}, not to {to}.")
-
-
-# The access key id of the caller of the API request being handled (None outside a request, or when the plane
-# runs without signatures). Set by whoever dispatches the request; read by the registry for "who" in history.
-CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("servekit_registry_caller", default=None)
-
-
-def current_caller() -> str | None:
-    return CALLER.get()

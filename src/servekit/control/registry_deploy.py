@@ -36,15 +36,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from servekit.control import rollout
 from servekit.control.api.errors import ApiError
+from servekit.control.api.front import Handler
 from servekit.control.hosting import STEPS_TAG
-
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 TAG_PREFIX = "servekit:DeployOnApproval:"
 ENDPOINT_TAG = TAG_PREFIX + "Endpoint"

@@ -19,15 +19,15 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from servekit.control.api import Api, ApiError, Call
+from servekit.control.api import Api, ApiError, Call, Handler
 from servekit.control.api.errors import model_error as model_error_response
 from servekit.control.api.errors import service_unavailable, validation_error
+from servekit.control.api.front import CALLER
 from servekit.control.cloudwatch_alarms import AlarmService
 from servekit.control.gateway import Gateway, GatewayError
-from servekit.control.hosting import Handler, HostingService
+from servekit.control.hosting import HostingService
 from servekit.control.lifecycle import EndpointStatus
 from servekit.control.metrics import NAMESPACE, MetricsStore
-from servekit.control.registry_approval import CALLER
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ _MAX_TRACKED_MODELS = 100_000  # per endpoint: past it, new TargetModels are not
 _REPORTED_MODELS = 100
 # Response headers an operation adds beyond its API shape, for the request being answered (one dict per request).
 _EXTRA_HEADERS: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("servekit_extra_headers")
-_MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
+MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
 _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -381,7 +381,7 @@ class ControlPlane:
             if path == prefix or path.startswith(prefix + "/"):
                 await app(scope, receive, send)
                 return
-        body = await _read(receive, _MAX_BODY)
+        body = await read_body(receive, MAX_BODY)
         raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded
         if scope.get("query_string"):  # ASGI's raw_path has no query; SigV4 signs it
             raw_path += "?" + scope["query_string"].decode("latin-1")
@@ -431,7 +431,8 @@ def model_cache_report(counts: Mapping[str, list[int]]) -> list[dict[str, Any]]:
     ]
 
 
-async def _read(receive: Receive, limit: int) -> bytes | None:
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """A request's whole body, or None once it passes ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0
     more = True

@@ -15,6 +15,9 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
+# One parser of ISO 8601 times, capture's; the monitor's options and tests name it here.
+from servekit.capture.decode import parse_time as parse_time
+
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 
@@ -28,17 +31,6 @@ def parse_duration(text: str) -> int:
     if seconds < 1 or seconds != int(seconds):
         raise ValueError(f"bad duration {text!r}: must be a whole number of seconds >= 1")
     return int(seconds)
-
-
-def parse_time(text: str) -> float:
-    """ISO 8601 (``2026-11-30T10:00:00Z``; no zone means UTC) → epoch seconds."""
-    try:
-        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"bad time {text!r}: expected ISO 8601 such as 2026-11-30T10:00:00Z") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
 
 
 def format_time(seconds: float) -> str:

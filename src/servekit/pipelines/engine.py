@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from servekit._utils.files import tail_text
 from servekit.pipelines.steps import METRICS_FILE, METRICS_OUTPUT, StepKind
 
 RESULT_FILE = "result.json"
@@ -180,12 +181,7 @@ def _command_result(task: StepTask, returncode: int) -> StepOutcome:
 
 def _log_tail(task: StepTask) -> str:
     log = task.workdir / LOG_FILE
-    try:
-        with log.open("rb") as f:
-            f.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
-            tail = f.read().decode(errors="replace").strip()
-    except OSError:
-        return ""
+    tail = tail_text(log, LOG_TAIL_BYTES).strip()
     return f"; log ({log}) ends: {tail}" if tail else ""
 
 

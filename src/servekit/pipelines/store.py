@@ -9,6 +9,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import replace
 
+from servekit._utils.processes import owner_alive
 from servekit.pipelines.errors import RunConflict, RunNotFound
 from servekit.pipelines.status import RunStatus, StepStatus, check_run_transition, check_step_transition
 from servekit.state import StateDB
@@ -27,21 +28,6 @@ def new_run_id(token: Callable[[int], str] | None = None) -> str:
 
 def run_arn(pipeline: str, run_id: str) -> str:
     return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:pipeline/{pipeline.lower()}/execution/{run_id}"
-
-
-def _alive(pid: int | None, host: str) -> bool:
-    """Whether the process that owns a run still runs (a run owned on another host is assumed to)."""
-    if pid is None:
-        return False
-    if host and host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RunStore:
@@ -81,9 +67,9 @@ class RunStore:
         status = RunStatus(row.status)
         if status.finished:
             raise RunConflict(f"run {run_id} is already {status}")
-        if status is RunStatus.STOPPING and _alive(row.owner_pid, row.owner_host):
+        if status is RunStatus.STOPPING and owner_alive(row.owner_pid, row.owner_host):
             return status
-        if not _alive(row.owner_pid, row.owner_host):
+        if not owner_alive(row.owner_pid, row.owner_host):
             self.repo.set_run_status(run_id, RunStatus.STOPPED, reason="stopped (its process was gone)", final=True)
             self._stop_steps(run_id)
             return RunStatus.STOPPED
@@ -101,7 +87,7 @@ class RunStore:
         status = RunStatus(row.status)
         if status is RunStatus.SUCCEEDED:
             raise RunConflict(f"run {run_id} already succeeded; start a new run")
-        if status in (RunStatus.EXECUTING, RunStatus.STOPPING) and _alive(row.owner_pid, row.owner_host):
+        if status in (RunStatus.EXECUTING, RunStatus.STOPPING) and owner_alive(row.owner_pid, row.owner_host):
             raise RunConflict(f"run {run_id} is {status} in process {row.owner_pid}; stop it first")
         try:
             self.repo.take_over(

@@ -28,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import tarfile
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from servekit.control.api.errors import ApiError, resource_in_use, validation_exception
+from servekit.control.api.front import Handler
+from servekit.control.api.timestamps import optional_epoch
 from servekit.control.instance_types import InstanceTypes
 from servekit.control.names import Account
 from servekit.errors import ConfigError
@@ -44,7 +46,6 @@ from servekit.state.recommend_jobs import JobExists, RecommendJobRow, RecommendJ
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 Runner = Callable[[RecommendSpec, InstanceTypes, Path, str], Coroutine[Any, Any, dict[str, Any]]]
 BATCHING_PARAMETER = "SERVEKIT_BATCHING"
 UTILIZATION_TAG = "servekit:utilization"
@@ -125,8 +126,8 @@ class RecommendationJobs:
                 name_contains=p.get("NameContains"),
                 status=p.get("StatusEquals"),
                 model_name=p.get("ModelNameEquals"),
-                created_after=_epoch(p.get("CreationTimeAfter")),
-                created_before=_epoch(p.get("CreationTimeBefore")),
+                created_after=optional_epoch(p.get("CreationTimeAfter")),
+                created_before=optional_epoch(p.get("CreationTimeBefore")),
                 sort_by=p.get("SortBy") or "CreationTime",
                 sort_order=p.get("SortOrder") or "Descending",
                 max_results=int(p.get("MaxResults") or 10),
@@ -274,12 +275,6 @@ class RecommendationJobs:
     # the control plane starts its background loops after recovery; nothing to start here
     def start(self) -> None:
         return None
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    return value.timestamp() if isinstance(value, datetime) else float(value)
 
 
 def _jsonable(value: Any) -> Any:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from servekit._utils.processes import pid_alive
 from servekit.state import StateDB, TransformJobRow, TransformObjectRow
 from servekit.transform.spec import TransformSpec, changed_fields, spec_from_request, spec_to_request
 from servekit.transform.status import JobStatus, ObjectStatus, check_transition
@@ -53,16 +54,6 @@ class ObjectRecord:
 
 class JobConflict(Exception):
     """The job cannot run now: another live process runs it, or its spec changed."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobStore:
@@ -137,7 +128,7 @@ class JobStore:
                 if current.status.terminal:
                     return current
                 if current.status in (JobStatus.IN_PROGRESS, JobStatus.STOPPING) and current.owner_pid:
-                    if current.owner_host == host and current.owner_pid != pid and _alive(current.owner_pid):
+                    if current.owner_host == host and current.owner_pid != pid and pid_alive(current.owner_pid):
                         raise JobConflict(f"job {spec.name!r} is running in process {current.owner_pid}")
                 status = JobStatus.STOPPED if current.status is JobStatus.STOPPING else current.status
                 check_transition(status, JobStatus.IN_PROGRESS)

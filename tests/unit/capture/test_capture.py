@@ -175,7 +175,7 @@ def test_a_failed_publish_neither_kills_capture_nor_hangs_close(
 
 
 def test_tensors_are_captured_as_v2_json_that_the_monitor_reads(tmp_path: Path) -> None:
-    from servekit.monitor.capture import decode_record
+    from servekit.capture.decode import decode_record
 
     w = CaptureWriter(CaptureConfig(destination=str(tmp_path)), now=lambda: WHEN)
     w.start()

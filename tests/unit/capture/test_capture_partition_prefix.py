@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from servekit.capture.decode import decode_record
 from servekit.capture.record import partition
 from servekit.capture.sink import CaptureWriter
 from servekit.config.models import CaptureConfig
 from servekit.errors import ConfigError
-from servekit.monitor.capture import decode_record
 
 WHEN = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
 

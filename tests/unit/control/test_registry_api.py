@@ -17,8 +17,8 @@ from tests.unit.control.conftest import in_process_client
 
 from servekit.control.api import AccessKey, Api, Call, Credentials
 from servekit.control.api.errors import validation_exception
+from servekit.control.api.front import CALLER
 from servekit.control.registry import RegistryService
-from servekit.control.registry_approval import CALLER
 from servekit.control.registry_deploy import DEPLOYMENT_TAG, ENDPOINT_TAG, rule_tags
 from servekit.state.database import StateDB
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from servekit.monitor.capture import UndecodableRecord, decode_record, payload_rows
+from servekit.capture.decode import UndecodableRecord, decode_record, payload_rows
 from servekit.monitor.sources import SourceError, SourceStats, epoch_seconds, read, rows_to_table
 from servekit.monitor.windows import parse_time
 from servekit.testing.capture_files import capture_record, write_capture_files

@@ -11,7 +11,7 @@
 
 from servekit.control.api.credentials import AccessKey, Credentials, authorize, client
 from servekit.control.api.errors import ApiError
-from servekit.control.api.front import Api, Call
+from servekit.control.api.front import Api, Call, Handler
 from servekit.control.api.protocol import Response
 
-__all__ = ["AccessKey", "Api", "ApiError", "Call", "Credentials", "Response", "authorize", "client"]
+__all__ = ["AccessKey", "Api", "ApiError", "Call", "Credentials", "Handler", "Response", "authorize", "client"]

@@ -20,6 +20,7 @@ output dict (or raises :class:`~servekit.control.api.errors.ApiError`).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 import zlib
@@ -62,8 +63,19 @@ class Call:
     request_id: str = field(default_factory=request_id)
 
 
+# The access key id of the caller of the request being handled (None outside a request, or unsigned): the plane
+# sets it per dispatched call so handlers keep their one-argument shape; histories (registry approvals) read it.
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("servekit_api_caller", default=None)
+
+
+def current_caller() -> str | None:
+    return CALLER.get()
+
+
 Protocol = JsonProtocol | RestJsonProtocol
 Dispatch = Callable[[Call], Mapping[str, Any] | None]
+# One operation of a service: its validated parameters -> its result (before serialization).
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 AsyncDispatch = Callable[[Call], Awaitable[Mapping[str, Any] | None]]
 
 

@@ -46,6 +46,11 @@ def to_epoch(value: datetime | float) -> float:
     return float(value)
 
 
+def optional_epoch(value: datetime | float | None) -> float | None:
+    """:func:`to_epoch` of an optional parameter (None stays None): the time filters of List* operations."""
+    return None if value is None else to_epoch(value)
+
+
 def format_timestamp(value: datetime | float, fmt: str) -> str | float:
     """``unixTimestamp`` (a float), ``iso8601`` or ``rfc822`` per a shape's ``timestampFormat``."""
     when = value if isinstance(value, datetime) else datetime.fromtimestamp(float(value), UTC)

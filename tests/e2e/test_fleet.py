@@ -15,6 +15,7 @@ import pytest
 from servekit.control.backends import LocalProcessBackend
 from servekit.control.fleet import EndpointController, EndpointPlan, VariantPlan
 from servekit.control.gateway import Gateway, RoutingTable
+from servekit.control.rollout import policy_from
 from servekit.testing.hosting import scaling_model
 
 pytestmark = pytest.mark.e2e
@@ -128,5 +129,39 @@ def test_a_failed_update_keeps_the_old_fleet_serving(tmp_path: Path) -> None:
         status, reason = h.statuses[-1]
         assert status == "InService" and reason is not None and "cfg2" in reason
         assert await h.ask() == ("A", [2.0])
+
+    run(tmp_path, main)
+
+
+def test_an_update_cancelled_mid_rollout_stops_its_green_fleet(tmp_path: Path) -> None:
+    """servekit up stopping during a canary bake cancels the update: the green instances it started must end with
+    it (they used to outlive the control plane), and blue keeps the endpoint."""
+    v1, v2 = scaling_model(tmp_path, "one", 2.0), scaling_model(tmp_path, "two", 10.0)
+    canary = {
+        "BlueGreenUpdatePolicy": {
+            "TrafficRoutingConfiguration": {
+                "Type": "CANARY",
+                "CanarySize": {"Type": "INSTANCE_COUNT", "Value": 1},
+                "WaitIntervalInSeconds": 3600,  # a bake the test never waits out
+            }
+        }
+    }
+
+    async def main(h: Harness) -> None:
+        assert await h.ctl.create(EndpointPlan("ep", "cfg1", (variant("A", v1, count=2),)))
+        blue = [i.handle for i in h.ctl.fleets["A"].instances]
+        update = asyncio.create_task(
+            h.ctl.update(EndpointPlan("ep", "cfg2", (variant("B", v2, count=2),)), policy_from(canary, 2))
+        )
+        while not (h.ctl.deployment and any(f.healthy() for f in h.ctl.deployment.fleets.values())):
+            assert not update.done(), update
+            await asyncio.sleep(0.05)
+        green = [i.handle for f in h.ctl.deployment.fleets.values() for i in f.instances]
+        update.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await update
+        assert green and not any(h.backend.alive(g) for g in green)
+        assert all(h.backend.alive(b) for b in blue)
+        assert h.ctl.deployment is None and set(h.ctl.fleets) == {"A"}
 
     run(tmp_path, main)

@@ -186,8 +186,12 @@ class EndpointController:
             try:
                 return await self._deploy(deployment, states, on_phase)
             finally:
+                # green fleets neither made live (_finish) nor stopped (_roll_back): the update was cancelled
+                # (servekit up stopping mid-rollout) or failed unexpectedly; they must not outlive it
+                leftover, deployment.fleets = deployment.fleets, {}
                 self.deployment = None
                 self._publish()
+                await self._stop_fleets(leftover)
 
     async def _deploy(self, d: Deployment, alarm_states: AlarmStates, on_phase: PhaseCallback | None) -> bool:
         def moved(new: rollout.RolloutState) -> None:

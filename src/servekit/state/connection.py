@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,13 +19,30 @@ def connect(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> sqlite3.
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enter_wal(conn, timeout)
         conn.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: a power loss may lose the last commits only
         conn.execute("PRAGMA foreign_keys = ON")
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to write-ahead logging. SQLite answers "database is locked" at once, without the busy
+    handler, when two processes make the switch on a new file together; the loser retries until the winner's
+    switch is visible (then there is nothing left to do) or ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)  # back off; the other opener holds the lock for a few milliseconds
+        delay = min(delay * 2, 0.1)
 
 
 @contextmanager

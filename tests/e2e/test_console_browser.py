@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -409,6 +409,51 @@ def test_registry_approval_through_the_console_records_the_signed_in_key(
     history = page.locator("table", has_text="Approval history").inner_text()
     assert "Approved" in history and admin.access_key_id in history
     tab.shot("model-package")
+
+
+def raw_answer(client: Any, event: str, call: Callable[[], Any]) -> dict[str, Any]:
+    """An operation's JSON as sent (botocore's parser drops servekit's extension fields)."""
+    seen: list[bytes] = []
+    client.meta.events.register(f"after-call.{event}", lambda http_response, **_: seen.append(http_response.content))
+    call()
+    doc: dict[str, Any] = json.loads(seen[-1])
+    return doc
+
+
+def test_batch_jobs_page_shows_a_transform_jobs_progress_live(tab: Page, up: UpProcess, tmp_path: Path) -> None:
+    sm = up.sm()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("[1.0]\n[2.0]\n")
+    (tmp_path / "in" / "b.jsonl").write_text("[3.0]\n")
+    page = tab.open("/console/")
+    page.get_by_role("link", name="Batch jobs").click()  # reachable from the navigation
+    page.wait_for_url("**/console/jobs")
+    tab.polled()
+    sm.create_transform_job(
+        TransformJobName="scores",
+        ModelName="m1",
+        TransformInput={
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": str(tmp_path / "in")}},
+            "ContentType": "application/json",
+            "SplitType": "Line",
+        },
+        TransformOutput={"S3OutputPath": str(tmp_path / "out"), "AssembleWith": "Line"},
+        TransformResources={"InstanceType": "ml.m5.large", "InstanceCount": 1},
+    )
+    sm.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="scores", WaiterConfig=FAST)
+    row = page.locator("tr", has=page.locator('[data-job="scores"]'))
+    row.get_by_text("Completed").wait_for()  # the list refreshed itself: no reload
+    described = raw_answer(
+        sm, "sagemaker.DescribeTransformJob", lambda: sm.describe_transform_job(TransformJobName="scores")
+    )
+    progress = described["ServekitProgress"]
+    assert (progress["ObjectsDone"], progress["ObjectsTotal"], progress["Records"]) == (2, 2, 3)
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1].startswith(described["TransformJobStatus"])
+    assert cells[2].strip() == "2 / 2"
+    assert cells[3:5] == ["3", "0"]
+    assert row.get_by_role("progressbar", name="Objects done of scores").get_attribute("value") == "2"
+    tab.shot("batch-jobs")
 
 
 def test_monitoring_page_loads(tab: Page, up: UpProcess) -> None:

@@ -31,6 +31,7 @@ from servekit.control.ray_backend import RayBackend, RayBackendConfig
 from servekit.control.registry import RegistryService
 from servekit.control.server import Background, ControlPlane
 from servekit.control.shadow import ShadowLog
+from servekit.control.transform_api import TransformJobsApi
 from servekit.control.utilization import UtilizationSampler, hosting_instances
 from servekit.recommend.api import RecommendationJobs
 from servekit.state.database import StateDB
@@ -141,6 +142,12 @@ def build(
     pipelines_api = PipelinesApi(db.pipelines, home, Account(), plane_url=lambda: _leader_url(routes))
     sagemaker_ops.update(pipelines_api.handlers())
     background.append(pipelines_api)
+    # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
+    transform_jobs = TransformJobsApi(
+        db.transform_jobs, db.hosting, lambda url: str(artifacts.resolve(url).base_path), home
+    )
+    sagemaker_ops.update(transform_jobs.handlers())
+    background.append(transform_jobs)
     plane = ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,

@@ -140,6 +140,13 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
     async def monitoring(request: Request) -> Response:
         return html(request, "Monitoring", views.monitoring_body(await data.monitoring(api)), "/console/monitoring")
 
+    async def jobs(request: Request) -> Response:
+        return html(request, "Batch transform jobs", views.jobs_body(await data.transform_jobs(api)), "/console/jobs")
+
+    async def jobs_json(request: Request) -> Response:
+        found = await data.transform_jobs(api)
+        return JSONResponse({"jobs": found, "html": {"transform": views.transform_table(found)}}, headers=_HEADERS)
+
     # ---- sign-in ----------------------------------------------------------------------------------------------
     def login_page(request: Request, error: str = "", status: int = 200) -> Response:
         token = secrets.token_urlsafe(24)
@@ -249,6 +256,8 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             Route("/console/registry/package", package),
             Route("/console/registry/approve", approve, methods=["POST"]),
             Route("/console/monitoring", monitoring),
+            Route("/console/jobs", jobs),
+            Route("/console/api/jobs", jobs_json),
             Route("/console/login", login_get, methods=["GET"]),
             Route("/console/login", login_post, methods=["POST"]),
             Route("/console/logout", logout, methods=["POST"]),

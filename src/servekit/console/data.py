@@ -281,3 +281,30 @@ async def monitoring(api: ApiCall) -> dict[str, Any]:
         )
     ).get("MonitoringExecutionSummaries", [])
     return {"schedules": schedules, "executions": executions}
+
+
+MAX_JOBS = 50  # the newest transform jobs the jobs page shows (each costs one DescribeTransformJob)
+
+
+async def transform_jobs(api: ApiCall) -> list[dict[str, Any]]:
+    """The newest transform jobs, each as DescribeTransformJob answers it (with ``ServekitProgress``); a job
+    deleted between the list and the describe is left out."""
+    listed = (
+        await api(
+            "sagemaker",
+            "ListTransformJobs",
+            {"SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": MAX_JOBS},
+            None,
+        )
+    ).get("TransformJobSummaries", [])
+
+    async def describe(name: str) -> dict[str, Any] | None:
+        try:
+            return await api("sagemaker", "DescribeTransformJob", {"TransformJobName": name}, None)
+        except ApiFailure as exc:
+            if exc.code == "ValidationException":
+                return None
+            raise
+
+    found = await asyncio.gather(*(describe(j["TransformJobName"]) for j in listed))
+    return [f for f in found if f is not None]

@@ -13,6 +13,7 @@ NAV = (
     ("/console/", "Endpoints"),
     ("/console/registry", "Models & registry"),
     ("/console/monitoring", "Monitoring"),
+    ("/console/jobs", "Batch jobs"),
 )
 
 

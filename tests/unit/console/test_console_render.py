@@ -167,3 +167,22 @@ def test_alarms_of_an_endpoint_are_the_watched_ones_and_those_on_its_metrics() -
         [alarm("other", "x"), alarm("mine", "ep"), alarm("guard", "x"), {"AlarmName": "bare"}], "ep", ["guard"]
     )
     assert [(a["AlarmName"], a["Watched"]) for a in picked] == [("guard", True), ("mine", False)]
+
+
+def test_transform_table_shows_progress_errors_and_servekits_own_status() -> None:
+    job = {
+        "TransformJobName": "<b>scores</b>",
+        "TransformJobStatus": "Completed",
+        "ServekitStatus": "CompletedWithErrors",
+        "FailureReason": "2 record(s) failed",
+        "CreationTime": 0,
+        "ServekitProgress": {"ObjectsTotal": 4, "ObjectsDone": 3, "ObjectsFailed": 1, "Records": 12, "RecordErrors": 2},
+    }
+    out = views.transform_table([job])
+    assert "<b>" not in out and "&lt;b&gt;scores&lt;/b&gt;" in out
+    assert '<progress max="4" value="3"' in out and "3 / 4" in out and "1 failed" in out
+    assert "servekit: CompletedWithErrors" in out and "2 record(s) failed" in out
+    assert "1970-01-01 00:00:00 UTC" in out
+    counting = views.transform_table([{**job, "ServekitProgress": {"ObjectsTotal": 0}}])
+    assert "<progress" not in counting and "counting objects" in counting
+    assert "none yet" in views.transform_table([])

@@ -81,7 +81,8 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    var list = document.querySelector('[data-live="endpoints"][data-src]');
+    // list pages (endpoints, batch jobs, pipelines): a section naming its JSON, whose fragments replace its parts
+    var list = document.querySelector("section[data-live][data-src]");
     if (list) poll(function () { return list.getAttribute("data-src"); }, function (p) { swap(p.html); });
     var detail = document.querySelector("[data-endpoint][data-src]");
     if (detail) {

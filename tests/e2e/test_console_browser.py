@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -454,6 +455,97 @@ def test_batch_jobs_page_shows_a_transform_jobs_progress_live(tab: Page, up: UpP
     assert cells[3:5] == ["3", "0"]
     assert row.get_by_role("progressbar", name="Objects done of scores").get_attribute("value") == "2"
     tab.shot("batch-jobs")
+
+
+def poll_until(what: Callable[[], Any], until: Callable[[Any], bool], timeout_s: float = 120) -> Any:
+    """Call ``what`` every 0.2 s until ``until`` holds (another process's progress)."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = what()
+        if until(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"still {last!r} after {timeout_s}s")
+
+
+WRITER = "import os, sys; open(os.path.join(os.environ['SERVEKIT_OUTPUT_OUT'], 'words.txt'), 'w').write(sys.argv[1])"
+
+
+def test_pipelines_page_shows_executions_and_an_executions_steps(tab: Page, up: UpProcess, tmp_path: Path) -> None:
+    sm = up.sm()
+    role = "arn:aws:iam::000000000000:role/pipelines"
+    words = {
+        "Name": "words",
+        "Parameters": [{"Name": "Text", "Type": "String", "DefaultValue": "a b c"}],
+        "Steps": [
+            {
+                "Name": "write",
+                "Type": "Processing",
+                "Command": [sys.executable, "-c", WRITER, {"Get": "Parameters.Text"}],
+                "Outputs": ["out"],
+                "CacheConfig": {"Enabled": True},
+            },
+        ],
+    }
+    broken = {
+        "Name": "broken",
+        "Steps": [{"Name": "explode", "Type": "Processing", "Command": [sys.executable, "-c", "raise SystemExit(3)"]}],
+    }
+    for doc in (words, broken):
+        sm.create_pipeline(
+            PipelineName=doc["Name"],
+            PipelineDefinition=json.dumps(doc),
+            RoleArn=role,
+            ClientRequestToken=f"create-{doc['Name']}".ljust(32, "0"),
+        )
+
+    def run(name: str, token: str) -> dict[str, Any]:
+        arn = sm.start_pipeline_execution(PipelineName=name, ClientRequestToken=token.ljust(32, "0"))[
+            "PipelineExecutionArn"
+        ]
+        return dict(
+            poll_until(
+                lambda: sm.describe_pipeline_execution(PipelineExecutionArn=arn),
+                lambda d: d["PipelineExecutionStatus"] not in ("Executing",),
+            )
+        )
+
+    first, failed = run("words", "words-1"), run("broken", "broken-1")
+    second = run("words", "words-2")  # the same inputs: its write step is a cache hit of the first
+    assert (first["PipelineExecutionStatus"], second["PipelineExecutionStatus"]) == ("Succeeded", "Succeeded")
+    assert failed["PipelineExecutionStatus"] == "Failed"
+
+    page = tab.open("/console/")
+    page.get_by_role("link", name="Pipelines").click()
+    page.wait_for_url("**/console/pipelines")
+    tab.polled()
+    listed = page.locator("table", has_text="Executions of words").locator("tbody tr").all_inner_texts()
+    assert len(listed) == 2 and all("Succeeded" in row for row in listed)
+    broken_rows = page.locator("table", has_text="Executions of broken").locator("tbody tr")
+    assert "Failed" in broken_rows.inner_text()
+    tab.shot("pipelines")
+
+    steps = sm.list_pipeline_execution_steps(PipelineExecutionArn=second["PipelineExecutionArn"])
+    write = steps["PipelineExecutionSteps"][0]
+    assert write["CacheHitResult"]["SourcePipelineExecutionArn"] == first["PipelineExecutionArn"]
+    page.get_by_role("link", name=second["PipelineExecutionDisplayName"]).click()
+    page.wait_for_url("**/console/pipelines/execution?arn=*")
+    tab.polled()
+    row = page.locator("table", has_text="Steps").locator("tr", has_text="write").inner_text()
+    assert write["StepStatus"] in row and f"hit, from {first['PipelineExecutionArn'].rsplit('/', 1)[-1]}" in row
+    tab.shot("pipeline-execution")
+
+    tab.open("/console/pipelines/execution?arn=" + failed["PipelineExecutionArn"])
+    tab.polled()
+    explode = sm.list_pipeline_execution_steps(PipelineExecutionArn=failed["PipelineExecutionArn"])
+    reason = explode["PipelineExecutionSteps"][0]["FailureReason"]
+    assert reason and reason in page.locator("table", has_text="Steps").inner_text()
+    gone = failed["PipelineExecutionArn"].rsplit("/", 1)[0] + "/nosuchexecution"
+    missing = tab.context.request.get("/console/pipelines/execution?arn=" + gone)
+    assert missing.status == 404 and "does not exist" in missing.text()
+    malformed = tab.context.request.get("/console/pipelines/execution?arn=not-an-arn")
+    assert malformed.status == 400 and "ValidationException" in malformed.text()
 
 
 def test_monitoring_page_loads(tab: Page, up: UpProcess) -> None:

@@ -68,9 +68,12 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
         return HTMLResponse(doc, status, headers=_HEADERS)
 
     def failed(request: Request, exc: ApiFailure) -> HTMLResponse:
-        status = 404 if exc.status == 400 and "not found" in exc.message.lower() else 502
+        # the API's 4xx is the caller's (a name that does not exist, a malformed ARN); anything else is the plane's
+        missing = exc.code == "ResourceNotFound" or "not found" in exc.message.lower()
+        status = (404 if missing else 400) if 400 <= exc.status < 500 else 502
         body = f'<p role="alert" class="error">{esc(exc.code)}: {esc(exc.message)}</p>'
-        return html(request, "Not found" if status == 404 else "The API answered with an error", body, status=status)
+        title = {404: "Not found", 400: "Not a valid request"}.get(status, "The API answered with an error")
+        return html(request, title, body, status=status)
 
     async def endpoints(request: Request) -> Response:
         summaries = await data.endpoint_summaries(api)
@@ -146,6 +149,33 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
     async def jobs_json(request: Request) -> Response:
         found = await data.transform_jobs(api)
         return JSONResponse({"jobs": found, "html": {"transform": views.transform_table(found)}}, headers=_HEADERS)
+
+    async def pipelines(request: Request) -> Response:
+        found = await data.pipelines(api)
+        return html(request, "Pipelines", views.pipelines_body(found), "/console/pipelines")
+
+    async def pipelines_json(request: Request) -> Response:
+        found = await data.pipelines(api)
+        return JSONResponse({"pipelines": found, "html": {"pipelines": views.pipelines_table(found)}}, headers=_HEADERS)
+
+    async def execution(request: Request) -> Response:
+        arn = request.query_params.get("arn", "")
+        if not arn:
+            body = '<p role="alert" class="error">Which execution? (?arn=PipelineExecutionArn)</p>'
+            return html(request, "Not found", body, "/console/pipelines", status=400)
+        try:
+            found = await data.pipeline_execution(api, arn)
+        except ApiFailure as exc:
+            return failed(request, exc)
+        name = found["execution"].get("PipelineExecutionDisplayName") or arn.rsplit("/", 1)[-1]
+        return html(request, f"Pipeline execution {name}", views.execution_body(arn, found), "/console/pipelines")
+
+    async def execution_json(request: Request) -> Response:
+        try:
+            found = await data.pipeline_execution(api, request.query_params.get("arn", ""))
+        except ApiFailure as exc:
+            return JSONResponse({"message": exc.message}, 404 if exc.status == 400 else 502, headers=_HEADERS)
+        return JSONResponse({**found, "html": {"execution": views.execution_section(found)}}, headers=_HEADERS)
 
     # ---- sign-in ----------------------------------------------------------------------------------------------
     def login_page(request: Request, error: str = "", status: int = 200) -> Response:
@@ -258,6 +288,10 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             Route("/console/monitoring", monitoring),
             Route("/console/jobs", jobs),
             Route("/console/api/jobs", jobs_json),
+            Route("/console/pipelines", pipelines),
+            Route("/console/api/pipelines", pipelines_json),
+            Route("/console/pipelines/execution", execution),
+            Route("/console/api/pipelines/execution", execution_json),
             Route("/console/login", login_get, methods=["GET"]),
             Route("/console/login", login_post, methods=["POST"]),
             Route("/console/logout", logout, methods=["POST"]),

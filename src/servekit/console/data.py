@@ -308,3 +308,38 @@ async def transform_jobs(api: ApiCall) -> list[dict[str, Any]]:
 
     found = await asyncio.gather(*(describe(j["TransformJobName"]) for j in listed))
     return [f for f in found if f is not None]
+
+
+EXECUTIONS_PER_PIPELINE = 10
+
+
+async def pipelines(api: ApiCall) -> list[dict[str, Any]]:
+    """Every pipeline (by name) with its newest executions (ListPipelineExecutions, newest first)."""
+    found = await _pages(
+        api, "sagemaker", "ListPipelines", {"SortBy": "Name", "SortOrder": "Ascending"}, "PipelineSummaries"
+    )
+
+    async def executions(name: str) -> list[dict[str, Any]]:
+        answer = await api(
+            "sagemaker",
+            "ListPipelineExecutions",
+            {"PipelineName": name, "SortOrder": "Descending", "MaxResults": EXECUTIONS_PER_PIPELINE},
+            None,
+        )
+        return list(answer.get("PipelineExecutionSummaries", []))
+
+    runs = await asyncio.gather(*(executions(p["PipelineName"]) for p in found))
+    return [{"pipeline": p, "executions": r} for p, r in zip(found, runs, strict=True)]
+
+
+async def pipeline_execution(api: ApiCall, arn: str) -> dict[str, Any]:
+    """DescribePipelineExecution and its steps in the order they started (ListPipelineExecutionSteps)."""
+    described = await api("sagemaker", "DescribePipelineExecution", {"PipelineExecutionArn": arn}, None)
+    steps = await _pages(
+        api,
+        "sagemaker",
+        "ListPipelineExecutionSteps",
+        {"PipelineExecutionArn": arn, "SortOrder": "Ascending"},
+        "PipelineExecutionSteps",
+    )
+    return {"execution": described, "steps": steps}

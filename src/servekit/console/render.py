@@ -14,6 +14,7 @@ NAV = (
     ("/console/registry", "Models & registry"),
     ("/console/monitoring", "Monitoring"),
     ("/console/jobs", "Batch jobs"),
+    ("/console/pipelines", "Pipelines"),
 )
 
 
@@ -33,11 +34,22 @@ def badge(status: object) -> str:
     word = str(status or "")
     low = word.lower()
     kind = "neutral"
-    if low in ("inservice", "completed", "approved", "ok", "successful", "scheduled"):
+    if low in ("inservice", "completed", "approved", "ok", "successful", "scheduled", "succeeded"):
         kind = "good"
     elif low in ("failed", "rejected", "alarm", "updaterollbackfailed", "outofservice", "completedwithviolations"):
         kind = "bad"
-    elif low in ("creating", "updating", "deleting", "rollingback", "systemupdating", "inprogress", "pending"):
+    elif low in (
+        "creating",
+        "updating",
+        "deleting",
+        "rollingback",
+        "systemupdating",
+        "inprogress",
+        "pending",
+        "executing",
+        "starting",
+        "stopping",
+    ):
         kind = "busy"
     elif low in ("pendingmanualapproval", "insufficient_data", "stopped"):
         kind = "warn"

@@ -443,6 +443,112 @@ def jobs_body(jobs: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def execution_href(arn: str) -> str:
+    return "/console/pipelines/execution?arn=" + quote(arn, safe="")
+
+
+def _span(start: object, end: object) -> str:
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)):
+        return f"{max(0.0, float(end) - float(start)):.1f} s"
+    return "—"
+
+
+def pipelines_table(found: Sequence[dict[str, Any]]) -> str:
+    """One table per pipeline: its newest executions with status, start, last change and failure reason."""
+    if not found:
+        return (
+            '<p class="empty">No pipelines yet: CreatePipeline with boto3 (servekit\'s definition format), '
+            "or servekit pipeline run.</p>"
+        )
+    out = []
+    for item in found:
+        p = item["pipeline"]
+        rows = [
+            (
+                link(execution_href(x["PipelineExecutionArn"]), x.get("PipelineExecutionDisplayName") or "execution"),
+                badge(x.get("PipelineExecutionStatus")),
+                esc(when(x.get("StartTime"))),
+                esc(x.get("PipelineExecutionFailureReason", "")),
+            )
+            for x in item["executions"]
+        ]
+        name = str(p.get("PipelineName"))
+        out.append(
+            f'<section aria-labelledby="p-{esc(name)}"><h2 id="p-{esc(name)}">{esc(name)}</h2>'
+            f'<p class="hint">{esc(p.get("PipelineDescription", ""))} Created {esc(when(p.get("CreationTime")))}.</p>'
+            + table(
+                f"Executions of {name} (newest first)",
+                ("Execution", "Status", "Started", "Failure reason"),
+                rows,
+                "never run.",
+            )
+            + "</section>"
+        )
+    return "".join(out)
+
+
+def pipelines_body(found: Sequence[dict[str, Any]]) -> str:
+    return (
+        '<p class="hint">Refreshed every few seconds. Times are UTC.</p>'
+        '<section aria-live="polite" data-live="pipelines" data-src="/console/api/pipelines">'
+        f"{pipelines_table(found)}</section>"
+    )
+
+
+def _cache_cell(step: dict[str, Any]) -> str:
+    hit = step.get("CacheHitResult")
+    if not hit:
+        return "no"
+    source = str(hit.get("SourcePipelineExecutionArn", ""))
+    return "hit, from " + (link(execution_href(source), source.rsplit("/", 1)[-1]) if source else "an earlier run")
+
+
+def execution_section(found: dict[str, Any]) -> str:
+    """An execution: its status and times, then its steps (status, times, attempts, cache hit, failure reason)."""
+    x = found["execution"]
+    facts = [
+        ("Status", badge(x.get("PipelineExecutionStatus"))),
+        ("Pipeline", esc(str(x.get("PipelineArn", "")).rsplit("/", 1)[-1])),
+        ("Execution ARN", f"<code>{esc(x.get('PipelineExecutionArn'))}</code>"),
+        ("Created", esc(when(x.get("CreationTime")))),
+        ("Last modified", esc(when(x.get("LastModifiedTime")))),
+    ]
+    if x.get("FailureReason"):
+        facts.append(("Failure reason", esc(x["FailureReason"])))
+    rows = [
+        (
+            esc(s.get("StepName")),
+            badge(s.get("StepStatus")),
+            esc(when(s.get("StartTime"))),
+            esc(when(s.get("EndTime"))),
+            esc(_span(s.get("StartTime"), s.get("EndTime"))),
+            esc(s.get("AttemptCount", "")),
+            _cache_cell(s),
+            esc(s.get("FailureReason", "")),
+        )
+        for s in found["steps"]
+    ]
+    return (
+        '<dl class="facts">'
+        + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts)
+        + "</dl>"
+        + table(
+            "Steps (in the order they started)",
+            ("Step", "Status", "Started", "Ended", "Took", "Attempts", "Cache", "Failure reason"),
+            rows,
+            "none started yet.",
+        )
+    )
+
+
+def execution_body(arn: str, found: dict[str, Any]) -> str:
+    src = "/console/api/pipelines/execution?arn=" + quote(arn, safe="")
+    return (
+        '<p><a href="/console/pipelines">All pipelines</a></p>'
+        f'<section aria-live="polite" data-live="execution" data-src="{esc(src)}">{execution_section(found)}</section>'
+    )
+
+
 def login_body(token: str, error: str = "", next_path: str = "/console/") -> str:
     err = f'<p role="alert" class="error">{esc(error)}</p>' if error else ""
     return (

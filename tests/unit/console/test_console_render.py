@@ -186,3 +186,33 @@ def test_transform_table_shows_progress_errors_and_servekits_own_status() -> Non
     counting = views.transform_table([{**job, "ServekitProgress": {"ObjectsTotal": 0}}])
     assert "<progress" not in counting and "counting objects" in counting
     assert "none yet" in views.transform_table([])
+
+
+def test_execution_section_shows_steps_cache_hits_and_failure_reasons() -> None:
+    arn = "arn:aws:sagemaker:us-east-1:000000000000:pipeline/words/execution/abc"
+    found = {
+        "execution": {"PipelineExecutionArn": arn, "PipelineExecutionStatus": "Failed", "FailureReason": "<boom>"},
+        "steps": [
+            {"StepName": "write", "StepStatus": "Succeeded", "StartTime": 10.0, "EndTime": 12.5, "AttemptCount": 1,
+             "CacheHitResult": {"SourcePipelineExecutionArn": arn.replace("abc", "first")}},
+            {"StepName": "count", "StepStatus": "Failed", "StartTime": 13.0, "FailureReason": "exit status 3"},
+        ],
+    }  # fmt: skip
+    out = views.execution_section(found)
+    assert "&lt;boom&gt;" in out and "badge-bad" in out
+    assert "2.5 s" in out and "exit status 3" in out
+    assert 'hit, from <a href="/console/pipelines/execution?arn=arn%3Aaws' in out and ">first</a>" in out
+    assert ">no<" in out  # the second step ran
+
+
+def test_pipelines_table_links_each_execution_and_says_when_none_ran() -> None:
+    found = [
+        {"pipeline": {"PipelineName": "words"}, "executions": [
+            {"PipelineExecutionArn": "arn:x/execution/e1", "PipelineExecutionDisplayName": "execution-e1",
+             "PipelineExecutionStatus": "Executing", "StartTime": 0}]},
+        {"pipeline": {"PipelineName": "idle"}, "executions": []},
+    ]  # fmt: skip
+    out = views.pipelines_table(found)
+    assert '<a href="/console/pipelines/execution?arn=arn%3Ax%2Fexecution%2Fe1">execution-e1</a>' in out
+    assert "badge-busy" in out and "Executions of idle (newest first): never run." in out
+    assert "No pipelines yet" in views.pipelines_table([])

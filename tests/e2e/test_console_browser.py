@@ -245,13 +245,15 @@ def test_endpoints_page_matches_describe_endpoint(tab: Page, up: UpProcess) -> N
 def test_endpoint_charts_draw_the_metrics_api_datapoints_and_update_live(tab: Page, up: UpProcess) -> None:
     page = tab.open("/console/endpoints/shop?range=300")
     tab.polled()
-    page.wait_for_function("() => Object.keys(window.servekitConsole.charts).length === 4")
+    # four traffic charts and, per variant (A, B), desired vs current instances
+    page.wait_for_function("() => Object.keys(window.servekitConsole.charts).length === 6")
     # the comparison below reads settled periods (3 s old): wait until the setup's requests are in one
     page.wait_for_function(
         "() => { const p = window.servekitConsole.last; const d = p.charts[0].data;"
         " return d[0].some((t, i) => t <= p.now - 3 && d[1][i] + d[2][i] > 0); }"
     )
-    assert page.locator(".uplot canvas").count() == 4
+    assert page.locator("#charts .uplot canvas").count() == 4
+    assert page.locator("#scaling-charts .uplot canvas").count() == 2
     payload = page.evaluate("window.servekitConsole.last")
     charts = {c["key"]: c for c in payload["charts"]}
     period = payload["period"]
@@ -559,3 +561,69 @@ def test_keyboard_reaches_the_content_first(tab: Page) -> None:
     page.keyboard.press("Tab")
     focused = page.evaluate("document.activeElement.textContent")
     assert focused == "Skip to content"
+
+
+def test_instance_chart_shows_desired_and_current_over_time_with_the_scaling_activity(tab: Page, up: UpProcess) -> None:
+    """Raising B's minimum to 2 makes the autoscaler scale it out (an activity); the chart's series are the
+    metrics API's counts and the activity is marked at its start. Last in the file: it leaves B with 2 instances."""
+    aas, sm = up.client("application-autoscaling"), up.sm()
+    aas.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId="endpoint/shop/variant/B",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        MinCapacity=2,
+        MaxCapacity=2,
+    )
+
+    def b() -> dict[str, Any]:
+        return {v["VariantName"]: v for v in sm.describe_endpoint(EndpointName="shop")["ProductionVariants"]}["B"]
+
+    poll_until(b, lambda v: v["CurrentInstanceCount"] == 2 and v.get("DesiredInstanceCount") == 2, 120)
+    activities = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId="endpoint/shop/variant/B")
+    started = [a["StartTime"].timestamp() for a in activities["ScalingActivities"]]
+    assert started
+    page = tab.open("/console/endpoints/shop?range=300")
+    # wait until the chart holds a settled period with the new count (the plane samples once a period)
+    page.wait_for_function(
+        "() => { const c = window.servekitConsole.charts['instances-B']; return c && c.data[2].includes(2); }"
+    )
+    payload = page.evaluate("window.servekitConsole.last")
+    chart = {c["key"]: c for c in payload["scaling_charts"]}["instances-B"]
+    assert chart["labels"] == ["desired", "current"]
+    xs, desired, current = chart["data"]
+    assert 1 in desired and 2 in desired and 1 in current and 2 in current  # before and after the scale-out
+    first_two = next(x for x, d in zip(xs, desired, strict=True) if d == 2)
+    assert first_two < max(x for x, c in zip(xs, current, strict=True) if c == 1) + 60  # desired leads current
+    # every value is the metrics API's Maximum for its period
+    answer = up.client("cloudwatch").get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "d",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "servekit/Endpoints",
+                        "MetricName": "DesiredInstanceCount",
+                        "Dimensions": [
+                            {"Name": "EndpointName", "Value": "shop"},
+                            {"Name": "VariantName", "Value": "B"},
+                        ],
+                    },
+                    "Period": payload["period"],
+                    "Stat": "Maximum",
+                },
+            }
+        ],
+        StartTime=xs[0],
+        EndTime=xs[-1] + payload["period"],
+        ScanBy="TimestampAscending",
+    )["MetricDataResults"][0]
+    api = {int(t.timestamp()): v for t, v in zip(answer["Timestamps"], answer["Values"], strict=True)}
+    settled = [i for i, x in enumerate(xs) if x <= payload["now"] - 3]
+    assert [desired[i] for i in settled] == [api.get(int(xs[i])) for i in settled]
+    marks = chart["marks"]
+    assert [m["t"] for m in marks] == sorted(t for t in started if xs[0] <= t)
+    assert any("desired instance count to 2" in m["label"] for m in marks)
+    figure = page.locator("#chart-instances-B")
+    assert "scaling activities marked" in (figure.get_attribute("aria-label") or "")
+    assert "desired instance count to 2" in page.locator('[data-live="autoscaling"]').inner_text()
+    tab.shot("endpoint-shop-autoscaling")

@@ -22,6 +22,7 @@ from servekit.control.cloudwatch_metrics import CloudWatchMetrics
 from servekit.control.gateway import Gateway, RoutingTable
 from servekit.control.gateway_replica_routes import PublishedRoutingTable
 from servekit.control.hosting import HostingService, TableEnvelopes
+from servekit.control.instance_counts import InstanceCountSeries
 from servekit.control.instance_types import load_instance_types
 from servekit.control.metrics import MetricsStore
 from servekit.control.monitoring import MonitoringService
@@ -128,6 +129,10 @@ def build(
     # adds operations (recommendation jobs, and any later one) extends these two.
     sagemaker_ops: dict[str, Handler] = {**hosting.handlers()}
     background: list[Background] = [scaler, sampler]
+    # desired and current instances per variant as a metric series (the console's autoscaling chart)
+    background.append(
+        InstanceCountSeries(lambda: list(hosting.controllers), hosting.describe_endpoint, endpoint_metrics)
+    )
     sagemaker_ops.update(recommender.handlers())
     background.append(recommender)
     # Model registry: package groups, versions and their approval; CreateModel's ModelPackageName; deploy on approval

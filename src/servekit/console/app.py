@@ -111,12 +111,15 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
         s = session(request)
         now = cfg.clock()
         variants = [v["VariantName"] for v in detail["endpoint"].get("ProductionVariants", [])]
-        period, charts = await data.endpoint_charts(api, name, variants, range_of(request), cfg.resolution_s, now)
+        period, charts, scaling = await data.endpoint_charts(
+            api, name, variants, range_of(request), cfg.resolution_s, now, detail["activities"]
+        )
         return JSONResponse(
             {
                 "endpoint": detail["endpoint"],
                 "html": views.endpoint_sections(detail, s.csrf if s else None, now),
                 **views.charts_json(period, charts),
+                "scaling_charts": [c.as_json() for c in scaling],
                 "now": now,
             },
             headers=_HEADERS,

@@ -26,8 +26,14 @@ class Chart:
     labels: tuple[str, ...]
     data: tuple[tuple[float | None, ...], ...]
 
+    marks: tuple[dict[str, Any], ...] = ()  # events drawn as vertical lines: {"t", "label", "status"}
+
     def as_json(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "unit": self.unit, "labels": self.labels, "data": self.data}
+        out: dict[str, Any] = {"key": self.key, "title": self.title, "unit": self.unit, "labels": self.labels}
+        out["data"] = self.data
+        if self.marks:
+            out["marks"] = self.marks
+        return out
 
 
 # chart key -> (title, unit, [(query prefix, metric, stat, series label suffix, scale)])
@@ -221,27 +227,102 @@ async def endpoint_detail(api: ApiCall, name: str) -> dict[str, Any] | None:
     return {**found, "alarms": alarms, "alarm_history": history, "targets": targets, "activities": activities}
 
 
+COUNTS_NAMESPACE = "servekit/Endpoints"  # the control plane's per-variant instance counts (one sample per period)
+
+
+def instance_queries(endpoint: str, variants: Sequence[str], period: int) -> list[dict[str, Any]]:
+    """GetMetricData queries of each variant's desired and current instance counts (ids ``idc_<i>``/``icc_<i>``)."""
+    out: list[dict[str, Any]] = []
+    for i, variant in enumerate(variants):
+        dims = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}]
+        for prefix, metric in (("idc", "DesiredInstanceCount"), ("icc", "CurrentInstanceCount")):
+            out.append(
+                {
+                    "Id": f"{prefix}_{i}",
+                    "MetricStat": {
+                        "Metric": {"Namespace": COUNTS_NAMESPACE, "MetricName": metric, "Dimensions": dims},
+                        "Period": period,
+                        "Stat": "Maximum",
+                    },
+                }
+            )
+    return out
+
+
+def instance_charts(
+    results: Sequence[dict[str, Any]],
+    variants: Sequence[str],
+    activities: Sequence[dict[str, Any]],
+    endpoint: str,
+    start: float,
+    end: float,
+    period: int,
+) -> list[Chart]:
+    """Per variant, desired and current instances over [start, end) (a period without a sample has no point: the
+    plane was not running), with the variant's scaling activities in the range as marks at their start."""
+    by_id = {r["Id"]: dict(zip(r.get("Timestamps", []), r.get("Values", []), strict=False)) for r in results}
+    first = int(start // period) * period
+    xs = tuple(float(t) for t in range(first, int(end), period))
+    charts = []
+    for i, variant in enumerate(variants):
+        columns: list[tuple[float | None, ...]] = [xs]
+        for prefix in ("idc", "icc"):
+            points = {int(t): v for t, v in by_id.get(f"{prefix}_{i}", {}).items()}
+            columns.append(tuple(points.get(int(x)) for x in xs))
+        resource = f"endpoint/{endpoint}/variant/{variant}"
+        marks = tuple(
+            {"t": float(a["StartTime"]), "label": str(a.get("Description", "")), "status": str(a.get("StatusCode", ""))}
+            for a in sorted(activities, key=lambda a: a.get("StartTime", 0))
+            if a.get("ResourceId") == resource
+            and isinstance(a.get("StartTime"), (int, float))
+            and first <= a["StartTime"] < end
+        )
+        charts.append(
+            Chart(
+                f"instances-{variant}",
+                f"Instances of {variant}: desired vs current",
+                "instances",
+                ("desired", "current"),
+                tuple(columns),
+                marks,
+            )
+        )
+    return charts
+
+
 async def endpoint_charts(
-    api: ApiCall, name: str, variants: Sequence[str], range_s: int, resolution_s: int, now: float
-) -> tuple[int, list[Chart]]:
-    """The charts of the last ``range_s`` seconds (GetMetricData, ascending) and the period they use."""
+    api: ApiCall,
+    name: str,
+    variants: Sequence[str],
+    range_s: int,
+    resolution_s: int,
+    now: float,
+    activities: Sequence[dict[str, Any]] = (),
+) -> tuple[int, list[Chart], list[Chart]]:
+    """The traffic charts and the instance-count charts of the last ``range_s`` seconds (one GetMetricData,
+    ascending) and the period they use."""
     period = period_for(range_s, resolution_s)
     end = (math.floor(now / period) + 1) * period  # the current, still filling, period included: live means now
     start = end - range_s
     if not variants:
-        return period, build_charts([], [], start, end, period)
+        return period, build_charts([], [], start, end, period), []
     answer = await api(
         "cloudwatch",
         "GetMetricData",
         {
-            "MetricDataQueries": metric_queries(name, variants, period),
+            "MetricDataQueries": metric_queries(name, variants, period) + instance_queries(name, variants, period),
             "StartTime": start,
             "EndTime": end,
             "ScanBy": "TimestampAscending",
         },
         None,
     )
-    return period, build_charts(answer.get("MetricDataResults", []), variants, start, end, period)
+    results = answer.get("MetricDataResults", [])
+    return (
+        period,
+        build_charts(results, variants, start, end, period),
+        instance_charts(results, variants, activities, name, start, end, period),
+    )
 
 
 async def registry(api: ApiCall) -> list[dict[str, Any]]:

@@ -283,7 +283,11 @@ def endpoint_body(name: str, sections: dict[str, str], range_s: int, flash: str 
         + '<span class="hint" data-field="updated" aria-live="off"></span>'
         + '<div class="charts" id="charts"></div></section>'
         + section("rollout", "Rollout")
-        + section("autoscaling", "Autoscaling")
+        + '<section aria-labelledby="h-autoscaling"><h2 id="h-autoscaling">Autoscaling</h2>'
+        + '<p class="hint">Desired and current instances per variant (sampled each metrics period from '
+        + "DescribeEndpoint); dashed lines mark scaling activities, listed in the table below.</p>"
+        + '<div class="charts" id="scaling-charts"></div>'
+        + f'<div data-live="autoscaling" aria-live="polite">{sections["autoscaling"]}</div></section>'
         + "</div>"
     )
 

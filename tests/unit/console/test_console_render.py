@@ -216,3 +216,23 @@ def test_pipelines_table_links_each_execution_and_says_when_none_ran() -> None:
     assert '<a href="/console/pipelines/execution?arn=arn%3Ax%2Fexecution%2Fe1">execution-e1</a>' in out
     assert "badge-busy" in out and "Executions of idle (newest first): never run." in out
     assert "No pipelines yet" in views.pipelines_table([])
+
+
+def test_instance_charts_align_counts_and_mark_the_variants_activities_in_range() -> None:
+    results = [
+        {"Id": "idc_0", "Timestamps": [100, 110, 120], "Values": [1.0, 2.0, 2.0]},
+        {"Id": "icc_0", "Timestamps": [100, 110, 120], "Values": [1.0, 1.0, 2.0]},
+    ]
+    activities = [
+        {"ResourceId": "endpoint/ep/variant/A", "StartTime": 112.0, "Description": "to 2", "StatusCode": "Successful"},
+        {"ResourceId": "endpoint/ep/variant/B", "StartTime": 113.0, "Description": "other variant"},
+        {"ResourceId": "endpoint/ep/variant/A", "StartTime": 5.0, "Description": "before the range"},
+    ]
+    (chart,) = data.instance_charts(results, ["A"], activities, "ep", 100, 140, 10)
+    assert chart.key == "instances-A" and chart.labels == ("desired", "current")
+    assert chart.data == ((100.0, 110.0, 120.0, 130.0), (1.0, 2.0, 2.0, None), (1.0, 1.0, 2.0, None))
+    assert chart.marks == ({"t": 112.0, "label": "to 2", "status": "Successful"},)
+    assert chart.as_json()["marks"] == chart.marks
+    queries = data.instance_queries("ep", ["A"], 10)
+    assert [q["Id"] for q in queries] == ["idc_0", "icc_0"]
+    assert {q["MetricStat"]["Metric"]["Namespace"] for q in queries} == {"servekit/Endpoints"}

@@ -25,8 +25,27 @@
     return chart.title + ", latest: " + parts.join("; ");
   }
 
-  function draw(container, payload) {
-    payload.charts.forEach(function (chart) {
+  // scaling activities (or any chart's marks) as dashed vertical lines; the table beside the chart lists them as text
+  function marksPlugin(key) {
+    return { hooks: { draw: [function (u) {
+      var entry = state.charts[key];
+      var marks = (entry && entry.marks) || [];
+      var ctx = u.ctx, top = u.bbox.top, bottom = u.bbox.top + u.bbox.height;
+      ctx.save();
+      ctx.setLineDash([6, 4]);
+      ctx.lineWidth = 2;
+      marks.forEach(function (m) {
+        var x = u.valToPos(m.t, "x", true);
+        if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+        ctx.strokeStyle = m.status === "Failed" ? "#c0392b" : "#b9770e";
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, bottom); ctx.stroke();
+      });
+      ctx.restore();
+    }] } };
+  }
+
+  function draw(container, charts) {
+    charts.forEach(function (chart) {
       var box = document.getElementById("chart-" + chart.key);
       var entry = state.charts[chart.key];
       if (!box) {
@@ -39,9 +58,11 @@
         box.appendChild(h);
         container.appendChild(box);
       }
-      box.setAttribute("aria-label", summary(chart));
+      var marks = chart.marks || [];
+      box.setAttribute("aria-label", summary(chart) + (marks.length ? "; " + marks.length + " scaling activities marked" : ""));
       var sig = chart.labels.join("|");
       if (entry && entry.sig === sig) {
+        entry.marks = marks;
         entry.plot.setData(chart.data);
         entry.data = chart.data;
         return;
@@ -51,6 +72,8 @@
         // latencies exist only in periods with traffic: dots keep a lone period visible between gaps
         var s = { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false };
         if (chart.unit === "ms") s.points = { show: true, size: 4, fill: COLORS[i % COLORS.length] };
+        // desired dashed, so where it equals current both stay visible (and colour is not the only cue)
+        if (chart.unit === "instances" && i === 0) { s.dash = [8, 4]; s.width = 3; }
         return s;
       }));
       var width = Math.max(300, box.clientWidth - 16);
@@ -59,9 +82,14 @@
         // the axis in UTC, as every time on the console's pages
         tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
         axes: [{}, { label: chart.unit, size: 60 }],
-        scales: { y: { range: function (u, min, max) { return [0, Math.max(max || 0, chart.unit === "ms" ? 1 : 0.1) * 1.1]; } } },
+        scales: { y: { range: function (u, min, max) {
+          if (chart.unit === "instances") return [0, Math.max(max || 0, 1) + 1];
+          return [0, Math.max(max || 0, chart.unit === "ms" ? 1 : 0.1) * 1.1];
+        } } },
+        plugins: [marksPlugin(chart.key)],
       };
-      state.charts[chart.key] = { plot: new uPlot(opts, chart.data, box), sig: sig, data: chart.data };
+      state.charts[chart.key] = { sig: sig, data: chart.data, marks: marks };
+      state.charts[chart.key].plot = new uPlot(opts, chart.data, box);
     });
   }
 
@@ -88,15 +116,21 @@
     if (detail) {
       var select = document.getElementById("range");
       var charts = document.getElementById("charts");
+      var scaling = document.getElementById("scaling-charts");
       var updated = document.querySelector('[data-field="updated"]');
       var src = function () { return detail.getAttribute("data-src") + "?range=" + encodeURIComponent(select.value); };
       poll(src, function (p) {
         swap(p.html);
-        draw(charts, p);
+        draw(charts, p.charts);
+        if (scaling) draw(scaling, p.scaling_charts || []);
         if (updated) updated.textContent = "updated " + new Date(p.now * 1000).toISOString().slice(11, 19) + " UTC, period " + p.period + " s";
       });
       select.addEventListener("change", function () {
-        fetch(src()).then(function (r) { return r.json(); }).then(function (p) { draw(charts, p); state.last = p; });
+        fetch(src()).then(function (r) { return r.json(); }).then(function (p) {
+          draw(charts, p.charts);
+          if (scaling) draw(scaling, p.scaling_charts || []);
+          state.last = p;
+        });
       });
     }
   });

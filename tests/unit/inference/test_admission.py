@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -116,3 +117,51 @@ def test_a_started_request_outlives_its_deadline_and_a_dropped_one_never_starts(
     assert started.take("thread") and not started.take("deadline")  # the deadline fires too late: it runs on
     dropped = _Claim()
     assert dropped.take("deadline") and not dropped.take("thread")  # the thread finds it claimed: never runs
+
+
+def test_a_client_is_watched_only_once_its_request_has_waited_a_while() -> None:
+    """Watching costs a task per request, so a request is watched only after WATCH_AFTER_S without a thread; one
+    that runs at once, or is settled sooner (here by its deadline), never is."""
+    from servekit.inference.admission import WATCH_AFTER_S
+
+    threads = ModelThreads(1)
+    model = Model()
+    asked: list[str] = []
+
+    async def main() -> None:
+        adm = Admission(threads, num_threads=1, max_queued=8)
+        client_gone = asyncio.Event()
+
+        def watcher(name: str) -> Callable[[], Awaitable[object]]:
+            async def disconnected() -> object:
+                asked.append(name)
+                await client_gone.wait()
+                return {"type": "http.disconnect"}
+
+            return disconnected
+
+        first = adm.submit("m", model, ("first",), disconnected=watcher("first"))
+        await asyncio.to_thread(model.started.wait, 10)  # virtual time from here on: the thread stays held
+        early = adm.submit("m", model, ("early",), timeout=WATCH_AFTER_S / 2, disconnected=watcher("early"))
+        waiting = adm.submit("m", model, ("waiting",), disconnected=watcher("waiting"))
+        with pytest.raises(ServekitError) as err:
+            await early
+        assert err.value.code is ErrorCode.DEADLINE_EXCEEDED
+        assert asked == []
+        await asyncio.sleep(WATCH_AFTER_S)
+        assert asked == ["waiting"]  # not `first` (it ran at once), not `early` (settled before the sweep)
+        client_gone.set()
+        with pytest.raises(ServekitError) as err:
+            await waiting
+        assert err.value.code is ErrorCode.CANCELLED
+        model.release.set()
+        assert await first == "FIRST"
+        await threads.submit(lambda: None)  # one FIFO thread: the dropped ones have been dequeued by now
+        assert adm.in_flight("m") == 0
+
+    try:
+        run_virtual(main)
+    finally:
+        model.release.set()
+        threads.shutdown()
+    assert model.ran == ["first"]

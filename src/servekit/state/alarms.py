@@ -13,7 +13,6 @@ that are queried, and states as text; what a state means and when it changes bel
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 from servekit.state.paging import InvalidNextToken, Listing, Page, keyset_page, page_of
 
@@ -113,7 +112,7 @@ def _dumps(doc: Any) -> str:
 
 
 class Alarms:
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self.conn = conn
         self.clock = clock
 
@@ -166,7 +165,7 @@ class Alarms:
         where: list[str] = []
         args: list[Any] = []
         if names is not None:
-            where.append(f"name IN ({', '.join('?' * len(names))})" if names else "0")
+            where.append(f"name IN ({', '.join('?' * len(names))})" if names else "1 = 0")
             args += list(names)
         if prefix:
             where.append("substr(name, 1, ?) = ?")
@@ -241,7 +240,7 @@ class Alarms:
             self._add_history(c, name, self.clock(), item_type, summary, data)
 
     def _add_history(
-        self, c: sqlite3.Connection, name: str, at: float, item_type: str, summary: str, data: Mapping[str, Any]
+        self, c: Connection, name: str, at: float, item_type: str, summary: str, data: Mapping[str, Any]
     ) -> None:
         c.execute(
             "INSERT INTO cloudwatch_alarm_history (alarm_name, timestamp, item_type, summary, data) "

@@ -12,7 +12,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 
 AGGREGATE = "autoscaling"
@@ -113,7 +112,7 @@ def _where(namespace: str, resource_id: str | None, dimension: str | None) -> tu
 
 
 class Autoscaling:
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self.conn = conn
         self.clock = clock
 

@@ -1,14 +1,46 @@
-"""SQLite connections as every repository uses them: WAL, a busy timeout, foreign keys, explicit transactions."""
+"""The connection every repository uses: what it needs of one (:class:`Connection`), SQLite's as servekit opens it
+(WAL, a busy timeout, foreign keys), and explicit write transactions.
+
+Repositories speak SQLite's dialect and ``sqlite3``'s error classes; :mod:`servekit.state.postgres` is the other
+implementation of :class:`Connection`, which translates both (``servekit up --database-url``)."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 DEFAULT_TIMEOUT_S = 30.0
+
+
+class Cursor(Protocol):
+    """What a statement answers: its rows (``fetchone``/``fetchall``/iteration) and the rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """The part of ``sqlite3.Connection`` the repositories use (in autocommit mode: a write transaction is opened
+    with :func:`transaction`). ``sqlite3.Connection`` satisfies it as it is."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Cursor: ...
+
+    def close(self) -> None: ...
 
 
 def connect(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT_S) -> sqlite3.Connection:
@@ -46,9 +78,10 @@ def _enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def transaction(conn: Connection) -> Iterator[Connection]:
     """A write transaction (``BEGIN IMMEDIATE``: the write lock is taken at once, so a read-then-write inside
-    cannot be raced by another writer); committed when the block ends, rolled back when it raises."""
+    cannot be raced by another writer; PostgreSQL's connection takes its writers' lock there); committed when the
+    block ends, rolled back when it raises."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn

@@ -1,5 +1,5 @@
-"""The state database: one SQLite file under the servekit home, migrated when opened, with a repository per
-aggregate."""
+"""The state database: one SQLite file under the servekit home (or a PostgreSQL database named by a URL, shared by
+processes on several hosts), migrated when opened, with a repository per aggregate."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from pathlib import Path
 
 from servekit.state.alarms import Alarms
 from servekit.state.autoscaling import Autoscaling
-from servekit.state.connection import DEFAULT_TIMEOUT_S, connect
+from servekit.state.connection import DEFAULT_TIMEOUT_S, Connection, connect
 from servekit.state.hosting import Hosting
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
 from servekit.state.monitoring import Monitoring
 from servekit.state.pipelines import Pipelines
+from servekit.state.postgres import connect_postgres, is_database_url, redact
 from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.registry import Registry
 from servekit.state.schema import MIGRATIONS
@@ -33,9 +34,10 @@ class StateDB:
     """An open, migrated state database. Not for concurrent use from several threads at once; open one per
     process (or thread) instead: WAL lets them read while one writes."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: Connection, path: Path, where: str | None = None) -> None:
         self.conn = conn
-        self.path = path
+        self.path = path  # the home's SQLite file (not used when the state is in PostgreSQL: see ``where``)
+        self.where = where or str(path)  # what messages name: the file, or the database URL without password
         self.transform_jobs = TransformJobs(conn)
 
     @cached_property
@@ -87,32 +89,41 @@ class StateDB:
         cls,
         home: Path,
         *,
+        database_url: str | None = None,
         migrations: Migrations = MIGRATIONS,
         timeout: float = DEFAULT_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> StateDB:
-        """Open (creating the home and the file if needed) and migrate ``home``'s database.
+        """Open (creating the home and the file if needed) and migrate ``home``'s database, or with
+        ``database_url`` (``postgresql://…``) that PostgreSQL database instead of the home's file.
 
         Raises :class:`~servekit.state.migrations.SchemaTooNew` for a database of a newer servekit and
         :class:`~servekit.state.migrations.StateError` when it cannot be opened."""
         path = database_path(home)
+        where = str(path) if database_url is None else redact(database_url)
         try:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StateError(f"cannot open the servekit home {home}: {exc}") from None
         try:
-            conn = connect(path, timeout=timeout)
+            conn: Connection
+            if database_url is None:
+                conn = connect(path, timeout=timeout)
+            elif is_database_url(database_url):
+                conn = connect_postgres(database_url, timeout=timeout)
+            else:
+                raise StateError(f"the database URL must start with postgresql://, not {where!r}")
         except sqlite3.Error as exc:
-            raise StateError(f"cannot open the state database {path}: {exc}") from None
+            raise StateError(f"cannot open the state database {where}: {exc}") from None
         try:
-            migrate(conn, migrations, where=str(path), clock=clock)
+            migrate(conn, migrations, where=where, clock=clock)
         except sqlite3.Error as exc:
             conn.close()
-            raise StateError(f"cannot use the state database {path}: {exc}") from None
+            raise StateError(f"cannot use the state database {where}: {exc}") from None
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path)
+        return cls(conn, path, where)
 
     def close(self) -> None:
         self.conn.close()

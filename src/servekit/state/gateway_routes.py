@@ -9,13 +9,12 @@ document, so a replica that polls late still hears of the removal.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +33,12 @@ class LeaderRow:
 
 
 class GatewayRoutes:
-    def __init__(self, conn: sqlite3.Connection, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, *, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Connection]:
         if self._db.in_transaction:  # joins a transaction the caller holds on this connection
             yield self._db
         else:

@@ -1,4 +1,5 @@
-"""Where the servekit home is: the one place that knows ``SERVEKIT_HOME`` and the ``./.servekit`` default.
+"""Where the servekit home is: the one place that knows ``SERVEKIT_HOME`` and the ``./.servekit`` default (and
+``SERVEKIT_DATABASE_URL``, the state database when it is not the home's SQLite file).
 
 Library code never reads the environment: the CLI passes its flag and ``os.environ`` in, once, at the edge.
 """
@@ -10,6 +11,7 @@ from pathlib import Path
 
 HOME_ENV = "SERVEKIT_HOME"
 DEFAULT_HOME = ".servekit"
+DATABASE_URL_ENV = "SERVEKIT_DATABASE_URL"
 
 
 def resolve_home(explicit: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -19,3 +21,9 @@ def resolve_home(explicit: str | Path | None = None, env: Mapping[str, str] | No
         return Path(explicit).expanduser().resolve()
     from_env = (env or {}).get(HOME_ENV, "")
     return Path(from_env or DEFAULT_HOME).expanduser().resolve()
+
+
+def resolve_database_url(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The state database's URL: ``explicit`` (a ``--database-url`` flag), else ``env[SERVEKIT_DATABASE_URL]``
+    when set and not empty, else None (the home's SQLite file)."""
+    return explicit or (env or {}).get(DATABASE_URL_ENV) or None

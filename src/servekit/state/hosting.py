@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, Cursor, transaction
 from servekit.state.hosting_rows import (
     UNSET,
     AlreadyExists,
@@ -193,7 +193,7 @@ class Hosting:
 
     Each write method commits on its own, or joins the transaction opened with :meth:`transaction`."""
 
-    def __init__(self, conn: sqlite3.Connection, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, *, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
 
@@ -204,7 +204,7 @@ class Hosting:
             yield
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Connection]:
         if self._db.in_transaction:
             yield self._db
         else:
@@ -326,10 +326,10 @@ class Hosting:
                 "endpoint",
                 name,
                 "INSERT INTO hosting_endpoints (name, arn, config_name, status, created, last_modified, variants, "
-                "record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "record) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",  # SQLite >= 3.35 and PostgreSQL
                 (name, arn, config_name, status, now, now, _variants_json(variants), _dumps(dict(record or {}))),
             )
-            endpoint_id = int(cur.lastrowid or 0)
+            endpoint_id = int(cur.fetchall()[0][0])  # all rows read: SQLite's statement is finished
             self._history(db, name, endpoint_id, None, status, reason, now)
         created = self.get_endpoint(name)
         assert created is not None
@@ -560,7 +560,7 @@ class Hosting:
     # ---- helpers -----------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, kind: Kind, name: str, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
+    def _insert(db: Connection, kind: Kind, name: str, sql: str, args: tuple[Any, ...]) -> Cursor:
         try:
             return db.execute(sql, args)
         except sqlite3.IntegrityError as exc:
@@ -575,7 +575,7 @@ class Hosting:
 
     @staticmethod
     def _history(
-        db: sqlite3.Connection, name: str, endpoint_id: int, old: str | None, new: str, reason: str, at: float
+        db: Connection, name: str, endpoint_id: int, old: str | None, new: str, reason: str, at: float
     ) -> None:
         db.execute(
             "INSERT INTO hosting_endpoint_history (endpoint, endpoint_id, from_status, to_status, reason, at) "

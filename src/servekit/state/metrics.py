@@ -15,14 +15,13 @@ Here a histogram is a mapping of signed bucket index to count, stored as packed 
 
 from __future__ import annotations
 
-import sqlite3
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 
 __all__ = ["AGGREGATE", "MIGRATIONS", "Metrics", "MinuteRow", "decode_histogram", "encode_histogram"]
@@ -110,7 +109,7 @@ def _row(r: tuple[str, str, str, int, float, float, float, float, bytes]) -> Min
 
 
 class Metrics:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
     def add(self, rows: Iterable[MinuteRow]) -> int:
@@ -171,7 +170,7 @@ class Metrics:
         return int(self.conn.execute("SELECT COUNT(*) FROM metric_minutes").fetchone()[0])
 
 
-def _upsert(c: sqlite3.Connection, row: MinuteRow) -> None:
+def _upsert(c: Connection, row: MinuteRow) -> None:
     key = dimensions_key(row.dimensions)
     old = c.execute(
         f"SELECT {_COLUMNS} FROM metric_minutes WHERE namespace=? AND metric=? AND dimensions=? AND minute=?",
@@ -179,7 +178,9 @@ def _upsert(c: sqlite3.Connection, row: MinuteRow) -> None:
     ).fetchone()
     merged = merge_rows(_row(old), row) if old is not None else row
     c.execute(
-        f"INSERT OR REPLACE INTO metric_minutes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO metric_minutes ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (namespace, metric, dimensions, minute) DO UPDATE SET count = excluded.count, "
+        "sum = excluded.sum, min = excluded.min, max = excluded.max, histogram = excluded.histogram",
         (
             merged.namespace,
             merged.metric,

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from servekit.errors import ConfigError
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
+from servekit.state.postgres import CREATE_NOCASE_COLLATION, PostgresConnection
 
 SCHEMA_TABLE = "schema_migrations"
 
@@ -45,7 +46,7 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...] = ()
-    run: Callable[[sqlite3.Connection], None] | None = None
+    run: Callable[[Connection], None] | None = None
 
 
 Migrations = Mapping[str, Sequence[Migration]]
@@ -59,7 +60,7 @@ def check_migrations(migrations: Migrations) -> None:
             raise ValueError(f"migrations of {aggregate!r} must be numbered 1..{len(steps)} in order, got {numbers}")
 
 
-def schema_versions(conn: sqlite3.Connection) -> dict[str, int]:
+def schema_versions(conn: Connection) -> dict[str, int]:
     """The version each aggregate is at in this database ({} for a new one)."""
     try:
         rows = conn.execute(f"SELECT aggregate, MAX(version) FROM {SCHEMA_TABLE} GROUP BY aggregate").fetchall()
@@ -82,7 +83,7 @@ def _check_not_newer(current: Mapping[str, int], migrations: Migrations, where: 
 
 
 def migrate(
-    conn: sqlite3.Connection, migrations: Migrations, *, where: str = "", clock: Callable[[], float] = time.time
+    conn: Connection, migrations: Migrations, *, where: str = "", clock: Callable[[], float] = time.time
 ) -> dict[str, int]:
     """Apply the migrations the database lacks; returns what was applied ({aggregate: new version}, {} if none).
 
@@ -93,7 +94,9 @@ def migrate(
     if all(current.get(a, 0) == len(steps) for a, steps in migrations.items()):
         return {}  # the common case takes no write lock
     applied: dict[str, int] = {}
-    with transaction(conn):
+    with transaction(conn):  # the write lock, on PostgreSQL too: two processes migrating at once take turns
+        if isinstance(conn, PostgresConnection):
+            conn.execute(CREATE_NOCASE_COLLATION)  # what COLLATE NOCASE columns are created with there
         conn.execute(_CREATE_SCHEMA_TABLE)
         current = schema_versions(conn)  # again, under the write lock: another process may have migrated
         _check_not_newer(current, migrations, where)

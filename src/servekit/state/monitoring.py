@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
 
@@ -205,7 +205,7 @@ def _execution(r: tuple[Any, ...]) -> ExecutionRow:
 
 
 class Monitoring:
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import orjson
+
+from servekit.state.connection import Connection
 
 T = TypeVar("T")
 
@@ -44,7 +45,7 @@ class Listing:
 
 
 def keyset_page(
-    conn: sqlite3.Connection, table: str, columns: str, sort_columns: Mapping[str, str], listing: Listing
+    conn: Connection, table: str, columns: str, sort_columns: Mapping[str, str], listing: Listing
 ) -> Page[tuple[Any, ...]]:
     """One page of ``table``'s rows (``columns``, which must start with ``seq``). ``sort_columns`` maps each
     allowed ``SortBy`` to its column; a bad ``SortBy``, ``SortOrder`` or ``MaxResults`` raises ``ValueError``."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
 
@@ -338,6 +338,12 @@ def _artifact(r: tuple[Any, ...]) -> ArtifactRow:
     )
 
 
+def _excluded(columns: str, *key: str) -> str:
+    """``col = excluded.col`` for each of ``columns`` but the conflict ``key``: an upsert that replaces the row
+    (``INSERT OR REPLACE`` is SQLite's alone)."""
+    return ", ".join(f"{c} = excluded.{c}" for c in (c.strip() for c in columns.split(",")) if c not in key)
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value if value is not None else {}).decode()
 
@@ -345,7 +351,7 @@ def _json(value: Any) -> str:
 class Pipelines:
     """Typed access to the pipeline tables over one connection (see :class:`servekit.state.StateDB`)."""
 
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
 
@@ -586,7 +592,8 @@ class Pipelines:
         """Insert or replace the step's row."""
         with transaction(self._db):
             self._db.execute(
-                f"INSERT OR REPLACE INTO pipeline_steps ({_STEP_COLUMNS}) VALUES ({','.join('?' * 14)})",
+                f"INSERT INTO pipeline_steps ({_STEP_COLUMNS}) VALUES ({','.join('?' * 14)}) "
+                f"ON CONFLICT (run_id, step) DO UPDATE SET {_excluded(_STEP_COLUMNS, 'run_id', 'step')}",
                 (
                     row.run_id,
                     row.step,
@@ -623,7 +630,7 @@ class Pipelines:
         with transaction(self._db):
             cur = self._db.execute(
                 f"INSERT INTO pipeline_artifacts ({_ARTIFACT_COLUMNS.removeprefix('seq, ')}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",  # SQLite >= 3.35 and PostgreSQL
                 (
                     row.uri,
                     row.sha256,
@@ -638,9 +645,10 @@ class Pipelines:
                     self._clock(),
                 ),
             )
+            seq = int(cur.fetchall()[0][0])  # all rows read: SQLite's statement is finished
             self._db.executemany(
                 "INSERT INTO pipeline_artifact_files (artifact, key, sha256, size) VALUES (?, ?, ?, ?)",
-                [(cur.lastrowid, f.key, f.sha256, f.size) for f in files],
+                [(seq, f.key, f.sha256, f.size) for f in files],
             )
 
     def artifacts(

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 from servekit.state.paging import Listing, Page, keyset_page, page_of
 
@@ -82,7 +82,7 @@ def _row(r: tuple[Any, ...]) -> RecommendJobRow:
 
 
 class RecommendJobs:
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
 

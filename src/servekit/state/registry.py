@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
 
@@ -183,7 +183,7 @@ def _json(value: Any) -> str:
 
 
 class Registry:
-    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
 

@@ -7,7 +7,6 @@ of statuses, transitions and conflicts belongs to ``servekit.transform.store.Job
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from servekit.state.connection import transaction
+from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 
 AGGREGATE = "transform_jobs"
@@ -95,7 +94,7 @@ class TransformJobRow:
 class TransformJobs:
     """Typed access to the transform tables over one connection (see :class:`servekit.state.StateDB`)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self._db = conn
 
     @contextmanager
@@ -201,8 +200,10 @@ class TransformJobs:
         """Insert or replace object rows (keyed by job and key)."""
         rows = [(name, o.key, o.status, o.instance, o.records, o.errors, o.message, o.updated) for o in objects]
         self._db.executemany(
-            "INSERT OR REPLACE INTO transform_objects (job, key, status, instance, records, errors, message, updated) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO transform_objects (job, key, status, instance, records, errors, message, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, key) DO UPDATE SET status = excluded.status, "
+            "instance = excluded.instance, records = excluded.records, errors = excluded.errors, "
+            "message = excluded.message, updated = excluded.updated",
             rows,
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -550,10 +551,120 @@ def test_pipelines_page_shows_executions_and_an_executions_steps(tab: Page, up: 
     assert malformed.status == 400 and "ValidationException" in malformed.text()
 
 
-def test_monitoring_page_loads(tab: Page, up: UpProcess) -> None:
+SCORER = (
+    "import json\n\n"
+    "def model_fn(model_dir):\n    return 1.0\n\n"
+    "def transform_fn(model, data, content_type, accept):\n"
+    "    rows = json.loads(data)\n"
+    "    return json.dumps({'score': [sum(r) for r in rows]}), 'application/json'\n"
+)
+
+
+def test_monitoring_page_shows_drift_per_feature_violations_and_guarded_reports(
+    tab: Page, up: UpProcess, tmp_path: Path
+) -> None:
+    """A data-quality schedule (hours compressed to 3 s) on a capturing endpoint sees drifted traffic: the heatmap's
+    cells say what each execution's metrics.json says, the latest violations are listed, and the HTML report opens
+    only when signed in and only from inside the execution's output folder."""
+    import numpy as np
+
+    sm, rt = up.sm(), up.rt()
+    rng = np.random.default_rng(7)
+    train = tmp_path / "train.csv"
+    train.write_text("x,y\n" + "\n".join(f"{a:.5f},{b:.5f}" for a, b in rng.normal(0, 1, (1000, 2))) + "\n")
+    baseline = tmp_path / "baseline"
+    cli = [sys.executable, "-m", "servekit.cli.main", "monitor", "baseline", "--data", str(train), "--out"]
+    made = subprocess.run([*cli, str(baseline)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    code = tmp_path / "scorer" / "1" / "code"
+    code.mkdir(parents=True)
+    (code / "inference.py").write_text(SCORER)
+    capture, reports = tmp_path / "capture", tmp_path / "reports"
+    sm.create_model(ModelName="scorer", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(code.parent.parent)})
+    sm.create_endpoint_config(
+        EndpointConfigName="churn-cfg",
+        ProductionVariants=[variant("A", "scorer", 1.0)],
+        DataCaptureConfig={
+            "EnableCapture": True,
+            "InitialSamplingPercentage": 100,
+            "DestinationS3Uri": f"file://{capture}",
+            "CaptureOptions": [{"CaptureMode": "Input"}],
+        },
+    )
+    sm.create_endpoint(EndpointName="churn", EndpointConfigName="churn-cfg")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="churn", WaiterConfig=FAST)
+    sm.create_data_quality_job_definition(
+        JobDefinitionName="churn-dq",
+        DataQualityBaselineConfig={"ConstraintsResource": {"S3Uri": f"file://{baseline}"}},
+        DataQualityAppSpecification={"ImageUri": "servekit"},
+        DataQualityJobInput={"EndpointInput": {"EndpointName": "churn", "LocalPath": "/opt/ml/processing/input"}},
+        DataQualityJobOutputConfig={
+            "MonitoringOutputs": [{"S3Output": {"S3Uri": f"file://{reports}", "LocalPath": "/opt/ml/processing/out"}}]
+        },
+        JobResources={"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}},
+        RoleArn="arn:aws:iam::000000000000:role/monitor",
+    )
+    sm.create_monitoring_schedule(
+        MonitoringScheduleName="churn-drift",
+        MonitoringScheduleConfig={
+            "ScheduleConfig": {
+                "ScheduleExpression": "cron(0 * ? * * *)",
+                "DataAnalysisStartTime": "-PT24H",
+                "DataAnalysisEndTime": "-PT0H",
+            },
+            "MonitoringJobDefinitionName": "churn-dq",
+            "MonitoringType": "DataQuality",
+        },
+        Tags=[{"Key": "servekit:hour-seconds", "Value": "3"}],
+    )
+    live = rng.normal(0, 1, (300, 2))
+    live[:, 0] += 3.0  # x drifts by three standard deviations, y does not
+    body = json.dumps([[round(a, 5), round(b, 5)] for a, b in live])
+    rt.invoke_endpoint(EndpointName="churn", Body=body, ContentType="application/json")
+
+    def drifted() -> list[dict[str, Any]]:
+        listed = sm.list_monitoring_executions(MonitoringScheduleName="churn-drift", MaxResults=50)
+        return [
+            e
+            for e in listed["MonitoringExecutionSummaries"]
+            if e["MonitoringExecutionStatus"] == "CompletedWithViolations"
+        ]
+
+    execution = poll_until(drifted, bool, 180)[0]
+    job = execution["ProcessingJobArn"].rsplit("/", 1)[1]
+    described = sm.describe_processing_job(ProcessingJobName=job)
+    folder = Path(described["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"].removeprefix("file://"))
+    window = [w for w in json.loads((folder / "metrics.json").read_text())["windows"] if w["status"] == "ok"][-1]
+    assert window["features"]["x"]["drifted"] and not window["features"]["y"]["drifted"]
+
     page = tab.open("/console/monitoring")
-    assert page.get_by_role("heading", name="Monitoring").is_visible()
+    heatmap = page.locator("table.heatmap", has_text="churn")
+    column = execution["ScheduledTime"].strftime("%H:%M:%S")
+    headers = heatmap.locator("thead th").all_inner_texts()
+    assert column in headers
+    at = headers.index(column)
+    for feature, verdict in (("x", "drifted"), ("y", "ok")):
+        cells = heatmap.locator("tr", has=page.get_by_role("rowheader", name=feature, exact=True)).locator("td")
+        cell = cells.nth(at - 1)
+        assert cell.inner_text().endswith(verdict)  # a word, not colour alone
+        assert f"{feature} {verdict} in the window ending {window['end']}" in (cell.get_attribute("title") or "")
+    violations = page.locator("table", has_text="Latest violations").inner_text()
+    assert "baseline_drift_check" in violations and "x" in violations
     tab.shot("monitoring")
+
+    report = "/console/monitoring/report?job=" + job + "&file=report.html"
+    assert tab.context.request.get(report).status == 401  # signed out: no report
+    sign_in(tab, up, "/console/monitoring")
+    outside = tab.context.request.get(f"/console/monitoring/report?job={job}&file=../../../credentials.json")
+    assert outside.status == 403 and "outside the execution" in outside.text()
+    assert tab.context.request.get(f"/console/monitoring/report?job={job}&file=/etc/passwd").status == 403
+    assert tab.context.request.get(f"/console/monitoring/report?job={job}&file=nope.html").status == 404
+    links = page.get_by_role("link", name="HTML report")
+    assert links.count() >= 1
+    opened = tab.context.request.get(report)
+    assert opened.status == 200 and "sandbox" in opened.headers["content-security-policy"]
+    assert opened.text() == (folder / "report.html").read_text()
+    sm.stop_monitoring_schedule(MonitoringScheduleName="churn-drift")  # no more executions for the other tests
 
 
 def test_keyboard_reaches_the_content_first(tab: Page) -> None:

@@ -32,6 +32,7 @@ _HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+_REPORT_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,40 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             return JSONResponse({"message": exc.message}, 404 if exc.status == 400 else 502, headers=_HEADERS)
         return JSONResponse({**found, "html": {"execution": views.execution_section(found)}}, headers=_HEADERS)
 
+    async def report(request: Request) -> Response:
+        """A file of a monitoring execution's output folder (its HTML report, violations, metrics), for a signed-in
+        user only (reports hold samples of captured data); a path that leaves the folder is refused."""
+        if session(request) is None:
+            back = quote(f"/console/monitoring/report?{request.url.query}", safe="")
+            body = (
+                '<p role="alert" class="error">Sign in to open reports.</p>'
+                f'<p><a href="/console/login?next={back}">Sign in</a></p>'
+            )
+            return html(request, "Sign in required", body, "/console/monitoring", status=401)
+        job, name = request.query_params.get("job", ""), request.query_params.get("file", "")
+        if not job or not name:
+            body = '<p role="alert" class="error">Which report? (?job=processing job name&amp;file=report.html)</p>'
+            return html(request, "Not found", body, "/console/monitoring", status=400)
+        try:
+            root = await data.output_folder(api, job)
+        except ApiFailure as exc:
+            return failed(request, exc)
+        if root is None:
+            body = '<p role="alert" class="error">This execution\'s output is not on this machine\'s disk.</p>'
+            return html(request, "Not here", body, "/console/monitoring", status=404)
+        base = root.resolve()
+        target = (base / name).resolve()  # symlinks followed: a link out of the folder is refused too
+        if not target.is_relative_to(base) or target == base:
+            body = f'<p role="alert" class="error">{esc(name)} is outside the execution\'s output folder.</p>'
+            return html(request, "Refused", body, "/console/monitoring", status=403)
+        if not target.is_file():
+            body = f'<p role="alert" class="error">No file {esc(name)} in the execution\'s output folder.</p>'
+            return html(request, "Not found", body, "/console/monitoring", status=404)
+        kind = {".html": "text/html; charset=utf-8", ".json": "application/json"}.get(target.suffix, "text/plain")
+        # the report's own inline styles and SVG only; sandboxed: no script, no navigation, no form
+        headers = {**_HEADERS, "Content-Security-Policy": _REPORT_CSP}
+        return Response(target.read_bytes(), media_type=kind, headers=headers)
+
     # ---- sign-in ----------------------------------------------------------------------------------------------
     def login_page(request: Request, error: str = "", status: int = 200) -> Response:
         token = secrets.token_urlsafe(24)
@@ -289,6 +324,7 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             Route("/console/registry/package", package),
             Route("/console/registry/approve", approve, methods=["POST"]),
             Route("/console/monitoring", monitoring),
+            Route("/console/monitoring/report", report),
             Route("/console/jobs", jobs),
             Route("/console/api/jobs", jobs_json),
             Route("/console/pipelines", pipelines),

@@ -4,9 +4,11 @@ pure reshaping of metric answers into chart series."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from servekit.console.client import ApiCall, ApiFailure
@@ -361,7 +363,7 @@ async def monitoring(api: ApiCall) -> dict[str, Any]:
             None,
         )
     ).get("MonitoringExecutionSummaries", [])
-    return {"schedules": schedules, "executions": executions}
+    return {"schedules": schedules, "executions": executions, "drift": await drift(api, executions)}
 
 
 MAX_JOBS = 50  # the newest transform jobs the jobs page shows (each costs one DescribeTransformJob)
@@ -424,3 +426,74 @@ async def pipeline_execution(api: ApiCall, arn: str) -> dict[str, Any]:
         "PipelineExecutionSteps",
     )
     return {"execution": described, "steps": steps}
+
+
+DRIFT_EXECUTIONS = 12  # the newest judged executions per endpoint the drift heatmap shows
+_JUDGED = ("Completed", "CompletedWithViolations")
+
+
+def job_name(processing_job_arn: str) -> str:
+    return processing_job_arn.rsplit("/", 1)[-1]
+
+
+async def output_folder(api: ApiCall, job: str) -> Path | None:
+    """The local output folder of a monitoring execution's processing job (DescribeProcessingJob's S3Output), or
+    ``None`` when it is not on this machine's file system (an ``s3://`` output)."""
+    described = await api("sagemaker", "DescribeProcessingJob", {"ProcessingJobName": job}, None)
+    outputs = (described.get("ProcessingOutputConfig") or {}).get("Outputs") or []
+    uri = str(((outputs[0] if outputs else {}).get("S3Output") or {}).get("S3Uri", ""))
+    if uri.startswith("file://"):
+        return Path(uri.removeprefix("file://"))
+    if uri.startswith("/"):
+        return Path(uri)
+    return None
+
+
+def _json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def judged_window(metrics: Any) -> dict[str, Any] | None:
+    """The last window a run judged (status ``ok``) in its ``metrics.json``."""
+    windows = metrics.get("windows") if isinstance(metrics, dict) else None
+    judged = [w for w in windows or [] if isinstance(w, dict) and w.get("status") == "ok"]
+    return judged[-1] if judged else None
+
+
+async def drift(api: ApiCall, executions: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per endpoint, its newest judged executions (oldest first), each with the drift verdict of every feature in
+    the last window it judged (``metrics.json``), its violations (``constraint_violations.json``) and which
+    report files exist; read from the output folder DescribeProcessingJob names."""
+    by_endpoint: dict[str, list[dict[str, Any]]] = {}
+    for x in executions:
+        if x.get("MonitoringExecutionStatus") in _JUDGED and x.get("EndpointName") and x.get("ProcessingJobArn"):
+            picked = by_endpoint.setdefault(str(x["EndpointName"]), [])
+            if len(picked) < DRIFT_EXECUTIONS:
+                picked.append(x)
+
+    async def read(x: dict[str, Any]) -> dict[str, Any]:
+        job = job_name(str(x["ProcessingJobArn"]))
+        try:
+            folder = await output_folder(api, job)
+        except ApiFailure:
+            folder = None
+        window = judged_window(_json_file(folder / "metrics.json")) if folder else None
+        violations = _json_file(folder / "constraint_violations.json") if folder else None
+        return {
+            "execution": x,
+            "job": job,
+            "local": folder is not None,
+            "window": window,
+            "violations": (violations or {}).get("violations", []) if isinstance(violations, dict) else [],
+            "report": bool(folder and (folder / "report.html").is_file()),
+        }
+
+    out: dict[str, dict[str, Any]] = {}
+    for endpoint, picked in sorted(by_endpoint.items()):
+        runs = list(reversed(await asyncio.gather(*(read(x) for x in picked))))  # oldest first, left to right
+        features = sorted({f for r in runs if r["window"] for f in (r["window"].get("features") or {})})
+        out[endpoint] = {"runs": runs, "features": features}
+    return out

@@ -362,6 +362,91 @@ def package_body(p: dict[str, Any]) -> str:
     return out
 
 
+def report_href(job: str, file: str) -> str:
+    return f"/console/monitoring/report?job={quote(job, safe='')}&file={quote(file, safe='')}"
+
+
+def _short_time(epoch: object) -> str:
+    text = when(epoch)
+    return text[11:19] if len(text) >= 19 else text
+
+
+def _drift_cell(feature: str, run: dict[str, Any]) -> str:
+    """One heatmap cell: a word and a symbol (not colour alone) and a title with the measured values."""
+    window = run["window"]
+    if window is None:
+        why = "its output is not on this machine" if not run["local"] else "no judged window"
+        return f'<td class="cell-none" title="{esc(why)}">—</td>'
+    f = (window.get("features") or {}).get(feature)
+    if f is None:
+        return '<td class="cell-none" title="not in this run">—</td>'
+    metrics = ", ".join(f"{k} {v:.4g}" for k, v in (f.get("metrics") or {}).items() if isinstance(v, (int, float)))
+    limits = ", ".join(f"{k} {v:.4g}" for k, v in (f.get("thresholds") or {}).items() if isinstance(v, (int, float)))
+    word, kind, mark = ("drifted", "drift", "✗") if f.get("drifted") else ("ok", "ok", "✓")
+    title = f"{feature} {word} in the window ending {window.get('end', '')}: {metrics or 'no metrics'}"
+    if limits:
+        title += f" (thresholds {limits})"
+    return f'<td class="cell-{kind}" title="{esc(title)}"><span aria-hidden="true">{mark}</span> {word}</td>'
+
+
+def drift_section(endpoint: str, found: dict[str, Any]) -> str:
+    """Per endpoint: a features-by-executions heatmap, the latest violations, and links to each run's reports."""
+    runs, features = found["runs"], found["features"]
+    head = "".join(
+        f'<th scope="col" title="{esc(when(r["execution"].get("ScheduledTime")))}">'
+        f"{esc(_short_time(r['execution'].get('ScheduledTime')))}</th>"
+        for r in runs
+    )
+    body = "".join(
+        f'<tr><th scope="row">{esc(feature)}</th>' + "".join(_drift_cell(feature, r) for r in runs) + "</tr>"
+        for feature in features
+    )
+    if body:
+        heatmap = (
+            '<p class="hint">The latest judged executions, oldest left: ✗ drifted, ✓ ok, — not judged; a cell\'s '
+            "title holds the measured values and thresholds.</p>"
+            f'<table class="heatmap"><caption>Drift per feature: {esc(endpoint)}</caption>'
+            f'<thead><tr><th scope="col">Feature</th>{head}</tr></thead><tbody>{body}</tbody></table>'
+        )
+    else:
+        heatmap = f'<p class="empty">Drift of {esc(endpoint)}: no judged window with a local output yet.</p>'
+    latest = next((r for r in reversed(runs) if r["violations"]), None)
+    violations = [
+        (esc(v.get("feature_name")), esc(v.get("constraint_check_type")), esc(v.get("description")))
+        for v in (latest["violations"] if latest else [])
+    ]
+    when_text = when(latest["execution"].get("ScheduledTime")) if latest else ""
+    out = heatmap + table(
+        f"Latest violations{' (execution scheduled ' + when_text + ')' if latest else ''}",
+        ("Feature", "Check", "Description"),
+        violations,
+        "none.",
+    )
+    reports = [
+        (
+            esc(when(r["execution"].get("ScheduledTime"))),
+            badge(r["execution"].get("MonitoringExecutionStatus")),
+            " ".join(
+                link(report_href(r["job"], name), text)
+                for name, text, present in (
+                    ("report.html", "HTML report", r["report"]),
+                    ("constraint_violations.json", "violations (JSON)", r["local"]),
+                    ("metrics.json", "metrics (JSON)", r["local"]),
+                )
+                if present
+            )
+            or "not on this machine",
+        )
+        for r in reversed(runs)
+    ]
+    return (
+        f'<section aria-labelledby="d-{esc(endpoint)}"><h2 id="d-{esc(endpoint)}">Drift: {esc(endpoint)}</h2>'
+        + out
+        + table("Reports (sign in to open)", ("Scheduled", "Status", "Files"), reports)
+        + "</section>"
+    )
+
+
 def monitoring_body(data: dict[str, Any]) -> str:
     schedules = [
         (
@@ -384,12 +469,15 @@ def monitoring_body(data: dict[str, Any]) -> str:
         )
         for x in data["executions"]
     ]
-    return table(
-        "Monitoring schedules", ("Schedule", "Endpoint", "Type", "Status", "Last modified"), schedules
-    ) + table(
-        "Latest executions (CompletedWithViolations marks drift)",
-        ("Scheduled", "Schedule", "Endpoint", "Status", "Failure reason", "Processing job"),
-        executions,
+    drift = "".join(drift_section(endpoint, found) for endpoint, found in data.get("drift", {}).items())
+    return (
+        drift
+        + table("Monitoring schedules", ("Schedule", "Endpoint", "Type", "Status", "Last modified"), schedules)
+        + table(
+            "Latest executions (CompletedWithViolations marks drift)",
+            ("Scheduled", "Schedule", "Endpoint", "Status", "Failure reason", "Processing job"),
+            executions,
+        )
     )
 
 

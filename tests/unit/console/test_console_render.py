@@ -236,3 +236,29 @@ def test_instance_charts_align_counts_and_mark_the_variants_activities_in_range(
     queries = data.instance_queries("ep", ["A"], 10)
     assert [q["Id"] for q in queries] == ["idc_0", "icc_0"]
     assert {q["MetricStat"]["Metric"]["Namespace"] for q in queries} == {"servekit/Endpoints"}
+
+
+def test_drift_section_says_each_verdict_in_words_and_lists_the_latest_violations() -> None:
+    def run(at: float, x_drifted: bool, violations: list[dict[str, str]]) -> dict[str, object]:
+        features = {
+            "x": {"drifted": x_drifted, "metrics": {"ks_pvalue": 0.001}, "thresholds": {"ks_pvalue": 0.005}},
+            "y": {"drifted": False, "metrics": {"ks_pvalue": 0.4}, "thresholds": {}},
+        }
+        return {
+            "execution": {"ScheduledTime": at, "MonitoringExecutionStatus": "CompletedWithViolations"},
+            "job": f"job-{at:g}",
+            "local": True,
+            "window": {"end": "2026-01-01T00:00:00Z", "features": features},
+            "violations": violations,
+            "report": True,
+        }
+
+    drift = {"feature_name": "x", "constraint_check_type": "baseline_drift_check", "description": "<moved>"}
+    found = {"runs": [run(0, False, []), run(3600, True, [drift]), {**run(7200, False, []), "window": None}]}
+    out = views.drift_section("churn", {**found, "features": ["x", "y"]})
+    assert '<th scope="col" title="1970-01-01 00:00:00 UTC">00:00:00</th>' in out
+    assert '<th scope="row">x</th><td class="cell-ok"' in out and "✗</span> drifted" in out
+    assert "x drifted in the window ending 2026-01-01T00:00:00Z: ks_pvalue 0.001 (thresholds ks_pvalue 0.005)" in out
+    assert '<td class="cell-none" title="no judged window">—</td>' in out
+    assert "baseline_drift_check" in out and "&lt;moved&gt;" in out and "scheduled 1970-01-01 01:00:00 UTC" in out
+    assert 'href="/console/monitoring/report?job=job-3600&amp;file=report.html"' in out

@@ -738,3 +738,37 @@ def test_instance_chart_shows_desired_and_current_over_time_with_the_scaling_act
     assert "scaling activities marked" in (figure.get_attribute("aria-label") or "")
     assert "desired instance count to 2" in page.locator('[data-live="autoscaling"]').inner_text()
     tab.shot("endpoint-shop-autoscaling")
+
+
+def test_stop_rollout_sets_its_alarm_to_alarm_and_the_deployment_rolls_back(tab: Page, up: UpProcess) -> None:
+    """SageMaker has no StopDeployment: the console's stop is SetAlarmState(ALARM) on the rollout's alarm, which the
+    deployment watches. Refused without a session or its CSRF token. Last: it ends fraud's rollout."""
+    page = tab.open("/console/endpoints/fraud")
+    assert "Sign in to stop this rollout" in page.locator('[data-live="rollout"]').inner_text()
+    refused = tab.context.request.post(
+        "/console/endpoints/fraud/rollback", form={"alarm": "fraud-5xx"}, max_redirects=0
+    )
+    assert refused.status == 401
+    sign_in(tab, up, "/console/endpoints/fraud")
+    no_token = tab.context.request.post(
+        "/console/endpoints/fraud/rollback", form={"alarm": "fraud-5xx"}, max_redirects=0
+    )
+    assert no_token.status == 403
+    sm, cw = up.sm(), up.client("cloudwatch")
+    assert sm.describe_endpoint(EndpointName="fraud")["EndpointStatus"] == "Updating"  # neither call changed it
+    tab.shot("endpoint-fraud-stop-rollout")
+    page.get_by_role("button", name="Roll back: set fraud-5xx to ALARM").click()
+    page.wait_for_url("**flash=*")
+    assert "fraud-5xx set to ALARM" in page.get_by_role("status").inner_text()
+    described = poll_until(
+        lambda: sm.describe_endpoint(EndpointName="fraud"),
+        lambda d: d["EndpointStatus"] == "InService" and "PendingDeploymentSummary" not in d,
+    )
+    assert described["EndpointConfigName"] == "fraud-v1"  # rolled back to the old config
+    assert "fraud-5xx" in described.get("FailureReason", "")
+    history = cw.describe_alarm_history(AlarmName="fraud-5xx", HistoryItemType="StateUpdate")["AlarmHistoryItems"]
+    admin = Credentials.load(up.home).admin
+    assert any(admin.access_key_id in h["HistoryData"] or "servekit console" in h["HistorySummary"] for h in history)
+    page.reload()
+    assert "No deployment in progress" in page.locator('[data-live="rollout"]').inner_text()
+    assert page.get_by_role("button", name="Roll back: set fraud-5xx to ALARM").count() == 0

@@ -291,6 +291,36 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             return _back(back, f"Not applied: {exc.message}")
         return _back(back, "Weights submitted: the endpoint is Updating.")
 
+    async def rollback(request: Request) -> Response:
+        """Stop a rollout the public way: SetAlarmState(ALARM) on one of the alarms that can guard it."""
+        got = await acting(request)
+        if isinstance(got, Response):
+            return got
+        s, form = got
+        name, alarm = request.path_params["name"], form.get("alarm", "")
+        back = views.endpoint_href(name)
+        detail = await data.endpoint_detail(api, name)
+        if detail is None:
+            return _back(back, f"No endpoint named {name}.")
+        if not detail["endpoint"].get("PendingDeploymentSummary"):
+            return _back(back, "No rollout is in progress: nothing to stop.")
+        if alarm not in views.rollback_alarms(detail):
+            return _back(back, f"{alarm!r} is not an alarm of this endpoint's rollout; pick one of its buttons.")
+        try:
+            await api(
+                "cloudwatch",
+                "SetAlarmState",
+                {
+                    "AlarmName": alarm,
+                    "StateValue": "ALARM",
+                    "StateReason": f"Rollback requested in the servekit console by {s.access_key_id}",
+                },
+                s.access_key_id,
+            )
+        except ApiFailure as exc:
+            return _back(back, f"Not applied: {exc.message}")
+        return _back(back, f"{alarm} set to ALARM: a deployment watching it rolls back.")
+
     async def approve(request: Request) -> Response:
         got = await acting(request)
         if isinstance(got, Response):
@@ -320,6 +350,7 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             Route("/console/endpoints/{name}", endpoint),
             Route("/console/endpoints/{name}/data", endpoint_json),
             Route("/console/endpoints/{name}/weights", weights, methods=["POST"]),
+            Route("/console/endpoints/{name}/rollback", rollback, methods=["POST"]),
             Route("/console/registry", registry),
             Route("/console/registry/package", package),
             Route("/console/registry/approve", approve, methods=["POST"]),

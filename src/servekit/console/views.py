@@ -134,7 +134,43 @@ def variants_section(detail: dict[str, Any], csrf: str | None) -> str:
     return out
 
 
-def rollout_section(detail: dict[str, Any], now: float) -> str:
+def stop_rollout_form(detail: dict[str, Any], csrf: str | None) -> str:
+    """The "stop this rollout" action: SageMaker has no StopDeployment, so the console sets one of the alarms that
+    can guard the deployment to ALARM (CloudWatch SetAlarmState), which makes a deployment watching it roll back.
+    Offered only while a deployment runs, only signed in, and only with alarms to set; otherwise it says why not."""
+    e = detail["endpoint"]
+    if not e.get("PendingDeploymentSummary"):
+        return ""
+    names = rollback_alarms(detail)
+    if not names:
+        return (
+            '<p class="hint" data-field="stop-rollout">Stopping this rollout is unavailable: it has no alarm the '
+            "console can see (SageMaker has no StopDeployment; a deployment rolls back when an alarm of its "
+            "AutoRollbackConfiguration goes to ALARM).</p>"
+        )
+    if csrf is None:
+        return (
+            '<p class="hint" data-field="stop-rollout"><a href="/console/login">Sign in</a> to stop this rollout.</p>'
+        )
+    buttons = "".join(
+        f'<button type="submit" name="alarm" value="{esc(n)}">Roll back: set {esc(n)} to ALARM</button> ' for n in names
+    )
+    return (
+        f'<form method="post" action="{esc(endpoint_href(e["EndpointName"]))}/rollback" class="action">'
+        f"{csrf_field(csrf)}<fieldset><legend>Stop this rollout (CloudWatch SetAlarmState)</legend>"
+        '<p class="hint">The deployment rolls back if its AutoRollbackConfiguration names the alarm; the alarm '
+        "returns to its measured state at its next evaluation.</p>"
+        f"{buttons}</fieldset></form>"
+    )
+
+
+def rollback_alarms(detail: dict[str, Any]) -> list[str]:
+    """Alarms a running deployment of the endpoint may watch: the ones its last DeploymentConfig names and the
+    ones on the endpoint's own metrics (DescribeEndpoint names a first deployment's alarms only once it ends)."""
+    return [str(a["AlarmName"]) for a in detail.get("alarms", [])]
+
+
+def rollout_section(detail: dict[str, Any], now: float, csrf: str | None = None) -> str:
     """Where a blue/green deployment stands: its step and time in it, the alarms it watches and their states,
     the alarms' state changes (the reasons for rollbacks), and the deployment configuration last used."""
     e = detail["endpoint"]
@@ -172,6 +208,7 @@ def rollout_section(detail: dict[str, Any], now: float) -> str:
         )
     else:
         parts.append('<p class="empty">No deployment in progress.</p>')
+    parts.append(stop_rollout_form(detail, csrf))
     states = {a["AlarmName"]: a for a in detail.get("alarms", [])}
     alarms = [
         (
@@ -256,7 +293,7 @@ def endpoint_sections(detail: dict[str, Any], csrf: str | None, now: float) -> d
     return {
         "status": status_section(detail),
         "variants": variants_section(detail, csrf),
-        "rollout": rollout_section(detail, now),
+        "rollout": rollout_section(detail, now, csrf),
         "autoscaling": autoscaling_section(detail),
     }
 

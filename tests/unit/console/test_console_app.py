@@ -81,7 +81,8 @@ def test_pages_render_from_the_api_with_security_headers(
     client: TestClient, plane: ControlPlane, tmp_path: Path
 ) -> None:
     package(client, plane, tmp_path)
-    for path in ("/console/", "/console/registry", "/console/monitoring", "/console/login"):
+    pages = ("/console/", "/console/registry", "/console/monitoring", "/console/jobs", "/console/pipelines")
+    for path in (*pages, "/console/login"):
         r = client.get(path)
         assert r.status_code == 200, path
         assert r.headers["content-security-policy"].startswith("default-src 'self'")
@@ -164,3 +165,22 @@ def test_a_removed_key_ends_its_sessions(client: TestClient, home: Path) -> None
     creds.remove_key(second.access_key_id)
     assert "Sign out" not in client.get("/console/").text
     assert client.post("/console/logout", data={}).status_code == 401
+
+
+def test_new_pages_answer_empty_lists_and_the_guarded_routes_refuse(client: TestClient, home: Path) -> None:
+    assert "none yet" in client.get("/console/jobs").text
+    assert client.get("/console/api/jobs").json()["jobs"] == []
+    assert "No pipelines yet" in client.get("/console/pipelines").text
+    assert client.get("/console/api/pipelines").json()["pipelines"] == []
+    assert client.get("/console/pipelines/execution").status_code == 400
+    report = client.get("/console/monitoring/report", params={"job": "j", "file": "report.html"})
+    assert report.status_code == 401 and "Sign in" in report.text
+    assert client.post("/console/endpoints/ep/rollback", data={"alarm": "a"}).status_code == 401
+    admin = Credentials.load(home).admin
+    assert sign_in(client, admin.access_key_id, admin.secret_access_key).status_code == 303
+    token = csrf_of(client.get("/console/").text)
+    assert client.post("/console/endpoints/ep/rollback", data={"alarm": "a"}).status_code == 403
+    nothing = client.post("/console/endpoints/ep/rollback", data={"alarm": "a", "csrf": token})
+    assert nothing.status_code == 303 and "No+endpoint+named+ep" in nothing.headers["location"]
+    missing = client.get("/console/monitoring/report", params={"job": "nope", "file": "report.html"})
+    assert missing.status_code in (400, 404) and "nope" in missing.text

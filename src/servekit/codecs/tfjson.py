@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from servekit.codecs.json import dumps, loads
 from servekit.errors import invalid
@@ -136,6 +138,63 @@ def encode_predict(resp: InferenceResponse, rows: bool) -> dict[str, Any]:
     return {"predictions": [{n: v[i] for n, v in per_name.items()} for i in range(lengths.pop())]}
 
 
+# Numeric dtypes by their one-letter codes (checking ``dtype.char`` is far cheaper than comparing dtypes); float16
+# ("e") is left out: orjson writes a float16 array's values and a float16 scalar's differently.
+_ROW_CHARS = frozenset("?bBhHiIlLqQfd")
+# Below this many rows a dict per row costs no more than cutting whole arrays (timeit, two outputs: 3.9 vs 5.1 us
+# at one row, even at four, 31 vs 18 us at 32).
+_FAST_ROWS = 4
+
+
+def array_rows(doc: bytes, ndim: int) -> list[bytes]:
+    """The rows of an array serialised by orjson (``[r0,r1,...]``, no spaces), each as its own JSON text.
+
+    Numbers hold no brackets or commas, so the rows of an N-d array are separated by ``]`` * (N - 1), a comma
+    and ``[`` * (N - 1), and by nothing shorter. Every dimension after the first must be non-empty."""
+    depth = ndim - 1
+    if depth == 0:
+        return doc[1:-1].split(b",")
+    opening, closing = b"[" * depth, b"]" * depth
+    inner = doc[1 + depth : -1 - depth]
+    return [opening + row + closing for row in inner.split(closing + b"," + opening)]
+
+
+@functools.lru_cache(maxsize=256)  # output names come from the models' signatures: a handful per server
+def _row_keys(names: tuple[str, ...]) -> tuple[bytes, ...]:
+    """What precedes each output's value in a row after the first: ``},{"a":`` then ``,"b":`` and so on."""
+    keys = [b"," + orjson.dumps(name) + b":" for name in names]
+    keys[0] = b"}," + b"{" + keys[0][1:]
+    return tuple(keys)
+
+
+def encode_rows_fast(outputs: Mapping[str, npt.NDArray[Any]]) -> bytes | None:
+    """``{"predictions": [...]}`` in row format for several numeric outputs, byte for byte what
+    ``dumps(encode_predict(resp, True))`` writes, without a dict and a numpy scalar per value: each output is
+    serialised whole and cut into rows. None below ``_FAST_ROWS`` rows, when an output is not a numeric array
+    with non-empty dimensions after the first, the outputs' lengths differ, or orjson refuses one (not
+    C-contiguous, not in native byte order): the caller then takes the general path, which answers as always."""
+    n = -1
+    for arr in outputs.values():
+        if arr.dtype.char not in _ROW_CHARS or not arr.ndim or not arr.size or n not in (-1, arr.shape[0]):
+            return None
+        n = arr.shape[0]
+    if n < _FAST_ROWS:
+        return None
+    try:
+        columns = [array_rows(orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY), a.ndim) for a in outputs.values()]
+        keys = _row_keys(tuple(outputs))
+    except TypeError:  # orjson's JSONEncodeError, or its refusal of a foreign-endian array: let the general path answer
+        return None
+    # Key, value, key, value... for every row, interleaved by slice assignment (no Python step per row or value).
+    width = 2 * len(keys)
+    pieces: list[bytes] = [b""] * (width * n)
+    for j, (key, column) in enumerate(zip(keys, columns, strict=True)):
+        pieces[2 * j :: width] = [key] * n
+        pieces[2 * j + 1 :: width] = column
+    pieces[0] = keys[0][2:]  # the first row opens with "{", not "},{"
+    return b'{"predictions":[' + b"".join(pieces) + b"}]}"
+
+
 def _rows(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return list(value) if value.dtype.kind == "f" else value.tolist()
@@ -234,4 +293,8 @@ def encode_response(resp: InferenceResponse, method: str, rows: bool) -> bytes:
         return dumps(encode_classify(resp))
     if method == REGRESS_METHOD:
         return dumps(encode_regress(resp))
+    if rows and len(resp.outputs) > 1:
+        fast = encode_rows_fast(resp.outputs)
+        if fast is not None:
+            return fast
     return dumps(encode_predict(resp, rows))

@@ -414,13 +414,25 @@ def up(
             "serves InvokeEndpoint from the leader's routes and forwards every other call to the leader.",
         ),
     ] = "leader",
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            help="State in this PostgreSQL database (postgresql://user@host:port/db, needs servekit[postgres]) "
+            "instead of the home's SQLite file, so that gateway replicas on other hosts share it "
+            "(default $SERVEKIT_DATABASE_URL).",
+        ),
+    ] = None,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.cli.up import run_up
     from servekit.control.metrics import check_resolution
     from servekit.control.ray_backend import config_from_cli
-    from servekit.state.home import resolve_home
+    from servekit.state.home import DATABASE_URL_ENV, resolve_database_url, resolve_home
 
+    url = resolve_database_url(database_url, os.environ)
+    if url is not None:  # the runs this plane starts (transform, pipeline executions) record into the same database
+        os.environ[DATABASE_URL_ENV] = url
     try:
         check_resolution(metrics_resolution_s)
         ray = config_from_cli(backend, ray_address, ray_resources)
@@ -434,14 +446,14 @@ def up(
         from servekit.cli.up import run_gateway_replica
 
         try:
-            run_gateway_replica(resolve_home(home, os.environ), host, port, log_level, instance_types)
-        except ConfigError as exc:  # no leader has run on this home
+            run_gateway_replica(resolve_home(home, os.environ), host, port, log_level, instance_types, url)
+        except ConfigError as exc:  # no leader has run on this home (or database), or the database is unusable
             typer.echo(f"servekit: {exc}", err=True)
             raise typer.Exit(2) from None
         return
     try:
-        run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s, ray)
-    except ConfigError as exc:  # the Ray cluster cannot be reached, or Ray is not installed
+        run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s, ray, url)
+    except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
 

@@ -109,10 +109,11 @@ class _ControlPlane:
 
 def _open(home: Path | None) -> tuple[Path, Any]:
     from servekit.state import StateDB, StateError
+    from servekit.state.home import resolve_database_url
 
     root = home_dir(home)
-    try:
-        return root, StateDB.open(root)
+    try:  # SERVEKIT_DATABASE_URL: a `servekit up --database-url` started this run and reads it from there
+        return root, StateDB.open(root, database_url=resolve_database_url(None, os.environ))
     except StateError as exc:
         raise _fail(str(exc)) from None
 

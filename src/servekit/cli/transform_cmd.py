@@ -30,6 +30,14 @@ HomeOpt = Annotated[Path | None, typer.Option("--home", help="servekit home (def
 _EXIT = {"Completed": 0, "CompletedWithErrors": 3, "Failed": 1, "Stopped": 130}
 
 
+def _database_url() -> str | None:
+    """``SERVEKIT_DATABASE_URL``: set by a ``servekit up --database-url`` that started this run, whose API reads
+    the job from that database."""
+    from servekit.state.home import resolve_database_url
+
+    return resolve_database_url(None, os.environ)
+
+
 def _home(home: Path | None) -> Path:
     """The servekit home: --home, else $SERVEKIT_HOME, else ./.servekit (the environment is read here, once)."""
     from servekit.state import resolve_home
@@ -189,7 +197,7 @@ def run(
     err = Console(stderr=True)
     progress = RichProgress(err) if err.is_terminal and not quiet else None
     try:
-        with JobStore(_home(home)) as store:
+        with JobStore(_home(home), database_url=_database_url()) as store:
             summary = run_job(spec, store, options, progress)
     except (ConfigError, JobConflict) as exc:
         raise _fail(str(exc)) from None
@@ -210,7 +218,7 @@ def status(
     from servekit.transform import JobStore, spec_to_request
 
     try:
-        with JobStore(_home(home)) as store:
+        with JobStore(_home(home), database_url=_database_url()) as store:
             job = store.get(name)
             objects = store.objects(name) if job is not None else []
     except ConfigError as exc:
@@ -260,7 +268,7 @@ def list_jobs(
     from servekit.transform import JobStore
 
     try:
-        with JobStore(_home(home)) as store:
+        with JobStore(_home(home), database_url=_database_url()) as store:
             jobs = store.jobs()
     except ConfigError as exc:
         raise _fail(str(exc)) from None

@@ -59,8 +59,9 @@ def build(
     strict_output: bool = False,
     metrics_resolution_s: int = 60,
     ray: RayBackendConfig | None = None,
+    database_url: str | None = None,
 ) -> ControlPlane:
-    db = StateDB.open(home)
+    db = StateDB.open(home, database_url=database_url)
     credentials = Credentials.load_or_create(home)
     backend: ReplicaBackend
     if ray is None:
@@ -180,13 +181,16 @@ def run_up(
     instance_types_file: str | None = None,
     metrics_resolution_s: int = 60,
     ray: RayBackendConfig | None = None,
+    database_url: str | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     first = not (home / "credentials.json").exists()
-    plane = build(home, instance_types_file, metrics_resolution_s=metrics_resolution_s, ray=ray)
+    plane = build(
+        home, instance_types_file, metrics_resolution_s=metrics_resolution_s, ray=ray, database_url=database_url
+    )
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
-    record_leader(home, host, port, metrics_resolution_s)
+    record_leader(home, host, port, metrics_resolution_s, database_url)
     if first:
         print(f"servekit up: new home {home}; its admin key is in {home / 'credentials.json'} (mode 0600).")
     print(
@@ -207,24 +211,29 @@ def _leader_url(routes: GatewayRoutes) -> str | None:
     return leader.url if leader is not None else None
 
 
-def record_leader(home: Path, host: str, port: int, metrics_resolution_s: int) -> None:
+def record_leader(home: Path, host: str, port: int, metrics_resolution_s: int, database_url: str | None = None) -> None:
     """Where gateway replicas forward control operations (a wildcard address is reached on loopback: replicas
-    share this host's SQLite file, so they run here)."""
+    share this host's SQLite file, so they run here; with a database URL give ``--host`` an address they reach)."""
     reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
     reach = f"[{reach}]" if ":" in reach else reach
-    with StateDB.open(home) as db:
+    with StateDB.open(home, database_url=database_url) as db:
         GatewayRoutes(db.conn).record_leader(f"http://{reach}:{port}", metrics_resolution_s, os.getpid())
 
 
 def run_gateway_replica(
-    home: Path, host: str, port: int, log_level: str = "info", instance_types_file: str | None = None
+    home: Path,
+    host: str,
+    port: int,
+    log_level: str = "info",
+    instance_types_file: str | None = None,
+    database_url: str | None = None,
 ) -> None:
     """``servekit up --role gateway``: InvokeEndpoint on this port from the leader's routes, every other
     operation forwarded to the leader (servekit.control.gateway_replica)."""
     from servekit.control.gateway_replica import build_replica
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    plane = build_replica(home, instance_types_file=instance_types_file)
+    plane = build_replica(home, instance_types_file=instance_types_file, database_url=database_url)
     print(f"servekit up --role gateway: a gateway replica of the leader on {home}, at http://{host}:{port}", flush=True)
     _serve(plane, host, port, log_level)
 

@@ -195,14 +195,20 @@ def build_replica(
     instance_types_file: str | None = None,
     strict_output: bool = False,
     poll_s: float = DEFAULT_POLL_S,
+    database_url: str | None = None,
 ) -> GatewayReplica:
     """A gateway replica of the leader that runs on ``home`` (the leader must have started there once: its
-    address and metrics resolution are read from the state database)."""
-    db = StateDB.open(home)
+    address and metrics resolution are read from the state database), or on ``database_url``'s database."""
+    db = StateDB.open(home, database_url=database_url)
     routes = GatewayRoutes(db.conn)
     leader = routes.leader()
     if leader is None:
         db.close()
+        if database_url is not None:
+            raise ConfigError(
+                f"no leader has run on the database {db.where}: start `servekit up --database-url …` on it first "
+                "(a gateway replica routes by what the leader records)"
+            )
         raise ConfigError(
             f"no leader has run on the home {home}: start `servekit up --home {home}` first (a gateway replica "
             "routes by what the leader records)"

@@ -60,9 +60,11 @@ class JobStore:
     """Transform jobs in the state database of the servekit home ``home`` (opened, migrated and closed by the
     store), or in an open :class:`StateDB` (its owner closes it)."""
 
-    def __init__(self, home: Path | StateDB, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, home: Path | StateDB, clock: Callable[[], float] = time.time, *, database_url: str | None = None
+    ) -> None:
         self._owns_db = not isinstance(home, StateDB)
-        self._state = home if isinstance(home, StateDB) else StateDB.open(home)
+        self._state = home if isinstance(home, StateDB) else StateDB.open(home, database_url=database_url)
         self.path = self._state.path
         self._jobs = self._state.transform_jobs
         self._clock = clock

@@ -2,7 +2,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
 .PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
-.PHONY: install-browser test-browser
+.PHONY: install-browser test-browser install-postgres test-postgres
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -21,9 +21,10 @@ typecheck:
 	$(PYTHON) -m mypy
 
 # The TensorFlow/torch tests (marked extras) run in `make test-extras`, the browser tests (marked browser) in
-# `make test-browser`, not here: the default suite needs neither.
+# `make test-browser`, the PostgreSQL tests (marked postgres) in `make test-postgres`, not here: the default suite
+# needs none of them.
 pytest:
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser"
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres"
 
 test: install lint typecheck pytest
 
@@ -51,6 +52,17 @@ install-browser: install
 test-browser: install-browser
 	SERVEKIT_REQUIRE_BROWSER=1 SERVEKIT_CONSOLE_SCREENSHOTS=$(SERVEKIT_CONSOLE_SCREENSHOTS) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider -m browser
+
+# PostgreSQL as the state database (docs/gateway-replicas.md): the tests start a server from Debian's packages
+# (postgresql-15: initdb, pg_ctl; as the postgres user when run as root). SERVEKIT_REQUIRE_POSTGRES turns the tests'
+# skip (no server binaries, no psycopg) into a failure.
+install-postgres: install
+	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql)
+	$(PIP) install -q -e '.[test,postgres]'
+
+test-postgres: install-postgres
+	SERVEKIT_REQUIRE_POSTGRES=1 $(PYTHON) -m pytest -q -p no:cacheprovider -m postgres
 
 # Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
 bench:

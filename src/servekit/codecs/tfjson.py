@@ -173,13 +173,14 @@ def encode_rows_fast(outputs: Mapping[str, npt.NDArray[Any]]) -> bytes | None:
     serialised whole and cut into rows. None below ``_FAST_ROWS`` rows, when an output is not a numeric array
     with non-empty dimensions after the first, the outputs' lengths differ, or orjson refuses one (not
     C-contiguous, not in native byte order): the caller then takes the general path, which answers as always."""
+    first = next(iter(outputs.values()), None)
+    if first is None or not first.ndim or first.shape[0] < _FAST_ROWS:  # the usual small answer: decided at once
+        return None
     n = -1
     for arr in outputs.values():
         if arr.dtype.char not in _ROW_CHARS or not arr.ndim or not arr.size or n not in (-1, arr.shape[0]):
             return None
         n = arr.shape[0]
-    if n < _FAST_ROWS:
-        return None
     try:
         columns = [array_rows(orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY), a.ndim) for a in outputs.values()]
         keys = _row_keys(tuple(outputs))

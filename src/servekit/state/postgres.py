@@ -9,6 +9,8 @@ all in the subset both databases share (``ON CONFLICT … DO UPDATE``, ``RETURNI
 - **DDL types**: ``REAL`` → ``DOUBLE PRECISION`` (PostgreSQL's ``REAL`` is 4 bytes: epoch seconds would round to
   minutes), ``INTEGER`` → ``BIGINT``, ``INTEGER PRIMARY KEY AUTOINCREMENT`` → an identity column, ``BLOB`` →
   ``BYTEA``, ``WITHOUT ROWID`` dropped;
+- **text order**: a ``TEXT`` column without a collation gets ``COLLATE "C"`` (bytes, as SQLite's ``BINARY``),
+  whatever locale the database has;
 - **names unique ignoring case**: ``COLLATE NOCASE`` → an ICU collation that compares case-insensitively
   (:data:`NOCASE_COLLATION`, created by the migrations), so unique constraints, ``=`` and ``ORDER BY`` keep
   SQLite's meaning; ``instr(x, y)`` → ``strpos(x COLLATE "C", y)`` (substring search is undefined under a
@@ -112,6 +114,9 @@ _DDL_TYPES = (
     (re.compile(r"\bBLOB\b"), "BYTEA"),
     (re.compile(r"\)\s*WITHOUT ROWID\s*$"), ")"),
 )
+# a TEXT column without a collation of its own (up to the next comma: the end of its definition) compares and sorts
+# byte by byte, as SQLite's BINARY does, whatever locale the database was created with
+_TEXT_COLUMN = re.compile(r"\bTEXT\b(?![^,]*\bCOLLATE\b)")
 _NOCASE = re.compile(r"\bCOLLATE NOCASE\b", re.IGNORECASE)
 _INSTR = re.compile(r"\binstr\(([^,()]*(?:\([^()]*\))?[^,()]*),", re.IGNORECASE)
 
@@ -123,6 +128,7 @@ def translate(sql: str, with_params: bool) -> str:
     if re.match(r"\s*CREATE TABLE\b", sql, re.IGNORECASE):
         for pattern, replacement in _DDL_TYPES:
             sql = pattern.sub(replacement, sql)
+        sql = _TEXT_COLUMN.sub('TEXT COLLATE "C"', sql)
     sql = _NOCASE.sub(f"COLLATE {NOCASE_COLLATION}", sql)
     sql = _INSTR.sub(r'strpos(\1 COLLATE "C",', sql)
     return _placeholders(sql) if with_params else sql

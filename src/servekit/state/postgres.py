@@ -34,7 +34,7 @@ import importlib
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -200,9 +200,10 @@ class PostgresConnection:
         rows = list(parameters)
 
         def run() -> Cursor:
-            cur = self._raw.cursor()
-            self._call(cur.executemany, translate(sql, True), rows)
-            return cur  # type: ignore[no-any-return]
+            raw = self._raw.cursor()
+            self._call(raw.executemany, translate(sql, True), rows)
+            cur: Cursor = raw
+            return cur
 
         with self._lock:
             if not rows:
@@ -216,9 +217,10 @@ class PostgresConnection:
 
     def _run(self, sql: str, parameters: Any) -> Cursor:
         with_params = parameters is not None and len(parameters) > 0
-        return self._call(self._raw.execute, translate(sql, with_params), parameters if with_params else None)  # type: ignore[no-any-return]
+        cur: Cursor = self._call(self._raw.execute, translate(sql, with_params), parameters if with_params else None)
+        return cur
 
-    def _alone(self, run: Any) -> Cursor:
+    def _alone(self, run: Callable[[], Cursor]) -> Cursor:
         """``run`` in a write transaction of its own (under the writers' lock, as SQLite runs a lone write)."""
         self._run("BEGIN", None)
         try:
@@ -228,9 +230,9 @@ class PostgresConnection:
             self._rollback()
             raise
         self._run("COMMIT", None)
-        return cur  # type: ignore[no-any-return]
+        return cur
 
-    def _locked(self, take: Any) -> None:
+    def _locked(self, take: Callable[[], object]) -> None:
         try:
             take()
         except BaseException:

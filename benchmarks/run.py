@@ -7,8 +7,13 @@ Measures, in one session on this machine, side by side:
 - the naive way: FastAPI + one onnxruntime call per request (needs the ``bench`` extra);
 - servekit serve: tiny without and with batching at concurrency 1 and 64, heavy with batching at 64, and
   tiny with ``--workers 2`` versus 1 with the load generator pinned to one core;
-- optional peer servers, off by default: ``--peers mlserver,torchserve`` serves the same tiny model.onnx with
-  Seldon MLServer and TorchServe, each from its own venv under benchmarks/.venvs/ (see benchmarks/peers/).
+- peer servers serving the same tiny model.onnx: Seldon MLServer, TorchServe, BentoML and Ray Serve, each from
+  its own venv under benchmarks/.venvs/ (see benchmarks/peers/). By default only the peers whose venv is already
+  installed run (the others are skipped with the command that installs them); ``--peers a,b`` names peers and
+  installs their venvs on first use, ``--peers none`` measures none;
+- ``--tiny-only``: just what the peer comparison needs (bare app, servekit tiny, the peers), for a short run;
+- ``--head-to-head torchserve:batching``: instead of the suite, servekit tiny batching and one peer variant up at
+  once, measured in alternation for ``--rounds`` rounds, so each ratio compares runs seconds apart.
 Load comes from wrk (one row per request, closed loop). Writes ``benchmarks/RESULTS.md`` and
 ``benchmarks/results.json``. Never part of ``make test``: timings belong here, not in pass/fail tests.
 """
@@ -41,6 +46,7 @@ sys.path.insert(0, str(HERE))
 from models import INPUT_NAME, INPUT_WIDTH, build_all  # noqa: E402
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+AFTER_PEERS = "servekit tiny batching, again after the peers"
 
 
 def free_port() -> int:
@@ -187,11 +193,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="servekit-bench-"))
     models = build_all(work / "models")
     results: dict[str, Any] = {"machine": machine(), "duration_s": args.duration, "runs": {}, "inprocess": {}}
+    results["command"] = "python benchmarks/run.py " + " ".join(sys.argv[1:])
     runs = results["runs"]
     logs = work / "logs"
     logs.mkdir()
 
-    for name in ("tiny", "mlp", "heavy"):
+    for name in ("tiny",) if args.tiny_only else ("tiny", "mlp", "heavy"):
         results["inprocess"][name] = inprocess(models[name], name, args.inprocess_seconds)
         print(f"in-process {name}: " + ", ".join(f"{b}:{r:,.0f}" for b, r in results["inprocess"][name].items()))
 
@@ -199,7 +206,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         label: str, url: str, name: str, conns: tuple[int, ...], pin: str | None = None, payload: str | None = None
     ) -> None:
         for c in conns:
+            load_before = os.getloadavg()[0]
             r = wrk(url, payload or body(name), c, args.duration, pin)
+            r["load1"] = load_before  # the machine may be shared: the 1-minute load average before the run
             runs[f"{label} c={c}"] = r
             print(
                 f"{label:40s} c={c:<3d} {r['rps']:>10,.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms"
@@ -234,7 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     except ImportError:
         have_fastapi = False
         print("fastapi not installed: skipping the naive baseline (pip install -e '.[bench]')")
-    if have_fastapi:
+    if have_fastapi and not args.tiny_only:
         for workers in (1, 2):
             port = free_port()
             with server(
@@ -287,6 +296,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "1",
         ),
     ]
+    if args.tiny_only:
+        scenarios = [sc for sc in scenarios if sc[0] in ("servekit tiny", "servekit tiny batching")]
     for label, name, extra, conns, pin in scenarios:
         port = free_port()
         cmd = servekit_cmd(models[name], name, port, *extra)
@@ -303,8 +314,91 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         row = json.loads(body("tiny"))["instances"][0]
         onnx_file = models["tiny"] / "1" / "model.onnx"
         results["peers"] = {p: run_peer(p, onnx_file, row, work / "peers", logs, measure) for p in args.peers}
+        # The peers run minutes after servekit did; measuring servekit again shows how far the load moved.
+        port = free_port()
+        cmd = servekit_cmd(models["tiny"], "tiny", port, "--batching_parameters_file", str(batch_tiny))
+        with server(cmd, port, "/v2/health/ready", log=logs / "servekit_after_peers.log"):
+            load(AFTER_PEERS, f"http://127.0.0.1:{port}/v1/models/tiny:predict", "tiny", (1, 64))
     shutil.rmtree(work / "models", ignore_errors=True)
     return results
+
+
+def head_to_head(args: argparse.Namespace) -> dict[str, Any]:
+    """servekit tiny batching and one peer variant, both serving at once, measured in alternation for
+    ``--rounds`` rounds at c=64 (and c=1): each round's ratio compares runs seconds apart, so a shared machine's
+    changing load moves both sides alike."""
+    from peers import load as load_peer
+
+    name, _, variant = args.head_to_head.partition(":")
+    work = Path(tempfile.mkdtemp(prefix="servekit-h2h-"))
+    models = build_all(work / "models")
+    logs = work / "logs"
+    logs.mkdir()
+    mod = load_peer(name)
+    python = mod.install(logs / f"{name}-install.log")
+    if variant not in mod.VARIANTS:
+        sys.exit(f"{name} has the variants {mod.VARIANTS}, not {variant!r}")
+    peer_label = f"{name} tiny{' ' + variant if variant else ''}"
+    row = json.loads(body("tiny"))["instances"][0]
+    prepared = mod.prepare(python, models["tiny"] / "1" / "model.onnx", work / name, variant)
+    batch_tiny = batching_file(work / "batch_tiny.config", 64, 1000, 2)
+    port = free_port()
+    cmd = servekit_cmd(models["tiny"], "tiny", port, "--batching_parameters_file", str(batch_tiny))
+    rounds: list[dict[str, Any]] = []
+    with (
+        server(cmd, port, "/v2/health/ready", log=logs / "servekit.log"),
+        mod.serve(python, prepared, logs / "peer.log") as peer_url,
+    ):
+        targets = [
+            ("servekit tiny batching", f"http://127.0.0.1:{port}/v1/models/tiny:predict", body("tiny")),
+            (peer_label, peer_url, mod.payload(row)),
+        ]
+        for _label, url, payload in targets:  # warm both up outside the clock: a JVM peer speeds up for ~20 s
+            wrk(url, payload, 64, args.warmup)
+        for i in range(args.rounds):
+            for c in (64, 1):
+                got = {}
+                for label, url, payload in targets if i % 2 == 0 else targets[::-1]:
+                    load1 = os.getloadavg()[0]
+                    got[label] = wrk(url, payload, c, args.duration) | {"load1": load1}
+                ratio = got["servekit tiny batching"]["rps"] / got[peer_label]["rps"]
+                rounds.append({"round": i + 1, "c": c, "runs": got, "ratio": ratio})
+                print(
+                    f"round {i + 1} c={c}: servekit {got['servekit tiny batching']['rps']:,.0f} req/s, {peer_label} "
+                    f"{got[peer_label]['rps']:,.0f} req/s: {ratio:.2f}x (load {load1:.2f})",
+                    flush=True,
+                )
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "machine": machine(),
+        "peer": peer_label,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "rounds": rounds,
+    }
+
+
+def write_head_to_head(res: dict[str, Any], path: Path) -> None:
+    m = res["machine"]
+    lines = [
+        f"# Head to head: servekit tiny batching vs {res['peer']}, interleaved",
+        "",
+        f"`python benchmarks/run.py --head-to-head {sys.argv[sys.argv.index('--head-to-head') + 1]} --rounds "
+        f"{len({r['round'] for r in res['rounds']})} --duration {res['duration_s']:g} --warmup {res['warmup_s']:g}`"
+        f" on {m['date']}: {m['cpu']},"
+        f" {m['cores']} cores. Both servers up at once; wrk runs alternate between them (the order flips each"
+        " round), so each ratio compares runs seconds apart.",
+        "",
+        "| round | c | servekit req/s | p99 ms | peer req/s | p99 ms | servekit / peer | load avg before |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in res["rounds"]:
+        sk, peer = r["runs"]["servekit tiny batching"], r["runs"][res["peer"]]
+        lines.append(
+            f"| {r['round']} | {r['c']} | {sk['rps']:,.0f} | {sk['p99_ms']:.1f} | {peer['rps']:,.0f} "
+            f"| {peer['p99_ms']:.1f} | {r['ratio']:.2f} | {sk['load1']:.2f} |"
+        )
+    path.write_text("\n".join(lines) + "\n")
 
 
 def ratios(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -326,15 +420,15 @@ def ratios(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         "tiny c=64 vs bare Starlette c=64",
         rps("servekit tiny batching c=64"),
         rps("bare starlette (ceiling) c=64"),
-        0.6,
+        0.8,  # issue 16, goal 2
     )
     row(
         "tiny c=1 batching vs bare Starlette c=1",
         rps("servekit tiny batching c=1"),
         rps("bare starlette (ceiling) c=1"),
-        0.3,
+        0.5,  # issue 16, goal 2
     )
-    best_heavy = max(inproc["heavy"].values())
+    best_heavy = max(inproc["heavy"].values()) if "heavy" in inproc else None
     row("heavy c=64 batching vs best in-process rows/s", rps("servekit heavy batching c=64"), best_heavy, 0.8)
     row(
         "workers 2 vs 1 (tiny, wrk on core 1)",
@@ -356,10 +450,17 @@ def ratios(res: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             f"servekit tiny c=64 vs best peer ({best.removesuffix(' c=64') if best else 'no peer ran'})",
             rps("servekit tiny batching c=64"),
             rps(best) if best else None,
-            1.0,
+            2.0,  # issue 16, goal 2
         )
+        if AFTER_PEERS + " c=64" in runs:
+            row(
+                "servekit tiny c=64 measured again after the peers vs best peer",
+                rps(AFTER_PEERS + " c=64"),
+                rps(best) if best else None,
+                2.0,
+            )
     heavy = runs.get("servekit heavy batching c=64")
-    if heavy:
+    if heavy and "heavy" in inproc:
         batch_cost_ms = 64 / max(inproc["heavy"][64], 1e-9) * 1e3
         bound = 2 * res["heavy_batch_timeout_us"] / 1e3 + batch_cost_ms
         rows.append(
@@ -378,7 +479,8 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
     lines = [
         "# servekit benchmark results",
         "",
-        f"Written by `python benchmarks/run.py` on {m['date']}: {m['cpu']}, {m['cores']} cores, Python {m['python']},"
+        f"Written by `{res.get('command', 'python benchmarks/run.py')}` on {m['date']}: {m['cpu']}, {m['cores']} cores,"
+        f" Python {m['python']},"
         f" onnxruntime {m['onnxruntime']}. Load: wrk, one thread, closed loop, one row per request,"
         f" {res['duration_s']} s per run, on the same machine as the server unless pinned.",
         "",
@@ -390,10 +492,11 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
         "",
         "## HTTP runs",
         "",
-        "| server | req/s | p50 ms | p90 ms | p99 ms | non-2xx |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| server | req/s | p50 ms | p90 ms | p99 ms | non-2xx | load avg before |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         *[
-            f"| {k} | {v['rps']:,.0f} | {v['p50_ms']:.2f} | {v['p90_ms']:.2f} | {v['p99_ms']:.2f} | {v['non2xx']:.0f} |"
+            f"| {k} | {v['rps']:,.0f} | {v['p50_ms']:.2f} | {v['p90_ms']:.2f} | {v['p99_ms']:.2f} | {v['non2xx']:.0f} "
+            f"| {v.get('load1', float('nan')):.2f} |"
             for k, v in res["runs"].items()
         ],
         "",
@@ -423,6 +526,25 @@ def write_markdown(res: dict[str, Any], path: Path) -> None:
     path.write_text("\n".join(lines))
 
 
+def choose_peers(arg: str) -> list[str]:
+    """The peers to measure; with ``installed``, says which are skipped and how to install them."""
+    from peers import PEERS, installed
+
+    if arg == "none":
+        return []
+    if arg != "installed":
+        return [p.strip() for p in arg.split(",") if p.strip()]
+    chosen = [p for p in PEERS if installed(p)]
+    for p in PEERS:
+        if p not in chosen:
+            print(
+                f"peer {p} skipped: its venv benchmarks/.venvs/{p} is not installed (`python benchmarks/run.py"
+                f" --peers {p}` installs it on first use)",
+                flush=True,
+            )
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
@@ -431,14 +553,31 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument(
         "--peers",
-        type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
-        default=[],
-        help="comma-separated peer servers to measure too (mlserver, torchserve); off by default, installs each"
-        " into benchmarks/.venvs/<peer> on first use",
+        default="installed",
+        help="comma-separated peer servers to measure (mlserver, torchserve, bentoml, rayserve), each installed into"
+        " benchmarks/.venvs/<peer> on first use; 'installed' (the default): those already installed; 'none'",
     )
+    parser.add_argument(
+        "--tiny-only", action="store_true", help="only the bare app, servekit tiny (c=1, 64) and the peers"
+    )
+    parser.add_argument(
+        "--head-to-head",
+        default="",
+        metavar="PEER[:VARIANT]",
+        help="instead of the suite: servekit tiny batching and this peer variant (e.g. torchserve:batching), "
+        "measured in alternation for --rounds rounds; writes the table to --out",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --head-to-head")
+    parser.add_argument("--warmup", type=float, default=20.0, help="seconds of c=64 load on each before --head-to-head")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
+    if args.head_to_head:
+        out = args.out if args.out != HERE / "RESULTS.md" else HERE / "HEAD_TO_HEAD.md"
+        write_head_to_head(head_to_head(args), out)
+        print(f"wrote {out}")
+        return
+    args.peers = choose_peers(args.peers)
     res = run(args)
     write_markdown(res, args.out)
     (args.out.parent / "results.json").write_text(json.dumps(res, indent=2, default=str))

@@ -1,4 +1,4 @@
-"""Optional peer servers for the benchmark (``python benchmarks/run.py --peers mlserver,torchserve``).
+"""Peer servers for the benchmark (``python benchmarks/run.py --peers mlserver,torchserve,bentoml,rayserve``).
 
 Each peer is a module here (``peers/<peer>.py``) that knows how to
 1. ``install``: create ``benchmarks/.venvs/<peer>`` on first use and pip-install its pinned ``REQUIREMENTS``;
@@ -7,6 +7,8 @@ Each peer is a module here (``peers/<peer>.py``) that knows how to
 4. ``payload``: the request body for one row in the peer's protocol.
 ``run_peer`` drives a module through that and hands each URL to run.py's wrk loop. A peer that cannot be
 installed or started raises ``PeerError``: run_peer records why and the rest of the benchmark goes on.
+``installed`` tells whether a peer's venv is ready, so that a default run measures only the peers already
+installed and says how to install the others.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import requests
 
-PEERS = ("mlserver", "torchserve")
+PEERS = ("mlserver", "torchserve", "bentoml", "rayserve")
 VENVS = Path(__file__).resolve().parent.parent / ".venvs"
 # pip's own ``torch`` would be a CUDA build; the CPU wheel on this machine is this exact version.
 TORCH_PIN = "torch==2.13.0"
@@ -76,6 +78,15 @@ def ensure_venv(name: str, requirements: list[str], log: Path) -> Path:
                 raise PeerError(f"`{' '.join(cmd)}` failed:\n{tail(log)}")
     marker.write_text(wanted)
     return python
+
+
+def installed(name: str) -> bool:
+    """Whether ``benchmarks/.venvs/<name>`` holds exactly the peer's pinned requirements (no install needed)."""
+    requirements = load(name).REQUIREMENTS
+    venv = VENVS / name
+    marker = venv / "servekit-requirements.txt"
+    wanted = "\n".join(requirements) + "\n"
+    return (venv / "bin" / "python").exists() and marker.exists() and marker.read_text() == wanted
 
 
 def versions(python: Path, packages: list[str]) -> dict[str, str]:

@@ -344,8 +344,12 @@ def test_rollout_in_progress_shows_step_alarms_and_matches_describe(tab: Page, u
     alarm = up.client("cloudwatch").describe_alarms(AlarmNames=["fraud-5xx"])["MetricAlarms"][0]
     alarms = rollout.locator("table", has_text="Alarms the rollout watches")
     assert alarm["StateValue"] in alarms.locator("tr", has_text="fraud-5xx").inner_text()
-    # the first guarded deployment of an endpoint: DescribeEndpoint has no LastDeploymentConfig until it ends
-    assert ("Last deployment configuration" in text) == ("LastDeploymentConfig" in described)
+    # fraud's first guarded deployment: DescribeEndpoint names it (LastDeploymentConfig) while it runs, and the
+    # section shows exactly its alarms as watched
+    assert described["LastDeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"] == [{"AlarmName": "fraud-5xx"}]
+    assert "Deployment configuration of this rollout" in text and "LINEAR" in text
+    cells = [r.locator("td").all_inner_texts() for r in alarms.locator("tbody tr").all()]
+    assert [c[0] for c in cells if c[3] == "yes"] == ["fraud-5xx"], cells
     page.wait_for_function("() => window.servekitConsole.charts.invocations.data[1].some((v) => v > 0)")
     tab.shot("endpoint-fraud-rollout")
 

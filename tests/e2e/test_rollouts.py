@@ -156,6 +156,10 @@ def test_a_linear_rollout_shows_each_step_and_completes_under_load(up1: UpProces
     blue_weights = {v["CurrentWeight"] for d in seen for v in d["ProductionVariants"]}
     assert 0.5 in blue_weights, blue_weights  # the old fleet's share while the new one had half
     assert {d["EndpointStatus"] for d in seen} == {"Updating", "InService"}
+    # the endpoint's first deployment configuration is its most recent one from the moment UpdateEndpoint accepts
+    # it: every answer while it runs names the alarms it watches
+    running = [d.get("LastDeploymentConfig") for d in seen if d["EndpointStatus"] == "Updating"]
+    assert running and all(c == deployment for c in running), running[:1]
 
     final = sm.describe_endpoint(EndpointName="ep")
     assert final["EndpointConfigName"] == "v2" and "FailureReason" not in final

@@ -162,7 +162,7 @@ async def _endpoint(api: ApiCall, name: str) -> dict[str, Any] | None:
 
 
 def watched_alarms(described: dict[str, Any]) -> list[str]:
-    """The alarms the endpoint's (last or running) deployment rolls back on."""
+    """The alarms the endpoint's running deployment (or, with none running, its last one) rolls back on."""
     deployment = described.get("LastDeploymentConfig") or {}
     alarms = (deployment.get("AutoRollbackConfiguration") or {}).get("Alarms") or []
     return [str(a["AlarmName"]) for a in alarms if a.get("AlarmName")]
@@ -172,9 +172,9 @@ MAX_ALARM_HISTORIES = 10
 
 
 def endpoint_alarms(alarms: Sequence[dict[str, Any]], endpoint: str, watched: Sequence[str]) -> list[dict[str, Any]]:
-    """The alarms a deployment of ``endpoint`` watches (named in its last DeploymentConfig) and every alarm on the
-    endpoint's own metrics (dimension EndpointName): DescribeEndpoint names a deployment's alarms only once it has
-    ended, so during a first guarded rollout its alarms are found by what they measure."""
+    """The alarms the endpoint's deployment watches (named in DescribeEndpoint's LastDeploymentConfig, which is
+    the running deployment's while one runs) and, for context, every alarm on the endpoint's own metrics
+    (dimension EndpointName), the watched ones first."""
     picked = []
     for a in alarms:
         dims = {d.get("Name"): d.get("Value") for d in a.get("Dimensions", [])}

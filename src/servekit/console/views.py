@@ -144,9 +144,9 @@ def stop_rollout_form(detail: dict[str, Any], csrf: str | None) -> str:
     names = rollback_alarms(detail)
     if not names:
         return (
-            '<p class="hint" data-field="stop-rollout">Stopping this rollout is unavailable: it has no alarm the '
-            "console can see (SageMaker has no StopDeployment; a deployment rolls back when an alarm of its "
-            "AutoRollbackConfiguration goes to ALARM).</p>"
+            '<p class="hint" data-field="stop-rollout">Stopping this rollout is unavailable: its deployment '
+            "configuration names no existing alarm (SageMaker has no StopDeployment; a deployment rolls back when "
+            "an alarm of its AutoRollbackConfiguration goes to ALARM).</p>"
         )
     if csrf is None:
         return (
@@ -158,16 +158,17 @@ def stop_rollout_form(detail: dict[str, Any], csrf: str | None) -> str:
     return (
         f'<form method="post" action="{esc(endpoint_href(e["EndpointName"]))}/rollback" class="action">'
         f"{csrf_field(csrf)}<fieldset><legend>Stop this rollout (CloudWatch SetAlarmState)</legend>"
-        '<p class="hint">The deployment rolls back if its AutoRollbackConfiguration names the alarm; the alarm '
-        "returns to its measured state at its next evaluation.</p>"
+        '<p class="hint">These are the alarms the deployment watches (its AutoRollbackConfiguration); it rolls back '
+        "when one is in ALARM. The alarm returns to its measured state at its next evaluation.</p>"
         f"{buttons}</fieldset></form>"
     )
 
 
 def rollback_alarms(detail: dict[str, Any]) -> list[str]:
-    """Alarms a running deployment of the endpoint may watch: the ones its last DeploymentConfig names and the
-    ones on the endpoint's own metrics (DescribeEndpoint names a first deployment's alarms only once it ends)."""
-    return [str(a["AlarmName"]) for a in detail.get("alarms", [])]
+    """The alarms the running deployment watches: those its DeploymentConfig's AutoRollbackConfiguration names
+    (DescribeEndpoint's LastDeploymentConfig, the running one's from the moment UpdateEndpoint accepted it) and
+    that exist. Setting any other alarm would not stop it, so no other is offered."""
+    return [str(a["AlarmName"]) for a in detail.get("alarms", []) if a.get("Watched")]
 
 
 def rollout_section(detail: dict[str, Any], now: float, csrf: str | None = None) -> str:
@@ -215,7 +216,7 @@ def rollout_section(detail: dict[str, Any], now: float, csrf: str | None = None)
             esc(a["AlarmName"]),
             esc(a.get("MetricName", "")),
             badge(a.get("StateValue")),
-            "yes" if a.get("Watched") else "on this endpoint's metrics",
+            "yes" if a.get("Watched") else "no (on this endpoint's metrics)",
             esc(a.get("StateReason", "")),
         )
         for a in detail.get("alarms", [])
@@ -228,7 +229,7 @@ def rollout_section(detail: dict[str, Any], now: float, csrf: str | None = None)
     parts.append(
         table(
             "Alarms the rollout watches (auto-rollback) and alarms on this endpoint",
-            ("Alarm", "Metric", "State", "Watched by the last deployment", "Reason"),
+            ("Alarm", "Metric", "State", "Watched by the deployment", "Reason"),
             alarms,
             "none.",
         )
@@ -252,9 +253,8 @@ def rollout_section(detail: dict[str, Any], now: float, csrf: str | None = None)
             ),
         ]
         parts.append(
-            '<h3>Last deployment configuration</h3><dl class="facts">'
-            + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
-            + "</dl>"
+            f"<h3>{'Deployment configuration of this rollout' if pending else 'Last deployment configuration'}</h3>"
+            '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts) + "</dl>"
         )
     return "".join(parts)
 

@@ -364,7 +364,12 @@ class HostingService:
         policy = self._policy(deployment, config)
         self._check_scaled_variants(row, config)
         retain = self._retained(name, p) if p.get("RetainAllVariantProperties") else {}
-        self._move(row, _E.UPDATING, "UpdateEndpoint", pending_config_name=config.name)
+        fields: dict[str, Any] = {"pending_config_name": config.name}
+        if deployment is not None:
+            # "the most recent deployment configuration for the endpoint" (DescribeEndpoint) is the running one from
+            # the moment the update is accepted, so a reader sees the alarms the rollout watches while it runs
+            fields["record"] = {**row.record, "LastDeploymentConfig": dict(deployment)}
+        self._move(row, _E.UPDATING, "UpdateEndpoint", **fields)
         self._background(self._update(self._controller(name), config.name, policy, deployment, retain))
         return {"EndpointArn": row.arn}
 

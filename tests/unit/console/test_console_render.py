@@ -159,6 +159,22 @@ def test_actions_appear_only_with_a_session_token() -> None:
     assert 'value="arn:x/g/1"' in views.registry_body(groups, "tok")
 
 
+def test_the_stop_form_offers_only_the_alarms_the_running_deployment_watches() -> None:
+    endpoint = {
+        "EndpointName": "ep",
+        "PendingDeploymentSummary": {"EndpointConfigName": "v2"},
+        "LastDeploymentConfig": {"AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "guard"}]}},
+    }
+    alarms = [{"AlarmName": "guard", "Watched": True}, {"AlarmName": "mine", "Watched": False}]
+    out = views.stop_rollout_form({"endpoint": endpoint, "alarms": alarms}, "tok")
+    assert 'value="guard"' in out and "mine" not in out
+    section = views.rollout_section({"endpoint": endpoint, "alarms": alarms}, now=0.0, csrf="tok")
+    assert "Deployment configuration of this rollout" in section and "no (on this endpoint" in section
+    unguarded = views.stop_rollout_form({"endpoint": endpoint, "alarms": alarms[1:]}, "tok")
+    assert "<form" not in unguarded and "unavailable" in unguarded
+    assert views.stop_rollout_form({"endpoint": {"EndpointName": "ep"}, "alarms": alarms}, "tok") == ""
+
+
 def test_alarms_of_an_endpoint_are_the_watched_ones_and_those_on_its_metrics() -> None:
     def alarm(name: str, endpoint: str) -> dict[str, object]:
         return {"AlarmName": name, "Dimensions": [{"Name": "EndpointName", "Value": endpoint}]}

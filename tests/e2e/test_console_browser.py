@@ -671,6 +671,122 @@ def test_monitoring_page_shows_drift_per_feature_violations_and_guarded_reports(
     sm.stop_monitoring_schedule(MonitoringScheduleName="churn-drift")  # no more executions for the other tests
 
 
+def test_monitoring_page_charts_model_quality_per_execution_as_its_metrics_files_say(
+    tab: Page, up: UpProcess, tmp_path: Path
+) -> None:
+    """A model-quality schedule (hours compressed to 5 s) on a capturing iris endpoint: labels for half the requests
+    (all right), then for the rest (a third wrong), so later executions judge a worse accuracy. The chart's points
+    are exactly each execution's quality_metrics.json (accuracy and f1_macro of its judged window, at its
+    ScheduledTime)."""
+    from servekit.demo.build import iris_onnx
+
+    sm, rt = up.sm(), up.rt()
+    iris_onnx(tmp_path / "iris" / "1")
+    capture, reports, store = tmp_path / "capture", tmp_path / "mq", tmp_path / "store"
+    sm.create_model(ModelName="iris-m", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(tmp_path / "iris")})
+    sm.create_endpoint_config(
+        EndpointConfigName="iris-cfg",
+        ProductionVariants=[variant("A", "iris-m", 1.0)],
+        DataCaptureConfig={
+            "EnableCapture": True,
+            "InitialSamplingPercentage": 100,
+            "DestinationS3Uri": f"file://{capture}",
+            "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+        },
+    )
+    sm.create_endpoint(EndpointName="iris", EndpointConfigName="iris-cfg")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="iris", WaiterConfig=FAST)
+    rows = [[5.1, 3.5, 1.4, 0.2], [6.0, 2.9, 4.5, 1.5], [6.9, 3.1, 5.4, 2.1]]
+    predicted: dict[str, int] = {}
+    for n in range(30):
+        out = rt.invoke_endpoint(
+            EndpointName="iris", Body=json.dumps([rows[n % 3]]), ContentType="application/json", InferenceId=f"r-{n}"
+        )
+        predicted[f"r-{n}"] = int(json.loads(out["Body"].read())["predictions"][0]["label"])
+
+    def ingest(part: str, labels: dict[str, int]) -> None:
+        path = tmp_path / f"labels-{part}.csv"
+        path.write_text("inference_id,label\n" + "".join(f"{k},{v}\n" for k, v in labels.items()))
+        cli = [sys.executable, "-m", "servekit.cli.main", "monitor", "labels", "--data", str(path)]
+        done = subprocess.run(
+            [*cli, "--id-column", "inference_id", "--store", str(store)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    ids = list(predicted)
+    ingest("first", {k: predicted[k] for k in ids[:15]})  # the model is right on all of these
+    wait_for(lambda: sum(len(f.read_bytes().splitlines()) for f in capture.rglob("*.jsonl")) == 30, 60)
+    constraints = tmp_path / "constraints.json"
+    constraints.write_text(json.dumps({"multiclass_classification_constraints": {"accuracy": {"threshold": 0.9}}}))
+    sm.create_model_quality_job_definition(
+        JobDefinitionName="iris-mq",
+        ModelQualityBaselineConfig={"ConstraintsResource": {"S3Uri": f"file://{constraints}"}},
+        ModelQualityAppSpecification={
+            "ImageUri": "servekit",
+            "ProblemType": "MulticlassClassification",
+            "ContainerArguments": ["--min-window-rows", "10", "--no-report"],
+        },
+        ModelQualityJobInput={
+            "EndpointInput": {"EndpointName": "iris", "LocalPath": "/opt/ml/processing/input"},
+            "GroundTruthS3Input": {"S3Uri": f"file://{store}"},
+        },
+        ModelQualityJobOutputConfig={
+            "MonitoringOutputs": [{"S3Output": {"S3Uri": f"file://{reports}", "LocalPath": "/opt/ml/processing/o"}}]
+        },
+        JobResources={"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}},
+        RoleArn="arn:aws:iam::000000000000:role/monitor",
+    )
+    sm.create_monitoring_schedule(
+        MonitoringScheduleName="iris-quality",
+        MonitoringScheduleConfig={
+            "ScheduleConfig": {
+                "ScheduleExpression": "cron(0 * ? * * *)",
+                "DataAnalysisStartTime": "-PT24H",
+                "DataAnalysisEndTime": "-PT0H",
+            },
+            "MonitoringJobDefinitionName": "iris-mq",
+            "MonitoringType": "ModelQuality",
+        },
+        Tags=[{"Key": "servekit:hour-seconds", "Value": "5"}],
+    )
+
+    def listed() -> list[dict[str, Any]]:
+        found = sm.list_monitoring_executions(MonitoringScheduleName="iris-quality", MaxResults=50)
+        return list(found["MonitoringExecutionSummaries"])
+
+    def window_of(execution: dict[str, Any]) -> dict[str, Any]:
+        job = sm.describe_processing_job(ProcessingJobName=execution["ProcessingJobArn"].rsplit("/", 1)[1])
+        folder = Path(job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"].removeprefix("file://"))
+        metrics = json.loads((folder / "quality_metrics.json").read_text())
+        return [w for w in metrics["windows"] if w["status"] == "ok"][-1]
+
+    def judged(labelled: int) -> bool:
+        runs = [e for e in listed() if e["MonitoringExecutionStatus"] in ("Completed", "CompletedWithViolations")]
+        return any(window_of(e)["labelled"] == labelled for e in runs)
+
+    wait_for(lambda: judged(15), 120)
+    ingest("rest", {k: predicted[k] if n % 3 else (predicted[k] + 1) % 3 for n, k in enumerate(ids[15:])})
+    wait_for(lambda: judged(30), 120)
+    sm.stop_monitoring_schedule(MonitoringScheduleName="iris-quality")
+    wait_for(lambda: all(e["MonitoringExecutionStatus"] not in ("Pending", "InProgress") for e in listed()), 60)
+    runs = [e for e in listed() if e["MonitoringExecutionStatus"] in ("Completed", "CompletedWithViolations")]
+    runs = sorted(runs, key=lambda e: e["ScheduledTime"])[-12:]  # the newest 12, as the page charts them
+    windows = [window_of(e) for e in runs]
+
+    page = tab.open("/console/monitoring")
+    page.wait_for_function("() => !!window.servekitConsole.charts['quality-iris']")
+    chart = page.evaluate("() => window.servekitConsole.charts['quality-iris'].data")
+    assert chart[0] == pytest.approx([e["ScheduledTime"].timestamp() for e in runs], abs=1e-3)  # boto3's datetimes
+    assert chart[1] == [w["metrics"]["accuracy"] for w in windows]
+    assert chart[2] == [w["metrics"]["f1_macro"] for w in windows]
+    assert 1.0 in chart[1] and pytest.approx(25 / 30) in chart[1]  # the labels that came later lowered it
+    figure = page.locator("#chart-quality-iris")
+    assert "accuracy" in (figure.get_attribute("aria-label") or "")
+    table = page.locator("table", has_text="Model quality per execution")
+    assert "LessThanThreshold" in table.inner_text()  # the execution with a third wrong broke the constraint
+    tab.shot("monitoring-quality")
+
+
 def test_keyboard_reaches_the_content_first(tab: Page) -> None:
     page = tab.open("/console/")
     page.keyboard.press("Tab")

@@ -363,7 +363,14 @@ async def monitoring(api: ApiCall) -> dict[str, Any]:
             None,
         )
     ).get("MonitoringExecutionSummaries", [])
-    return {"schedules": schedules, "executions": executions, "drift": await drift(api, executions)}
+    data_runs = [x for x in executions if x.get("MonitoringType") != "ModelQuality"]
+    quality_runs = [x for x in executions if x.get("MonitoringType") == "ModelQuality"]
+    return {
+        "schedules": schedules,
+        "executions": executions,
+        "drift": await drift(api, data_runs),
+        "quality": await quality(api, quality_runs),
+    }
 
 
 MAX_JOBS = 50  # the newest transform jobs the jobs page shows (each costs one DescribeTransformJob)
@@ -467,12 +474,7 @@ async def drift(api: ApiCall, executions: Sequence[dict[str, Any]]) -> dict[str,
     """Per endpoint, its newest judged executions (oldest first), each with the drift verdict of every feature in
     the last window it judged (``metrics.json``), its violations (``constraint_violations.json``) and which
     report files exist; read from the output folder DescribeProcessingJob names."""
-    by_endpoint: dict[str, list[dict[str, Any]]] = {}
-    for x in executions:
-        if x.get("MonitoringExecutionStatus") in _JUDGED and x.get("EndpointName") and x.get("ProcessingJobArn"):
-            picked = by_endpoint.setdefault(str(x["EndpointName"]), [])
-            if len(picked) < DRIFT_EXECUTIONS:
-                picked.append(x)
+    by_endpoint = _picked(executions)
 
     async def read(x: dict[str, Any]) -> dict[str, Any]:
         job = job_name(str(x["ProcessingJobArn"]))
@@ -497,3 +499,70 @@ async def drift(api: ApiCall, executions: Sequence[dict[str, Any]]) -> dict[str,
         features = sorted({f for r in runs if r["window"] for f in (r["window"].get("features") or {})})
         out[endpoint] = {"runs": runs, "features": features}
     return out
+
+
+# the two metrics charted per problem type (``quality_metrics.json``'s names): a score and its class-balanced
+# counterpart for classification, the two usual errors for regression
+QUALITY_METRICS: dict[str, tuple[str, str]] = {
+    "BinaryClassification": ("accuracy", "f1"),
+    "MulticlassClassification": ("accuracy", "f1_macro"),
+    "Regression": ("mae", "rmse"),
+}
+
+
+def _picked(executions: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The newest judged executions with an output, per endpoint (newest first, as listed)."""
+    by_endpoint: dict[str, list[dict[str, Any]]] = {}
+    for x in executions:
+        if x.get("MonitoringExecutionStatus") in _JUDGED and x.get("EndpointName") and x.get("ProcessingJobArn"):
+            picked = by_endpoint.setdefault(str(x["EndpointName"]), [])
+            if len(picked) < DRIFT_EXECUTIONS:
+                picked.append(x)
+    return by_endpoint
+
+
+async def quality(api: ApiCall, executions: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per endpoint, its newest judged model-quality executions (oldest first), each with the last window it
+    judged in its ``quality_metrics.json`` (read from the output folder DescribeProcessingJob names), and the
+    chart of the problem type's two metrics per execution (x: the execution's ScheduledTime)."""
+
+    async def read(x: dict[str, Any]) -> dict[str, Any]:
+        job = job_name(str(x["ProcessingJobArn"]))
+        try:
+            folder = await output_folder(api, job)
+        except ApiFailure:
+            folder = None
+        metrics = _json_file(folder / "quality_metrics.json") if folder else None
+        violations = _json_file(folder / "constraint_violations.json") if folder else None
+        return {
+            "execution": x,
+            "job": job,
+            "local": folder is not None,
+            "problem_type": str(metrics.get("problem_type", "")) if isinstance(metrics, dict) else "",
+            "window": judged_window(metrics),
+            "violations": (violations or {}).get("violations", []) if isinstance(violations, dict) else [],
+            "report": bool(folder and (folder / "report.html").is_file()),
+        }
+
+    out: dict[str, dict[str, Any]] = {}
+    for endpoint, picked in sorted(_picked(executions).items()):
+        runs = list(reversed(await asyncio.gather(*(read(x) for x in picked))))
+        problem = next((r["problem_type"] for r in reversed(runs) if r["problem_type"] in QUALITY_METRICS), "")
+        names = QUALITY_METRICS.get(problem, ())
+        out[endpoint] = {"runs": runs, "problem_type": problem, "metrics": names}
+        if names:
+            out[endpoint]["chart"] = quality_chart(endpoint, problem, runs)
+    return out
+
+
+def quality_chart(endpoint: str, problem: str, runs: Sequence[dict[str, Any]]) -> Chart:
+    """One point per execution with a judged window (a metric the window has no value for is a gap)."""
+    names = QUALITY_METRICS[problem]
+    judged = [r for r in runs if r["window"] and r["problem_type"] == problem]
+    xs = tuple(float(r["execution"]["ScheduledTime"]) for r in judged)
+    columns = []
+    for name in names:
+        values = [(r["window"].get("metrics") or {}).get(name) for r in judged]
+        columns.append(tuple(float(v) if isinstance(v, (int, float)) else None for v in values))
+    unit = "error" if problem == "Regression" else "score"
+    return Chart(f"quality-{endpoint}", f"Model quality: {endpoint}", unit, names, (xs, *columns))

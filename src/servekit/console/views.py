@@ -3,6 +3,7 @@ and its script swaps in when it polls, so the first render and every live update
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
@@ -484,6 +485,54 @@ def drift_section(endpoint: str, found: dict[str, Any]) -> str:
     )
 
 
+def quality_section(endpoint: str, found: dict[str, Any]) -> str:
+    """Per endpoint: the problem type's two metrics per model-quality execution as a chart, the same numbers as a
+    table (with the labelled rows and violations), and links to each run's files."""
+    runs, names = found["runs"], tuple(found["metrics"])
+    chart = found.get("chart")
+    rows = []
+    for r in reversed(runs):
+        window = r["window"] or {}
+        metrics = window.get("metrics") or {}
+        values = [esc(f"{metrics[n]:.4g}") if isinstance(metrics.get(n), (int, float)) else "—" for n in names]
+        files = " ".join(
+            link(report_href(r["job"], name), text)
+            for name, text, present in (
+                ("report.html", "HTML report", r["report"]),
+                ("quality_metrics.json", "metrics (JSON)", r["local"]),
+                ("constraint_violations.json", "violations (JSON)", r["local"]),
+            )
+            if present
+        )
+        rows.append(
+            (
+                esc(when(r["execution"].get("ScheduledTime"))),
+                badge(r["execution"].get("MonitoringExecutionStatus")),
+                *values,
+                esc(window.get("labelled", "—")),
+                esc("; ".join(str(v.get("description", "")) for v in r["violations"]) or "none"),
+                files or "not on this machine",
+            )
+        )
+    out = f'<section aria-labelledby="q-{esc(endpoint)}"><h2 id="q-{esc(endpoint)}">Model quality: {esc(endpoint)}</h2>'
+    if chart is not None and chart.data[0]:
+        payload = json.dumps([chart.as_json()], separators=(",", ":"))
+        out += (
+            f'<p class="hint">{esc(found["problem_type"])}: {esc(" and ".join(names))} of the last judged window of '
+            "each execution (from its quality_metrics.json), by scheduled time; the table below has the same "
+            "numbers.</p>"
+            f'<div class="charts" data-charts="{esc(payload)}"></div>'
+        )
+    else:
+        out += f'<p class="empty">Model quality of {esc(endpoint)}: no judged window with a local output yet.</p>'
+    out += table(
+        "Model quality per execution (sign in to open the files)",
+        ("Scheduled", "Status", *names, "Labelled rows", "Violations", "Files"),
+        rows,
+    )
+    return out + "</section>"
+
+
 def monitoring_body(data: dict[str, Any]) -> str:
     schedules = [
         (
@@ -507,6 +556,7 @@ def monitoring_body(data: dict[str, Any]) -> str:
         for x in data["executions"]
     ]
     drift = "".join(drift_section(endpoint, found) for endpoint, found in data.get("drift", {}).items())
+    drift += "".join(quality_section(endpoint, found) for endpoint, found in data.get("quality", {}).items())
     return (
         drift
         + table("Monitoring schedules", ("Schedule", "Endpoint", "Type", "Status", "Last modified"), schedules)

@@ -278,3 +278,29 @@ def test_drift_section_says_each_verdict_in_words_and_lists_the_latest_violation
     assert '<td class="cell-none" title="no judged window">—</td>' in out
     assert "baseline_drift_check" in out and "&lt;moved&gt;" in out and "scheduled 1970-01-01 01:00:00 UTC" in out
     assert 'href="/console/monitoring/report?job=job-3600&amp;file=report.html"' in out
+
+
+def test_quality_chart_has_one_point_per_judged_execution_with_the_problem_types_metrics() -> None:
+    def run(t: float, accuracy: float | None, f1: float | None, status: str = "ok") -> dict[str, object]:
+        window = {"status": status, "labelled": 30, "metrics": {"accuracy": accuracy, "f1_macro": f1, "auc": 0.5}}
+        return {
+            "execution": {"ScheduledTime": t, "MonitoringExecutionStatus": "Completed"},
+            "job": f"job-{t:.0f}",
+            "local": True,
+            "problem_type": "MulticlassClassification",
+            "window": window if status == "ok" else None,
+            "violations": [{"description": "Metric accuracy with 0.8 was LessThanThreshold 0.99"}] if t > 1 else [],
+            "report": False,
+        }
+
+    runs = [run(1.0, 0.9, 0.85), run(2.0, 0.8, None), run(3.0, None, None, status="insufficient")]
+    chart = data.quality_chart("iris", "MulticlassClassification", runs)
+    assert chart.labels == ("accuracy", "f1_macro") and chart.unit == "score"
+    assert chart.data == ((1.0, 2.0), (0.9, 0.8), (0.85, None))  # a missing metric is a gap, not a zero
+    regression = data.quality_chart("house", "Regression", [{**runs[0], "problem_type": "Regression"}])
+    assert regression.labels == ("mae", "rmse") and regression.unit == "error"
+    found = {"runs": runs, "problem_type": "MulticlassClassification", "metrics": chart.labels, "chart": chart}
+    out = views.quality_section("iris", found)
+    assert "data-charts=" in out and "&quot;quality-iris&quot;" in out  # the chart's JSON, escaped in its attribute
+    assert "<td>0.8</td>" in out and "LessThanThreshold 0.99" in out and "quality_metrics.json" in out
+    assert "no judged window" in views.quality_section("iris", {**found, "chart": None})

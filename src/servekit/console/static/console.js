@@ -72,6 +72,11 @@
         // latencies exist only in periods with traffic: dots keep a lone period visible between gaps
         var s = { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false };
         if (chart.unit === "ms") s.points = { show: true, size: 4, fill: COLORS[i % COLORS.length] };
+        // one point per monitoring execution: dots, and the second series dashed (colour is not the only cue)
+        if (chart.unit === "score" || chart.unit === "error") {
+          s.points = { show: true, size: 7, fill: COLORS[i % COLORS.length] };
+          if (i === 1) s.dash = [8, 4];
+        }
         // desired dashed, so where it equals current both stay visible (and colour is not the only cue)
         if (chart.unit === "instances" && i === 0) { s.dash = [8, 4]; s.width = 3; }
         return s;
@@ -84,6 +89,7 @@
         axes: [{}, { label: chart.unit, size: 60 }],
         scales: { y: { range: function (u, min, max) {
           if (chart.unit === "instances") return [0, Math.max(max || 0, 1) + 1];
+          if (chart.unit === "score") return [0, 1];
           return [0, Math.max(max || 0, chart.unit === "ms" ? 1 : 0.1) * 1.1];
         } } },
         plugins: [marksPlugin(chart.key)],
@@ -109,6 +115,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    // charts whose data the server put in the page (model quality per monitoring execution)
+    Array.prototype.forEach.call(document.querySelectorAll("[data-charts]"), function (el) {
+      draw(el, JSON.parse(el.getAttribute("data-charts")));
+    });
     // list pages (endpoints, batch jobs, pipelines): a section naming its JSON, whose fragments replace its parts
     var list = document.querySelector("section[data-live][data-src]");
     if (list) poll(function () { return list.getAttribute("data-src"); }, function (p) { swap(p.html); });

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import orjson
 
 from servekit.codecs.json import dumps, loads
-from servekit.codecs.tfjson import decode_instances, decode_predict, encode_predict
+from servekit.codecs.tfjson import array_rows, decode_instances, decode_predict, encode_predict
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
 
@@ -228,14 +228,6 @@ def decode_jsonlines_fast(body: bytes) -> list[Any]:
     return decode_jsonlines(body)
 
 
-def _array_rows(doc: bytes, ndim: int) -> list[bytes]:
-    """The rows of a serialised 1-D or 2-D array (for 2-D: each row's contents without brackets)."""
-    inner = doc[1:-1]
-    if ndim == 1:
-        return inner.split(b",")
-    return inner[1:-1].split(b"],[")
-
-
 def encode_jsonlines_fast(outputs: dict[str, npt.NDArray[Any]]) -> bytes | None:
     """Numeric outputs serialised whole and cut into lines, byte for byte what :func:`rows` gives; None when
     the outputs are not plain numeric 1-D/2-D arrays (the caller then encodes row by row)."""
@@ -256,12 +248,11 @@ def encode_jsonlines_fast(outputs: dict[str, npt.NDArray[Any]]) -> bytes | None:
         inner = doc[1:-1]
         return (inner.replace(b"],[", b"]\n[") if arr.ndim == 2 else inner.replace(b",", b"\n")) + b"\n"
     parts = []
-    for i, (name, arr) in enumerate(zip(outputs, arrays, strict=True)):
-        key = (b"{" if i == 0 else b",") + orjson.dumps(name).replace(b"%", b"%%") + b":"
-        parts.append(key + (b"[%b]" if arr.ndim == 2 else b"%b"))
+    for i, name in enumerate(outputs):
+        parts.append((b"{" if i == 0 else b",") + orjson.dumps(name).replace(b"%", b"%%") + b":%b")
     template = b"".join(parts) + b"}\n"
     try:
-        columns = [_array_rows(orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY), a.ndim) for a in arrays]
+        columns = [array_rows(orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY), a.ndim) for a in arrays]
     except orjson.JSONEncodeError:
         return None
     return b"".join(template % row for row in zip(*columns, strict=True))

@@ -81,6 +81,15 @@ def probe(pid: int, trace_dir: Path, kind: str, n: int, timeout: float = 60.0) -
         time.sleep(0.05)
 
 
+def settle(pid: int, idle_sockets: int, timeout: float = 60.0) -> int:
+    """Wait until the server holds no more sockets than when idle (its answers sent, clients gone; a snapshot
+    then counts no connection still open), at most ``timeout`` s; returns the sockets it holds."""
+    deadline = time.monotonic() + timeout
+    while (n := sockets(pid)) > idle_sockets and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return n
+
+
 def trace_diff(trace_dir: Path, before: int, after: int, top: int = 12) -> list[str]:
     """The largest tracemalloc differences by file and line between two snapshots, as markdown rows (snapshot n
     is taken at the end of round n - 1; snapshot 1 before the first round)."""
@@ -218,13 +227,16 @@ def main() -> None:
             print(lines[-1], flush=True)
             i += 1
         snapshots = 0
+        idle_sockets = sockets(proc.pid)
         if args.trace:
             probe(proc.pid, trace_dir, "snapshot", snapshots := snapshots + 1)
         for rnd in range(1, args.soak_rounds + 1 if args.soak_seconds > 0 else 1):
             lines += ["", *soak_round(args, port, proc.pid, rnd, trace_dir)]
             print("\n".join(lines[-3:]), flush=True)
             if args.trace:
+                held = settle(proc.pid, idle_sockets)
                 probe(proc.pid, trace_dir, "snapshot", snapshots := snapshots + 1)
+                lines += ["", f"Snapshot {snapshots} taken with {held} server sockets open (idle: {idle_sockets})."]
                 if snapshots > 2:  # the first round's is warm-up; diff each later round against the one before
                     lines += ["", *trace_diff(trace_dir, snapshots - 1, snapshots)]
                     print("\n".join(lines[-16:]), flush=True)

@@ -419,6 +419,83 @@ def test_registry_approval_through_the_console_records_the_signed_in_key(
     tab.shot("model-package")
 
 
+COPIER = "import os, shutil, sys; shutil.copytree(sys.argv[1], os.environ['SERVEKIT_OUTPUT_MODEL'], dirs_exist_ok=True)"
+
+
+def test_a_deployed_packages_lineage_names_its_pipeline_run_and_the_endpoints_serving_it(
+    tab: Page, up: UpProcess, tmp_path: Path
+) -> None:
+    """A pipeline trains (copies a model into its output) and registers an approved version; an endpoint serves a
+    model made from that package. The version's page shows the execution that produced it (linking its steps page),
+    the step that registered it, its model data, and the endpoint, as the public API says."""
+    sm = up.sm()
+    trainer = {
+        "Name": "trainer",
+        "Steps": [
+            {
+                "Name": "train",
+                "Type": "Processing",
+                "Command": [sys.executable, "-c", COPIER, str(scaling_model(tmp_path, "trained", 3.0))],
+                "Outputs": ["model"],
+            },
+            {
+                "Name": "register",
+                "Type": "RegisterModel",
+                "Arguments": {
+                    "ModelPackageGroupName": "trained",
+                    "ModelDataUrl": {"Get": "Steps.train.Outputs.model"},
+                    "ModelApprovalStatus": "Approved",
+                },
+            },
+        ],
+    }
+    sm.create_pipeline(
+        PipelineName="trainer",
+        PipelineDefinition=json.dumps(trainer),
+        RoleArn="arn:aws:iam::000000000000:role/pipelines",
+        ClientRequestToken="create-trainer".ljust(32, "0"),
+    )
+    execution = sm.start_pipeline_execution(PipelineName="trainer", ClientRequestToken="trainer-1".ljust(32, "0"))[
+        "PipelineExecutionArn"
+    ]
+    done = poll_until(
+        lambda: sm.describe_pipeline_execution(PipelineExecutionArn=execution),
+        lambda d: d["PipelineExecutionStatus"] != "Executing",
+    )
+    assert done["PipelineExecutionStatus"] == "Succeeded", done
+    steps = sm.list_pipeline_execution_steps(PipelineExecutionArn=execution, SortOrder="Ascending")[
+        "PipelineExecutionSteps"
+    ]
+    package = next(s for s in steps if s["StepName"] == "register")["Metadata"]["RegisterModel"]["Arn"]
+    described = sm.describe_model_package(ModelPackageName=package)
+    assert described["MetadataProperties"]["GeneratedBy"] == execution
+    sm.create_model(ModelName="trained-m", Containers=[{"ModelPackageName": package}])
+    sm.create_endpoint_config(EndpointConfigName="trained-cfg", ProductionVariants=[variant("A", "trained-m", 1.0)])
+    sm.create_endpoint(EndpointName="trained", EndpointConfigName="trained-cfg")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="trained", WaiterConfig=FAST)
+
+    page = tab.open("/console/registry")
+    group = page.locator("section", has=page.get_by_role("heading", name="trained", exact=True))
+    group.get_by_role("link", name="version 1").click()
+    page.wait_for_url("**/console/registry/package*")
+    lineage = page.locator("section", has=page.get_by_role("heading", name="Lineage"))
+    facts = lineage.locator("dl").inner_text()
+    assert "trainer" in facts and done["PipelineExecutionStatus"] in facts
+    assert described["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] in facts
+    rows = lineage.locator("table", has_text="Steps of the producing execution").locator("tbody tr")
+    assert [r.locator("td").first.inner_text() for r in rows.all()] == [s["StepName"] for s in steps]
+    assert "registered this version" in rows.filter(has_text="register").inner_text()
+    serving = lineage.locator("table", has_text="Endpoints serving this version now").locator("tbody tr")
+    cells = serving.locator("td").all_inner_texts()
+    endpoint = sm.describe_endpoint(EndpointName="trained")
+    assert cells == ["trained", endpoint["EndpointStatus"], "trained-cfg", "A", "trained-m", "ModelPackageName"]
+    tab.shot("model-package-lineage")
+    lineage.get_by_role("link", name=execution.rsplit("/", 1)[-1]).click()  # to the producing execution's steps
+    page.wait_for_url("**/console/pipelines/execution?arn=*")
+    assert "register" in page.locator("table", has_text="Steps").inner_text()
+    sm.delete_endpoint(EndpointName="trained")  # its instance is not needed by the tests after this one
+
+
 def raw_answer(client: Any, event: str, call: Callable[[], Any]) -> dict[str, Any]:
     """An operation's JSON as sent (botocore's parser drops servekit's extension fields)."""
     seen: list[bytes] = []

@@ -139,10 +139,11 @@ def create_app(api: ApiCall, keys: KeyLookup, config: ConsoleConfig | None = Non
             return html(request, "Not found", '<p role="alert" class="error">Which package? (?arn=)</p>', status=400)
         try:
             described = await data.model_package(api, arn)
+            lineage = await data.package_lineage(api, described)
         except ApiFailure as exc:
             return failed(request, exc)
         title = f"{described.get('ModelPackageGroupName')} version {described.get('ModelPackageVersion')}"
-        return html(request, title, views.package_body(described), "/console/registry")
+        return html(request, title, views.package_body(described, lineage), "/console/registry")
 
     async def monitoring(request: Request) -> Response:
         return html(request, "Monitoring", views.monitoring_body(await data.monitoring(api)), "/console/monitoring")

@@ -353,6 +353,74 @@ async def model_package(api: ApiCall, arn_or_name: str) -> dict[str, Any]:
     return await api("sagemaker", "DescribeModelPackage", {"ModelPackageName": arn_or_name}, None)
 
 
+def package_data_url(package: dict[str, Any]) -> str:
+    containers = (package.get("InferenceSpecification") or {}).get("Containers") or [{}]
+    return str(containers[0].get("ModelDataUrl", ""))
+
+
+async def package_lineage(api: ApiCall, package: dict[str, Any]) -> dict[str, Any]:
+    """Where a model package came from and where it runs, from the public API as ``servekit lineage`` tells it:
+    the pipeline execution its ``MetadataProperties.GeneratedBy`` names (DescribePipelineExecution) with its steps
+    (ListPipelineExecutionSteps: which one registered it), and the endpoints serving it now."""
+    generated_by = str((package.get("MetadataProperties") or {}).get("GeneratedBy", ""))
+    out: dict[str, Any] = {"generated_by": generated_by, "run": None, "steps": [], "run_error": ""}
+    if ":pipeline/" in generated_by and "/execution/" in generated_by:
+        try:
+            found = await pipeline_execution(api, generated_by)
+            out["run"], out["steps"] = found["execution"], found["steps"]
+        except ApiFailure as exc:
+            out["run_error"] = exc.message
+    out["endpoints"] = await serving_endpoints(api, str(package.get("ModelPackageArn", "")), package_data_url(package))
+    return out
+
+
+async def serving_endpoints(api: ApiCall, package_arn: str, data_url: str) -> list[dict[str, Any]]:
+    """Endpoint variants whose model was made from the package (a container's ``ModelPackageName``) or from its
+    model data (``ModelDataUrl``), as ``servekit lineage`` matches them (DescribeEndpoint, DescribeEndpointConfig,
+    DescribeModel)."""
+    summaries = await endpoint_summaries(api)
+    names = sorted({str(v["ModelName"]) for s in summaries for v in s["config"].get("ProductionVariants", [])})
+
+    async def describe(name: str) -> dict[str, Any]:
+        try:
+            return await api("sagemaker", "DescribeModel", {"ModelName": name}, None)
+        except ApiFailure:
+            return {}  # a model deleted under a running endpoint: nothing to match
+
+    models = dict(zip(names, await asyncio.gather(*(describe(n) for n in names)), strict=True))
+    out = []
+    for s in summaries:
+        endpoint = s["endpoint"]
+        for variant in s["config"].get("ProductionVariants", []):
+            model = models.get(str(variant["ModelName"]), {})
+            containers = [model.get("PrimaryContainer") or {}, *(model.get("Containers") or [])]
+            via = next(
+                (
+                    how
+                    for c in containers
+                    for how, hit in (
+                        # SageMaker lower-cases names in ARNs
+                        ("ModelPackageName", str(c.get("ModelPackageName", "")).lower() == package_arn.lower()),
+                        ("ModelDataUrl", bool(data_url) and c.get("ModelDataUrl") == data_url),
+                    )
+                    if hit
+                ),
+                None,
+            )
+            if via is not None:
+                out.append(
+                    {
+                        "EndpointName": endpoint["EndpointName"],
+                        "EndpointStatus": endpoint.get("EndpointStatus"),
+                        "EndpointConfigName": endpoint.get("EndpointConfigName"),
+                        "VariantName": variant["VariantName"],
+                        "ModelName": variant["ModelName"],
+                        "MatchedBy": via,
+                    }
+                )
+    return out
+
+
 async def monitoring(api: ApiCall) -> dict[str, Any]:
     schedules = await _pages(api, "sagemaker", "ListMonitoringSchedules", {}, "MonitoringScheduleSummaries")
     executions = (

@@ -1,9 +1,14 @@
-"""Whether a process recorded in the state (a job's or a run's owner) still runs."""
+"""Whether a process recorded in the state (a job's or a run's owner) still runs, and stopping the child processes a
+plane started."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import socket
+from collections.abc import Iterable
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -25,3 +30,22 @@ def owner_alive(pid: int | None, host: str | None) -> bool:
     if host and host != socket.gethostname():
         return True
     return pid_alive(pid)
+
+
+async def stop_children(children: Iterable[asyncio.subprocess.Process], grace_s: float, *, group: bool) -> None:
+    """Ask the children still running to stop (SIGINT: each ends its work as after Ctrl-C, to ``group`` = its whole
+    process group, else the child alone), wait ``grace_s`` seconds for each, then kill the process group of any
+    that is still there."""
+    live = [p for p in children if p.returncode is None]
+    for proc in live:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if group:
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                os.kill(proc.pid, signal.SIGINT)
+    for proc in live:
+        try:
+            await asyncio.wait_for(proc.wait(), grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)

@@ -15,11 +15,8 @@ version 2020-12-01, is not accepted).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import secrets
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +26,7 @@ import orjson
 import yaml
 
 from servekit._utils.files import tail_text
-from servekit._utils.processes import owner_alive, pid_alive
+from servekit._utils.processes import owner_alive, pid_alive, stop_children
 from servekit.control.api.errors import conflict, resource_not_found, validation_exception
 from servekit.control.api.front import Handler
 from servekit.control.api.timestamps import optional_epoch
@@ -99,16 +96,7 @@ class PipelinesApi:
 
     async def close(self) -> None:
         """Stop the executions this plane started (SIGINT: each run stops its steps and ends Stopped)."""
-        live = [p for p in self._children.values() if p.returncode is None]
-        for proc in live:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGINT)
-        for proc in live:
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_GRACE_S)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+        await stop_children(self._children.values(), STOP_GRACE_S, group=True)
 
     # ---- names ------------------------------------------------------------------------------------------------
 

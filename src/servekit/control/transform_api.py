@@ -18,7 +18,6 @@ in the same home (the ``transform_jobs`` tables of the state database).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import socket
@@ -31,7 +30,7 @@ from typing import Any
 import orjson
 
 from servekit._utils.files import tail_text
-from servekit._utils.processes import owner_alive
+from servekit._utils.processes import owner_alive, stop_children
 from servekit.control.api.errors import conflict, validation_exception
 from servekit.control.api.front import Handler
 from servekit.control.api.timestamps import optional_epoch
@@ -94,16 +93,7 @@ class TransformJobsApi:
 
     async def close(self) -> None:
         """Stop the runs this plane started (SIGINT: each ends Stopped, and a later run resumes it)."""
-        live = [p for p in self._children.values() if p.returncode is None]
-        for proc in live:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(proc.pid, signal.SIGINT)
-        for proc in live:
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_GRACE_S)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+        await stop_children(self._children.values(), STOP_GRACE_S, group=False)
 
     # ---- names and status ---------------------------------------------------------------------------------------
 

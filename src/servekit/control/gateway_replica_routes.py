@@ -12,12 +12,12 @@ interval later, each with its own outstanding counts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
 import orjson
 
+from servekit._utils.background import BackgroundLoop
 from servekit.control.gateway import InstanceRoute, RoutingTable, ShadowRoute, VariantRoute
 from servekit.state.gateway_routes import GatewayRoutes
 
@@ -100,7 +100,7 @@ class PublishedRoutingTable(RoutingTable):
         self._written[name] = doc
 
 
-class RouteFollower:
+class RouteFollower(BackgroundLoop):
     """A replica's side: keeps ``table`` equal to the routes recorded in ``routes``, polling every ``poll_s``."""
 
     def __init__(self, routes: GatewayRoutes, table: RoutingTable, poll_s: float = DEFAULT_POLL_S) -> None:
@@ -108,7 +108,6 @@ class RouteFollower:
         self.table = table
         self._poll_s = poll_s
         self.version = 0  # the highest version applied
-        self._task: asyncio.Task[None] | None = None
 
     def sync(self) -> int:
         """Apply what changed since the last sync; the number of endpoints whose routes changed."""
@@ -132,14 +131,3 @@ class RouteFollower:
                 self.sync()
             except Exception:  # a locked or briefly unreadable database: the next poll tries again
                 log.exception("reading the gateway routes failed; keeping the current ones")
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run())
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None

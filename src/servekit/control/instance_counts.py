@@ -10,12 +10,12 @@ statistic). Only DescribeEndpoint's public answer is sampled, so the series say 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from servekit._utils.background import BackgroundLoop, until_next_bucket
 from servekit.control.metrics import MetricsStore
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ NAMESPACE = "servekit/Endpoints"
 METRICS = ("CurrentInstanceCount", "DesiredInstanceCount")
 
 
-class InstanceCountSeries:
+class InstanceCountSeries(BackgroundLoop):
     """Samples ``describe`` for every name of ``endpoints`` each ``interval_s`` (the store's resolution by default,
     at least a second) into ``store``; ``start()``/``close()`` run it beside the control plane."""
 
@@ -41,7 +41,6 @@ class InstanceCountSeries:
         self.store = store
         self.interval_s = max(1.0, float(interval_s if interval_s is not None else store.resolution_s))
         self.clock = clock
-        self._task: asyncio.Task[None] | None = None
 
     async def sample(self) -> int:
         """One pass: record both counts of every variant of every endpoint that still exists; how many variants."""
@@ -67,17 +66,5 @@ class InstanceCountSeries:
                 await self.sample()
             except Exception:
                 log.exception("sampling instance counts failed")
-            now, step = self.clock(), self.interval_s
-            # just after each bucket boundary: one sample per bucket
-            await asyncio.sleep((now // step + 1) * step - now + min(0.1, step / 10))
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run())
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            step = self.interval_s
+            await asyncio.sleep(until_next_bucket(self.clock(), step, min(0.1, step / 10)))

@@ -44,7 +44,6 @@ namespace ``/aws/sagemaker/Endpoints`` come from :mod:`servekit.control.utilizat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import re
@@ -52,6 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from servekit._utils.background import BackgroundLoop, until_next_bucket
 from servekit.control.metric_source import MetricQuery
 from servekit.state.metrics import Dimensions, Metrics, MinuteRow, merge_rows
 
@@ -200,7 +200,7 @@ def _as_row(key: _Key, agg: _Open) -> MinuteRow:
     return MinuteRow(key[0], key[1], key[2], key[3], agg.count, agg.sum, agg.min, agg.max, dict(agg.histogram))
 
 
-class MetricsStore:
+class MetricsStore(BackgroundLoop):
     """Records samples per resolution bucket, flushes finished buckets to ``repo`` and answers queries over both.
     Single-threaded: call it from the event loop that records."""
 
@@ -222,7 +222,6 @@ class MetricsStore:
         self._latest: dict[tuple[str, str, Dimensions], MinuteRow] = {}
         self._rolled_up_to = 0  # sub-minute buckets before this are already minutes (see _roll_up)
         self._put_units: dict[tuple[str, str], str] = {}
-        self._task: asyncio.Task[None] | None = None
 
     def bucket(self, t: float) -> int:
         """The start of the resolution bucket holding ``t`` (epoch-aligned)."""
@@ -368,23 +367,14 @@ class MetricsStore:
         """Flush shortly after each bucket ends (each minute at the most), forever."""
         step = self._interval_s()
         while True:
-            now = self.clock()
-            await asyncio.sleep((math.floor(now / step) + 1) * step - now + min(0.25, step / 4))
+            await asyncio.sleep(until_next_bucket(self.clock(), step, min(0.25, step / 4)))
             try:
                 self.flush()
             except Exception:
                 log.exception("flushing endpoint metrics failed; they stay in memory for the next flush")
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run())
-
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().close()
         try:
             self.flush(everything=True)
         except Exception:

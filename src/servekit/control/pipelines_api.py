@@ -29,6 +29,7 @@ from servekit._utils.files import tail_text
 from servekit._utils.processes import owner_alive, pid_alive, stop_children
 from servekit.control.api.errors import conflict, resource_not_found, validation_exception
 from servekit.control.api.front import Handler
+from servekit.control.api.offsets import offset_page
 from servekit.control.api.timestamps import optional_epoch
 from servekit.control.names import Account
 from servekit.state.paging import InvalidNextToken
@@ -402,12 +403,9 @@ class PipelinesApi:
         rows.sort(
             key=lambda r: (r.started or 0.0, r.step), reverse=(p.get("SortOrder") or "Descending") == "Descending"
         )
-        start = int(p.get("NextToken") or 0) if str(p.get("NextToken") or "0").isdigit() else -1
-        if start < 0:
-            raise validation_exception("the NextToken is not one this listing issued")
-        size = p.get("MaxResults") or 50
+        page, token = offset_page(rows, p.get("NextToken"), p.get("MaxResults") or 50)
         items = []
-        for row in rows[start : start + size]:
+        for row in page:
             item: dict[str, Any] = {"StepName": row.step, "StepStatus": row.status, "AttemptCount": row.attempts}
             if row.started is not None:
                 item["StartTime"] = row.started
@@ -426,8 +424,8 @@ class PipelinesApi:
                 item["CacheHitResult"] = meta["CacheHitResult"]
             items.append(item)
         out: dict[str, Any] = {"PipelineExecutionSteps": items}
-        if start + size < len(rows):
-            out["NextToken"] = str(start + size)
+        if token is not None:
+            out["NextToken"] = token
         return out
 
     async def stop_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ in the same home (the ``transform_jobs`` tables of the state database).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -33,6 +34,8 @@ from servekit._utils.files import tail_text
 from servekit._utils.processes import owner_alive, stop_children
 from servekit.control.api.errors import conflict, validation_exception
 from servekit.control.api.front import Handler
+from servekit.control.api.models import service_model
+from servekit.control.api.offsets import offset_page
 from servekit.control.api.timestamps import optional_epoch
 from servekit.control.names import Account
 from servekit.state.hosting import Hosting
@@ -41,18 +44,19 @@ from servekit.state.transform_jobs import TransformJobRow, TransformJobs
 STARTED_TIMEOUT_S = 60.0  # a run records its job before it loads the model; this only bounds a stuck start
 STOP_GRACE_S = 10.0
 LOG_TAIL_BYTES = 1500
-# the request members DescribeTransformJob has (the stored request also holds servekit's Strict and EndpointUrl)
-_DESCRIBED = (
-    "MaxConcurrentTransforms",
-    "ModelClientConfig",
-    "MaxPayloadInMB",
-    "BatchStrategy",
-    "Environment",
-    "TransformInput",
-    "TransformOutput",
-    "TransformResources",
-    "DataProcessing",
-)
+
+
+@functools.cache
+def _described() -> tuple[str, ...]:
+    """The request members DescribeTransformJob echoes, from botocore's model: what CreateTransformJob takes and
+    DescribeTransformJob answers, bar the two the answer fills itself (the stored request also holds servekit's
+    Strict and EndpointUrl, which neither has)."""
+    model = service_model("sagemaker")
+    described = model.operation_model("DescribeTransformJob").output_shape.members
+    created = model.operation_model("CreateTransformJob").input_shape.members
+    return tuple(sorted(set(described) & set(created) - {"TransformJobName", "ModelName"}))
+
+
 MODEL_TAG = "servekit:ModelName"  # the plane's model a job created through the API runs (its request has a path)
 _SORT = {"Name": "name", "CreationTime": "created", "Status": "status"}
 
@@ -174,13 +178,10 @@ class TransformJobsApi:
             key=lambda i: (i[sort_key], i["TransformJobName"]),
             reverse=(p.get("SortOrder") or "Descending") == "Descending",
         )
-        token = str(p.get("NextToken") or "0")
-        if not token.isdigit():
-            raise validation_exception("the NextToken is not one this listing issued")
-        start, size = int(token), int(p.get("MaxResults") or 10)
-        out: dict[str, Any] = {"TransformJobSummaries": items[start : start + size]}
-        if start + size < len(items):
-            out["NextToken"] = str(start + size)
+        page, token = offset_page(items, p.get("NextToken"), int(p.get("MaxResults") or 10))
+        out: dict[str, Any] = {"TransformJobSummaries": list(page)}
+        if token is not None:
+            out["NextToken"] = token
         return out
 
     async def describe_transform_job(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -195,7 +196,7 @@ class TransformJobsApi:
             # a job the CLI ran names a model directory (or an endpoint URL): that is what it ran
             "ModelName": tags.get(MODEL_TAG) or request.get("ModelName") or request.get("EndpointUrl") or "",
             "CreationTime": row.created,
-            **{k: request[k] for k in _DESCRIBED if request.get(k) not in (None, {})},
+            **{k: request[k] for k in _described() if request.get(k) not in (None, {})},
         }
         if row.started is not None:
             out["TransformStartTime"] = row.started

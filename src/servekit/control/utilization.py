@@ -21,7 +21,6 @@ Prometheus (:meth:`UtilizationSampler.collect`, a ``prometheus_client`` collecto
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from servekit._utils.background import BackgroundLoop, until_next_bucket
 from servekit.control.metrics import INSTANCE_NAMESPACE, MetricsStore
 from servekit.state.metrics import Dimensions
 
@@ -201,7 +201,7 @@ def hosting_instances(hosting: HostingService) -> list[InstanceRef]:
     return out
 
 
-class UtilizationSampler:
+class UtilizationSampler(BackgroundLoop):
     """Samples every instance's utilization into ``store`` each ``interval_s`` (the store's resolution by
     default, at least a second); ``start()``/``close()`` run it beside the control plane."""
 
@@ -225,7 +225,6 @@ class UtilizationSampler:
         self.machine_bytes = self.proc.machine_memory_bytes()
         self._cpu: dict[str, tuple[float, float]] = {}  # instance id -> (CPU seconds, monotonic time)
         self.latest: dict[str, Sample] = {}  # instance id -> its last sample (only instances still running)
-        self._task: asyncio.Task[None] | None = None
 
     def sample(self) -> list[Sample]:
         """One pass over the instances: record each one's utilization, forget the ones that are gone."""
@@ -296,21 +295,8 @@ class UtilizationSampler:
                 self.sample()
             except Exception:
                 log.exception("sampling instance utilization failed")
-            now = self.clock()
             step = self.interval_s
-            # just after each bucket boundary: one sample per bucket, even when the sleep wakes a little early
-            await asyncio.sleep((now // step + 1) * step - now + min(0.1, step / 10))
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run())
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            await asyncio.sleep(until_next_bucket(self.clock(), step, min(0.1, step / 10)))
 
 
 def instance_dimensions(i: InstanceRef) -> list[Dimensions]:

@@ -179,6 +179,10 @@ class AlarmService:
         self.tick_s = tick_s
         self.notifier = notifier or WebhookNotifier(self._record_delivery)
         self._last_evaluated: dict[str, float] = {}
+        # SetAlarmState's state holds for one period of the alarm: evaluating at servekit's faster cadence would
+        # otherwise undo it within a second, before a rollout watching the alarm has looked (a drill, or the
+        # console's stop-a-rollout, would then do nothing)
+        self._held_until: dict[str, float] = {}
         self._definitions: dict[str, tuple[float, AlarmDefinition]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -272,6 +276,7 @@ class AlarmService:
         for name in names:
             self._definitions.pop(name, None)
             self._last_evaluated.pop(name, None)
+            self._held_until.pop(name, None)
         return {}
 
     async def set_alarm_state(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -288,7 +293,12 @@ class AlarmService:
         row = self.repo.get(name)
         if row is None:
             raise _error("ResourceNotFound", f"Alarm {name} not found")
-        self._change(row, AlarmState(value), p["StateReason"], reason_data, self.clock())
+        now = self.clock()
+        self._change(row, AlarmState(value), p["StateReason"], reason_data, now)
+        try:
+            self._held_until[name] = now + self.definition(row).period_s
+        except AlarmConfigError:
+            pass  # never evaluated: nothing to hold it against
         return {}
 
     async def describe_alarm_history(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -346,6 +356,8 @@ class AlarmService:
             interval = self.interval_s or min(definition.period_s, 60, max(1, self.resolution_s))
             last = self._last_evaluated.get(row.name)
             if last is not None and now < last + interval:
+                continue
+            if now < self._held_until.get(row.name, now):
                 continue
             self._last_evaluated[row.name] = now
             change = self.evaluate_alarm(row, definition, now)

@@ -1,7 +1,22 @@
 """servekit: self-hosted model serving (TF Serving, KServe V2 and SageMaker protocols)."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from servekit._version import __version__
 from servekit.errors import ErrorCode, ServekitError
-from servekit.types import Signature, TensorSpec
+
+if TYPE_CHECKING:
+    from servekit.types import Signature, TensorSpec
 
 __all__ = ["ErrorCode", "ServekitError", "Signature", "TensorSpec", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Signature and TensorSpec are numpy-backed: importing any servekit module (the command line's first, to
+    # print its help) would otherwise import numpy too.
+    if name in ("Signature", "TensorSpec"):
+        return getattr(importlib.import_module("servekit.types"), name)
+    raise AttributeError(f"module 'servekit' has no attribute {name!r}")

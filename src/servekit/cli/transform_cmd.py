@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from servekit.errors import ConfigError
 
@@ -52,6 +51,8 @@ def _abs(path: str | None) -> str | None:
 
 
 def _read_spec_file(path: Path) -> dict[str, Any]:
+    import yaml  # only a --spec file needs it; a run from flags starts without
+
     try:
         doc = yaml.safe_load(path.read_text())
     except OSError as exc:

@@ -116,6 +116,13 @@ def serve(
             help="Without batching: requests per model that may wait for a model thread; more get 503 at once.",
         ),
     ] = 128,
+    inline_run_limit_micros: Annotated[
+        int,
+        _tf(
+            "--inline_run_limit_micros",
+            help="Without batching: a native model whose runs measure under this runs on the event loop (0: never).",
+        ),
+    ] = 50,
     intra_op: Annotated[int, _tf("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
     inter_op: Annotated[int, _tf("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
     enable_batching: Annotated[bool, _tf("--enable_batching", help="Dynamic batching (=false: off).")] = False,
@@ -236,6 +243,7 @@ def serve(
             max_request_bytes=max_request_bytes,
             num_inference_threads=num_inference_threads,
             max_queued_requests=max_queued_requests,
+            inline_run_limit_micros=inline_run_limit_micros,
             runtime=RuntimeOptions(intra_op_threads=intra_op, inter_op_threads=inter_op),
             batching=(
                 (load_batching_file(batching_parameters_file) if batching_parameters_file else BatchingConfig())

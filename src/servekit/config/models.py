@@ -227,6 +227,9 @@ class ServerConfig:
     num_inference_threads: int = 4
     # Without a batch queue: requests per model that may wait for a model thread; more answer 503 at once.
     max_queued_requests: int = 128
+    # Without batching: a request whose model runs are measured shorter than this runs on the event loop instead
+    # of a model thread, whose hand-off costs more than such a run (inference/inline.py); 0 = always a thread.
+    inline_run_limit_micros: int = 50
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
     sagemaker_default_accept: str = "application/json"
     batching: BatchingConfig | None = None  # None = batching off (TF Serving's --enable_batching=false)
@@ -268,6 +271,8 @@ class ServerConfig:
             raise ConfigError("multi_model_memory_bytes must be > 0")
         if self.max_queued_requests < 0:
             raise ConfigError("max_queued_requests must be >= 0")
+        if self.inline_run_limit_micros < 0:
+            raise ConfigError("inline_run_limit_micros must be >= 0 (0 = always run on a model thread)")
         for port in (self.rest_api_port, self.sagemaker_port):
             if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(f"port {port} is out of range")

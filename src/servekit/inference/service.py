@@ -7,7 +7,9 @@ lease and chooses its signature once, so a hot swap cannot split it across two v
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from servekit._utils.threads import ModelThreads
@@ -15,11 +17,39 @@ from servekit.batching.scheduler import BatchScheduler
 from servekit.errors import not_found
 from servekit.inference.admission import Admission
 from servekit.inference.call import model_failure, prepare
+from servekit.inference.inline import OVERRUN, RunCost, observe, runs_inline, size_class
 from servekit.inference.ports import CaptureSink, InferenceObserver
-from servekit.inference.schema import InferenceRequest, InferenceResponse, RawBody, Timings
-from servekit.runtime.base import RawInvocable
+from servekit.inference.schema import InferenceRequest, InferenceResponse, RawBody, Tensors, Timings
+from servekit.runtime.base import RawInvocable, concurrency_of
 from servekit.serving.manager import Lease, ModelManager, VersionStatus
 from servekit.types import Signature
+
+log = logging.getLogger(__name__)
+
+
+def _timed(predict: Callable[[str, Tensors], Tensors], signature: str, inputs: Tensors) -> tuple[Tensors, float]:
+    """The model's outputs and how long the call itself took, measured on the thread that ran it."""
+    t0 = time.perf_counter()
+    outputs = predict(signature, inputs)
+    return outputs, time.perf_counter() - t0
+
+
+def _log_move(key: tuple[str, int, str, int], cost: RunCost, limit_s: float) -> None:
+    model, version, signature, size = key
+    what = f"model '{model}' version {version} signature '{signature}', requests of {1 << (size - 1)}+ elements"
+    if cost.inline:
+        log.info("%s: run on the event loop (fastest of %d thread runs %.1f us)", what, cost.runs, cost.fastest * 1e6)
+    else:
+        log.info(
+            "%s: back on the model threads (most runs over %.0f us); measured again after %d requests",
+            what,
+            OVERRUN * limit_s * 1e6,
+            cost.wait,
+        )
+
+
+def _elements(inputs: Tensors) -> int:
+    return sum(int(value.size) for value in inputs.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +70,7 @@ class InferenceService:
         observer: InferenceObserver | None = None,
         capture: CaptureSink | None = None,
         admission: Admission | None = None,
+        inline_limit_s: float = 0.0,
     ) -> None:
         self._manager = manager
         self._admission = admission
@@ -47,6 +78,9 @@ class InferenceService:
         self._batching = batching
         self._observer = observer
         self._capture = capture
+        # Requests whose model runs are measured shorter than this run on the event loop (inference/inline.py).
+        self._inline_limit_s = inline_limit_s
+        self._costs: dict[tuple[str, int, str, int], RunCost] = {}
 
     # ---- what a front asks about models ------------------------------------------------------------------
     @property
@@ -102,15 +136,34 @@ class InferenceService:
                     result = await queue.submit(inputs, req.timeout)
                     outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
                 else:
-                    if self._admission is not None:
-                        work = self._admission.submit(
-                            req.model, lease.servable.predict, (sig.name, inputs), req.timeout, req.disconnected
-                        )
+                    key = (req.model, lease.version, sig.name, size_class(_elements(inputs)))
+                    cost = self._costs.get(key)
+                    if cost is None:
+                        cost = self._costs[key] = RunCost(eligible=concurrency_of(lease.servable).releases_gil)
+                    if runs_inline(cost, self._inline_limit_s):
+                        outputs = lease.servable.predict(sig.name, inputs)
+                        model_s = time.perf_counter() - t0
+                        observe(cost, model_s, True, self._inline_limit_s)
+                        if not cost.inline:
+                            _log_move(key, cost, self._inline_limit_s)
                     else:
-                        work = self._threads.submit(lease.servable.predict, sig.name, inputs)
-                    lease.hold(work)
-                    outputs = await asyncio.shield(work)
-                    model_s = time.perf_counter() - t0
+                        if self._admission is not None:
+                            work = self._admission.submit(
+                                req.model,
+                                _timed,
+                                (lease.servable.predict, sig.name, inputs),
+                                req.timeout,
+                                req.disconnected,
+                            )
+                        else:
+                            work = self._threads.submit(_timed, lease.servable.predict, sig.name, inputs)
+                        lease.hold(work)
+                        outputs, run_s = await asyncio.shield(work)
+                        model_s = time.perf_counter() - t0
+                        if not cost.inline:  # requests handed over before it moved onto the loop finish here
+                            observe(cost, run_s, False, self._inline_limit_s)
+                            if cost.inline:
+                                _log_move(key, cost, self._inline_limit_s)
             except Exception as exc:
                 raise model_failure(exc, req.model, lease.version) from exc
             if req.outputs is not None:

@@ -56,6 +56,7 @@ class ServingCore:
             observer=self.metrics,
             capture=self.capture,
             admission=Admission(self.threads, config.num_inference_threads, config.max_queued_requests),
+            inline_limit_s=config.inline_run_limit_micros / 1e6,
         )
         self._background: set[asyncio.Task[None]] = set()
         self._state_listeners: list[Callable[[str, int, ServableState], None]] = []

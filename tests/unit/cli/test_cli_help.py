@@ -187,3 +187,21 @@ def test_serve_still_refuses_unknown_flags(served: list[ServerConfig]) -> None:
     result = invoke("serve", "--model_base_pat", "/m")
     assert result.exit_code == 2 and "No such option" in result.output
     assert served == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "micros"), [((), 50), (("--inline_run_limit_micros", "0"), 0), (("--inline-run-limit-micros=200",), 200)]
+)
+def test_serve_inline_run_limit(
+    served: list[ServerConfig], tmp_path: Path, flags: tuple[str, ...], micros: int
+) -> None:
+    result = invoke("serve", "--model_base_path", str(tmp_path), *flags)
+    assert result.exit_code == 0, result.output
+    (config,) = served
+    assert config.inline_run_limit_micros == micros
+
+
+def test_serve_refuses_a_negative_inline_run_limit(served: list[ServerConfig], tmp_path: Path) -> None:
+    result = invoke("serve", "--model_base_path", str(tmp_path), "--inline_run_limit_micros", "-1")
+    assert result.exit_code == 2 and "inline_run_limit_micros must be >= 0" in result.output
+    assert served == []

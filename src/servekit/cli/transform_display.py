@@ -7,14 +7,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
-from rich.table import Table
-
 from servekit.transform.object_runner import ObjectResult
 from servekit.transform.status import ObjectStatus
 
+# rich's progress and table modules are imported where used: a run that shows no live progress (--quiet, or not a
+# terminal) prints no table either, and skips their import at start.
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
+    from rich.table import Table
+
     from servekit.transform.job import JobSummary
     from servekit.transform.store import JobRecord, ObjectRecord
 
@@ -23,6 +25,8 @@ class RichProgress:
     """One bar over the input bytes; records/s over the whole run; ETA from the byte rate."""
 
     def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
         self._console = console
         self._clock = clock
         self._progress = Progress(
@@ -107,6 +111,8 @@ def summary_text(s: JobSummary) -> str:
 
 
 def job_table(job: JobRecord, objects: list[ObjectRecord]) -> Table:
+    from rich.table import Table
+
     spec = job.spec
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -141,6 +147,8 @@ def job_table(job: JobRecord, objects: list[ObjectRecord]) -> Table:
 
 
 def jobs_table(jobs: list[JobRecord]) -> Table:
+    from rich.table import Table
+
     table = Table(show_edge=False)
     for col in ("name", "status", "objects", "records", "errors", "created", "ended"):
         table.add_column(col)

@@ -17,10 +17,10 @@ from servekit.batching.scheduler import BatchScheduler
 from servekit.errors import not_found
 from servekit.inference.admission import Admission
 from servekit.inference.call import model_failure, prepare
-from servekit.inference.inline import OVERRUN, RunCost, observe, runs_inline, size_class
 from servekit.inference.ports import CaptureSink, InferenceObserver
 from servekit.inference.schema import InferenceRequest, InferenceResponse, RawBody, Tensors, Timings
 from servekit.runtime.base import RawInvocable, concurrency_of
+from servekit.runtime.inline import OVERRUN, RunCost, observe, runs_inline, size_class
 from servekit.serving.manager import Lease, ModelManager, VersionStatus
 from servekit.types import Signature
 

@@ -2,10 +2,12 @@
 
 Handing a request to a model thread and back costs more than a small model's own run: the queue, the thread's
 wake-up, ``call_soon_threadsafe``, the future, and the GIL passed back and forth between the loop and up to
-``--num_inference_threads`` threads (measured with ``benchmarks/http_stack_bench.py``: a 4-feature logistic
-regression, ~11 us in onnxruntime, answered 1.6-1.9x more one-row requests per second at c=64 run on the loop).
-The loop's CPU is what bounds a server's request rate, so a request whose model run has been measured shorter
-than the limit (``--inline_run_limit_micros``, 50 us by default) runs at once on the loop.
+``--num_inference_threads`` threads (measured here with wrk at c=64 on ``servekit serve``: a 4-feature logistic
+regression, ~11 us in onnxruntime, answered 1.3-1.9x more one-row requests per second run on the loop). The loop's
+CPU is what bounds a server's request rate, so a request whose model run has been measured shorter than the limit
+(``--inline_run_limit_micros``, 50 us by default) runs at once on the loop. With batching, the same rule applies to
+a batch released because the model was idle (a lone request: ``batching/queue.py``); batches that formed while the
+model ran still go to the batch threads.
 
 Only servables of native frameworks that compute and nothing else run inline: those that declare they release
 the GIL while computing (onnxruntime, TensorFlow, torch, XGBoost, LightGBM; ``runtime.base.Concurrency``). A

@@ -13,10 +13,10 @@ import numpy.typing as npt
 from servekit._utils.threads import ModelThreads
 from servekit.config.models import ModelConfig
 from servekit.inference.admission import Admission
-from servekit.inference.inline import MIN_RUNS, OVERRUN, RETRY_AFTER, RunCost, observe, runs_inline, size_class
 from servekit.inference.schema import InferenceRequest
 from servekit.inference.service import InferenceService
 from servekit.runtime.base import Concurrency
+from servekit.runtime.inline import MIN_RUNS, OVERRUN, RETRY_AFTER, RunCost, observe, runs_inline, size_class
 from servekit.serving.manager import ModelManager
 from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec
 

@@ -13,6 +13,7 @@ import numpy.typing as npt
 import orjson
 
 from servekit.codecs.json import dumps, loads
+from servekit.codecs.numeric_json import numeric_tensor
 from servekit.errors import invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
 from servekit.types import CLASSIFY_METHOD, MAX_DIMS, PREDICT_METHOD, REGRESS_METHOD, Signature
@@ -278,6 +279,11 @@ class ExamplesPayload:
 def decode_request(raw: bytes, method: str) -> tuple[str | None, Any, bool]:
     """A ``:predict``/``:classify``/``:regress`` body: its ``signature_name``, its inputs (tensors, or an
     :class:`ExamplesPayload` for the examples verbs) and whether they came as rows."""
+    if method == PREDICT_METHOD:
+        # One tensor of numbers, the common body, straight into numpy; None for anything else, read below.
+        fast = numeric_tensor(raw)
+        if fast is not None:
+            return None, {ONLY_INPUT: fast[0]}, fast[1]
     body = loads(raw)
     sig_name = body.get("signature_name") if isinstance(body, dict) else None
     if sig_name is not None and not isinstance(sig_name, str):

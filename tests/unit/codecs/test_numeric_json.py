@@ -1,0 +1,269 @@
+"""The numeric fast path (simdjson straight into numpy) gives exactly what the general path (orjson, ``np.asarray``)
+gives — shape, dtype, every bit, the row flag — or nothing, in which case ``decode_request`` answers (or refuses,
+with the same message) as the general path does. Bodies: random rectangles of JSON numbers written in many ways
+(integers at int64/uint64's edges and beyond, shortest and long decimal forms, exponents, denormals, ``-0``,
+numbers beyond float64's range, random whitespace), and the same bodies damaged."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from servekit.codecs.json import loads
+from servekit.codecs.numeric_json import HAVE_SIMDJSON, MIN_BYTES, numeric_tensor, read_numeric
+from servekit.codecs.tfjson import decode_predict, decode_request
+from servekit.errors import ServekitError, invalid
+from servekit.inference.schema import ONLY_INPUT
+from servekit.types import PREDICT_METHOD
+
+pytestmark = pytest.mark.skipif(not HAVE_SIMDJSON, reason="pysimdjson has no wheel for this Python: no fast path")
+
+
+def general(raw: bytes) -> tuple[str | None, dict[str, npt.NDArray[Any]], bool]:
+    """decode_request for :predict as it was before the fast path."""
+    body = loads(raw)
+    sig_name = body.get("signature_name") if isinstance(body, dict) else None
+    if sig_name is not None and not isinstance(sig_name, str):
+        raise invalid('"signature_name" must be a string')
+    inputs, rows = decode_predict(body, ())
+    return sig_name, inputs, rows
+
+
+def outcome(fn: Any, raw: bytes) -> Any:
+    try:
+        sig, inputs, rows = fn(raw)
+    except ServekitError as exc:
+        return ("error", exc.code, exc.message, exc.details)
+    return ("ok", sig, rows, {k: tensor(v) for k, v in inputs.items()})
+
+
+def tensor(arr: npt.NDArray[Any]) -> tuple[Any, ...]:
+    # An object array's bytes are pointers: compare its values and their types instead.
+    data = [(type(v), repr(v)) for v in arr.ravel().tolist()] if arr.dtype.kind == "O" else arr.tobytes()
+    return (arr.dtype.str, arr.shape, data, arr.flags.writeable)
+
+
+def assert_same(raw: bytes) -> tuple[npt.NDArray[Any], bool] | None:
+    """The fast path's answer equals the general one wherever it gives one, and decode_request (which takes the
+    fast path for large bodies) answers exactly as the general path does for every body."""
+    want = outcome(general, raw)
+    fast = read_numeric(raw)
+    if fast is not None:
+        arr, rows = fast
+        assert want == outcome(lambda _: (None, {ONLY_INPUT: arr}, rows), raw)
+    assert outcome(lambda r: decode_request(r, PREDICT_METHOD), raw) == want
+    return fast
+
+
+# -- numbers as JSON text ---------------------------------------------------------------------------------------
+
+INT_EDGES = [0, 1, -1, 2**53, 2**53 + 1, 2**63 - 1, -(2**63), 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 10**30]
+HARD_FLOATS = [
+    "-0", "-0.0", "0.0", "-0e0", "0E-5", "1e-400", "-1e-400", "1e308", "1.7976931348623157e308",
+    "1.7976931348623158e308", "1.7976931348623159e308", "1e309", "-1e400", "4.9e-324", "2.4703282292062327e-324",
+    "2.4703282292062328e-324", "2.2250738585072011e-308", "2.2250738585072012e-308", "9007199254740993",
+    "9007199254740993.0", "1.00000000000000011102230246251565404236316680908203125",
+    "1.00000000000000011102230246251565404236316680908203124", "7.038531e-26", "1e0000000000000000000001",
+    "123456789012345678901234567890", "0.1", "1E+2", "1e-07", "3.0e+10",
+]  # fmt: skip
+
+
+def float_text(draw: st.DrawFn) -> str:
+    x = draw(st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True))
+    form = draw(st.sampled_from(["repr", "e", "E", "g17", "short", "exp0"]))
+    if form == "repr":
+        text = repr(x)
+    elif form == "e":
+        text = f"{x:.{draw(st.integers(0, 25))}e}"
+    elif form == "E":
+        text = f"{x:.{draw(st.integers(0, 25))}E}"
+    elif form == "g17":
+        text = f"{x:.17g}"
+    elif form == "short":
+        text = f"{x:.{draw(st.integers(0, 6))}f}"
+    else:
+        mant, _, exp = f"{x:.20e}".partition("e")
+        text = f"{mant}e{int(exp):+05d}"  # exponent with leading zeros: valid JSON
+    return text.replace("inf", "1e999")  # "%f" of a huge value is still finite digits; belt and braces
+
+
+def digit_text(draw: st.DrawFn) -> str:
+    """A JSON number built digit by digit: long mantissas, leading-zero fractions, signed exponents."""
+    sign = draw(st.sampled_from(["", "-"]))
+    head = draw(st.sampled_from(["0", *"123456789"]))
+    if head != "0":
+        head += draw(st.text("0123456789", max_size=30))
+    frac = draw(st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=40).map(lambda d: "." + d)))
+    exp = draw(
+        st.one_of(
+            st.just(""),
+            st.tuples(st.sampled_from("eE"), st.sampled_from(["", "+", "-"]), st.integers(0, 400)).map(
+                lambda t: f"{t[0]}{t[1]}{t[2]}"
+            ),
+        )
+    )
+    return sign + head + frac + exp
+
+
+@st.composite
+def number(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["small", "int", "edge", "float", "digits", "hard", "bits"]))
+    if kind == "small":
+        return str(draw(st.integers(-1000, 1000)))
+    if kind == "int":
+        return str(draw(st.integers(-(2**70), 2**70)))
+    if kind == "edge":
+        return str(draw(st.sampled_from(INT_EDGES)) + draw(st.integers(-2, 2)))
+    if kind == "float":
+        return float_text(draw)
+    if kind == "digits":
+        return digit_text(draw)
+    if kind == "hard":
+        return str(draw(st.sampled_from(HARD_FLOATS)))
+    (x,) = struct.unpack("<d", draw(st.binary(min_size=8, max_size=8)))  # any double, denormals included
+    return repr(x) if math.isfinite(x) else "1e400"
+
+
+WS = st.text(" \t\n\r", max_size=3)
+# Characters some parser might take for whitespace, and JSON does not.
+NOT_WS = st.sampled_from(["\f", "\v", "\x00", "\xa0", "\u2028"])
+
+
+@st.composite
+def body(draw: st.DrawFn) -> str:
+    rows = draw(st.integers(1, 6))
+    width = draw(st.integers(1, 6))
+    uniform = draw(st.sampled_from(["mixed", "ints", "floats"]))
+    if uniform == "ints":
+        cell: st.SearchStrategy[str] = st.integers(-(2**63), 2**63 - 1).map(str)
+    elif uniform == "floats":
+        cell = st.floats(allow_nan=False, allow_infinity=False).map(repr)
+    else:
+        cell = number()
+    grid = [[draw(cell) for _ in range(width)] for _ in range(rows)]
+    ws = draw(st.booleans())
+
+    def sep(text: str) -> str:
+        return (draw(WS) + text + draw(WS)) if ws else text
+
+    text = sep("[") + sep(",").join(sep("[") + sep(",").join(row) + sep("]") for row in grid) + sep("]")
+    key = draw(st.sampled_from(["instances", "inputs"]))
+    return sep("{") + f'"{key}"' + sep(":") + text + sep("}")
+
+
+# Tokens from wider grammars (JavaScript, C's strtod, Python's float) and other JSON values.
+NOT_NUMBERS = [
+    "NaN", "Infinity", "-Infinity", "true", "false", "null", '"1"', "{}", "[]", "[1]", "01", "+1", ".5", "1.", "0x10",
+    "1e", "1e+", "--1", "1.5.2", "1e5e5", "nan", "inf", "-", '{"a": 1}', "[[1]]", "1 2",
+]  # fmt: skip
+
+
+def damage(draw: st.DrawFn, text: str) -> str:
+    """One edit that keeps the body close to the fast path's shape: most make it invalid JSON or a tensor that
+    is not a rectangle of numbers, some leave it valid (the answer must still match)."""
+    how = draw(st.integers(0, 9))
+    if how == 0:  # replace one number-ish run with a token from a wider grammar
+        token = draw(st.sampled_from(NOT_NUMBERS))
+        i = draw(st.integers(0, len(text)))
+        j = draw(st.integers(i, min(len(text), i + 4)))
+        return text[:i] + token + text[j:]
+    if how == 1:  # delete a character
+        i = draw(st.integers(0, max(len(text) - 1, 0)))
+        return text[:i] + text[i + 1 :]
+    if how == 2:  # insert a structural or odd character
+        i = draw(st.integers(0, len(text)))
+        return text[:i] + draw(st.sampled_from([",", "[", "]", "{", "}", ":", '"', "\\", "e", "-", "."])) + text[i:]
+    if how == 3:  # not-quite-whitespace somewhere
+        i = draw(st.integers(0, len(text)))
+        return text[:i] + draw(NOT_WS) + text[i:]
+    if how == 4:  # a ragged row
+        return text.replace("]", ",1]", 1)
+    if how == 5:  # another key
+        extra = draw(st.sampled_from(['"signature_name": "s"', '"signature_name": 3', '"instances": [[1]]', '"x": 1']))
+        return text[: text.rindex("}")] + ", " + extra + "}"
+    if how == 6:  # bytes before or after the object
+        return draw(st.sampled_from(["\ufeff", "x", "[]"])) + text if draw(st.booleans()) else text + "x"
+    if how == 7:  # nesting: wrap a number in a list, or the rows in one more
+        return text.replace("[", "[[", 2).replace("]", "]]", 2) if draw(st.booleans()) else "[" + text + "]"
+    if how == 8:  # an empty row or no rows
+        return text.replace("[", "[[],", 1) if draw(st.booleans()) else '{"instances": []}'
+    return text.replace('"instances"', draw(st.sampled_from(['"\\u0069nstances"', '"instance"', '"inputs"'])))
+
+
+@st.composite
+def damaged_body(draw: st.DrawFn) -> str:
+    return damage(draw, draw(body()))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(body())
+@example('{"instances": [[1.5, -0], [2, 3]]}')
+@example('{"instances": [[-0, -0.0]]}')
+@example('{"instances": [[9223372036854775808, 1.5]]}')
+@example('{"instances": [[1.5, 9223372036854775808]]}')
+@example('{"instances": [[9223372036854775808, -1]]}')
+@example('{"instances": [[18446744073709551616, 2.5]]}')
+@example('{"instances": [[1e400, 1]]}')
+@example('{"inputs": [[1, 2], [3, 4]]}')
+@example('{"instances": [[1E5]]}')
+def test_rectangles_of_numbers_decode_as_the_general_path_does(text: str) -> None:
+    assert_same(text.encode())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(damaged_body())
+@example('{"instances": [[{}]]}')
+@example('{"instances": [[[]]]}')
+@example('{"instances": [[1, 2], [[3], 4]]}')
+@example('{"instances": [[1, 2], [[3, 4], []]]}')
+@example('{"instances": [[true, 1.5]]}')
+@example('{"instances": [[null]]}')
+@example('\ufeff{"instances": [[1.5]]}')
+@example('{"instances": [[1.5]], "instances": [[2.5]]}')
+@example('{"\\u0069nstances": [[1.5]]}')
+@example('{"instances": [[1.5]]}\f')
+@example('{"instances": [[1.5,]]}')
+@example('{"instances": [[NaN, 1.5]]}')
+def test_damaged_bodies_answer_or_fail_as_the_general_path_does(text: str) -> None:
+    assert_same(text.encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_answer_or_fail_as_the_general_path_does(raw: bytes) -> None:
+    assert_same(b'{"instances": [[' + raw + b"]]}")
+    assert_same(raw)
+
+
+def test_the_common_bodies_take_the_fast_path() -> None:
+    rng = np.random.default_rng(0)
+    floats = json.dumps({"instances": [[round(float(v), 4) for v in row] for row in rng.standard_normal((32, 64))]})
+    arr, rows = assert_same(floats.encode()) or pytest.fail("32x64 floats fell back")
+    assert (arr.dtype, arr.shape, rows) == (np.float64, (32, 64), True)
+    ints = json.dumps({"inputs": rng.integers(-1000, 1000, (3, 200)).tolist()}, separators=(",", ":"))
+    arr, rows = assert_same(ints.encode()) or pytest.fail("3x200 ints fell back")
+    assert (arr.dtype, arr.shape, rows) == (np.int64, (3, 200), False)
+    assert arr.flags.writeable  # as np.asarray's arrays are
+    assert numeric_tensor(floats.encode()) is not None and len(floats) >= MIN_BYTES
+
+
+def test_small_bodies_and_other_shapes_are_left_to_the_general_path() -> None:
+    assert numeric_tensor(b'{"instances": [[1.0, 2.0, 3.0, 4.0]]}') is None  # below MIN_BYTES: not even looked at
+    pad = b" " * MIN_BYTES
+    for raw in [
+        b'{"instances": [1.0, 2.0]}',  # one dimension
+        b'{"instances": [[[1.0], [2.0]]]}',  # three
+        b'{"instances": [[1.0, 2.0]], "signature_name": "serving_default"}',
+        b'{"instances": [{"x": [1.0]}]}',  # named inputs
+        b'{"instances": [[9223372036854775808]]}',  # uint64 in the general path
+    ]:
+        assert numeric_tensor(raw + pad) is None, raw
+        assert_same(raw + pad)

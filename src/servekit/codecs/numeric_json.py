@@ -41,21 +41,17 @@ _KEYS = {"instances": True, "inputs": False}
 # What may open a body this path reads: JSON whitespace or the object itself.
 _FIRST = frozenset(b"{ \t\n\r")
 # Below ~500 bytes (one row of ~60 numbers) the general path is as fast (timeit, 1 row of 32: 3.8-4.9 us general,
-# 4.7-8.2 fast; of 64: 5.1-7.1 vs 4.3-4.7): smaller bodies, the 4-number tiny one included, cost one comparison here.
+# 4.7-8.2 fast; of 64: 5.1-7.1 vs 4.3-4.7): smaller bodies, the 4-number tiny one included, cost a comparison.
 MIN_BYTES = 512
 _OPEN = ord("[")
 _NUMPY_COUNT_BYTES = 2048
 
 
 def numeric_tensor(raw: bytes) -> tuple[npt.NDArray[Any], bool] | None:
-    """The body's one tensor and whether it came as rows, or None where the general path must answer."""
-    if not HAVE_SIMDJSON or len(raw) < MIN_BYTES:
+    """The body's one tensor and whether it came as rows, or None where the general path must answer. Callers
+    skip bodies under ``MIN_BYTES`` themselves (one comparison, no call)."""
+    if not HAVE_SIMDJSON:
         return None
-    return read_numeric(raw)
-
-
-def read_numeric(raw: bytes) -> tuple[npt.NDArray[Any], bool] | None:
-    """:func:`numeric_tensor` for a body of any size (the tests read small ones with it)."""
     # Cheap refusals first (memchr, well under a microsecond for 17 KB): a body with signature_name, named
     # inputs or any other string has a third quote; correctness does not rest on this, only the time spent on
     # bodies the general path will read anyway.

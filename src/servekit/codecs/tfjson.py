@@ -13,6 +13,7 @@ import numpy.typing as npt
 import orjson
 
 from servekit.codecs.json import dumps, loads
+from servekit.codecs.numeric_json import MIN_BYTES as NUMERIC_MIN_BYTES
 from servekit.codecs.numeric_json import numeric_tensor
 from servekit.errors import invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
@@ -279,7 +280,7 @@ class ExamplesPayload:
 def decode_request(raw: bytes, method: str) -> tuple[str | None, Any, bool]:
     """A ``:predict``/``:classify``/``:regress`` body: its ``signature_name``, its inputs (tensors, or an
     :class:`ExamplesPayload` for the examples verbs) and whether they came as rows."""
-    if method == PREDICT_METHOD:
+    if method == PREDICT_METHOD and len(raw) >= NUMERIC_MIN_BYTES:
         # One tensor of numbers, the common body, straight into numpy; None for anything else, read below.
         fast = numeric_tensor(raw)
         if fast is not None:

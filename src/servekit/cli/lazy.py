@@ -1,19 +1,18 @@
 """A command group that imports a subcommand's module only when that subcommand runs (click's "lazily loading
 subcommands" pattern, on typer's group).
 
-Building the whole ``servekit`` tree imported every command's module (boto3 clients, the hosting API, monitor's
-statistics) and had typer evaluate every command's annotations: most of a ``servekit transform run``'s start. Here
-the top-level group holds a table, name -> ``"module:attribute"`` and the one-line help its listing shows; only
-the command being run is imported and built, the way ``app.add_typer`` / ``app.command`` would have built it.
-tests/unit/cli/test_cli_lazy.py checks that the table's help and the real commands' agree.
+Building the whole ``servekit`` tree imported every command's module (hosting, autoscale, monitor, pipeline,
+registry, recommend, export, ...) and had typer evaluate every command's annotations: most of the start of a
+``servekit transform run``, which needs none of them. Here the top-level group holds a table, name ->
+``"module:attribute"`` and the help its listing shows; only the command being run is imported and built, the way
+``app.add_typer`` / ``app.command`` would have built it. tests/unit/cli/test_cli_lazy.py checks that the table's
+help and the real commands' agree.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,7 +41,7 @@ def listed_help(command: Any) -> str:
     """What a group's help lists for ``command`` (a click command): its short help, else the first paragraph of
     its help, as typer's help renders it."""
     text = command.short_help or command.help or ""
-    return str(inspect.cleandoc(text).split("\n\n")[0].strip())
+    return inspect.cleandoc(text).split("\n\n")[0].strip()
 
 
 class LazyGroup(TyperGroup):
@@ -67,14 +66,9 @@ class LazyGroup(TyperGroup):
         return cmd
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        with self._placeholders():  # the listing needs names and help only: import nothing
-            super().format_help(ctx, formatter)
-
-    @contextmanager
-    def _placeholders(self) -> Iterator[None]:
-        self._listing = True
+        self._listing = True  # the listing needs names and help only: import nothing
         try:
-            yield
+            super().format_help(ctx, formatter)
         finally:
             self._listing = False
 

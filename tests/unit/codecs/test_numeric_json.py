@@ -203,7 +203,7 @@ def damaged_body(draw: st.DrawFn) -> str:
     return damage(draw, draw(body()))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(body())
 @example('{"instances": [[1.5, -0], [2, 3]]}')
 @example('{"instances": [[-0, -0.0]]}')
@@ -218,7 +218,7 @@ def test_rectangles_of_numbers_decode_as_the_general_path_does(text: str) -> Non
     assert_same(text.encode())
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(damaged_body())
 @example('{"instances": [[{}]]}')
 @example('{"instances": [[[]]]}')

@@ -7,9 +7,9 @@ interleaved rounds; one row of 512: 31-35 vs 15-20 us). This path answers only w
 gives — the same shape, dtype and bits — and returns None everywhere else, so that the general path gives every other
 answer and every error message as before:
 
-- the body is one object whose only string is its one key, ``"instances"`` or ``"inputs"`` (no ``signature_name``,
-  no strings among the values), and nothing precedes it but JSON whitespace (a UTF-8 BOM is left to the general
-  path);
+- the body is one object with one key ``"instances"`` or ``"inputs"`` and perhaps ``"signature_name"`` (a string
+  without ``[`` or ``.``, or null), no other string, and nothing before it but JSON whitespace (a UTF-8 BOM, a
+  repeated key, other keys are left to the general path);
 - the value is a non-empty list of non-empty lists, all of one length, holding numbers only (no list deeper, no
   object, no true/false/null);
 - integers only, all within int64, give int64 (as ``np.asarray`` does); with any number written as a fraction or with
@@ -38,6 +38,7 @@ else:
 
 # The one key and whether it is the row format (decode_predict: "instances" rows, "inputs" columns).
 _KEYS = {"instances": True, "inputs": False}
+_SIGNATURE = "signature_name"
 # What may open a body this path reads: JSON whitespace or the object itself.
 _FIRST = frozenset(b"{ \t\n\r")
 # Below ~500 bytes (one row of ~60 numbers) the general path is as fast (timeit, 1 row of 32: 3.8-4.9 us general,
@@ -47,19 +48,24 @@ _OPEN = ord("[")
 _NUMPY_COUNT_BYTES = 2048
 
 
-def numeric_tensor(raw: bytes) -> tuple[npt.NDArray[Any], bool] | None:
-    """The body's one tensor and whether it came as rows, or None where the general path must answer. Callers
-    skip bodies under ``MIN_BYTES`` themselves (one comparison, no call)."""
+def numeric_tensor(raw: bytes) -> tuple[str | None, npt.NDArray[Any], bool] | None:
+    """The body's ``signature_name``, its one tensor and whether it came as rows, or None where the general path
+    must answer. Callers skip bodies under ``MIN_BYTES`` themselves (one comparison, no call)."""
     if not HAVE_SIMDJSON:
         return None
-    # Cheap refusals first (memchr, well under a microsecond for 17 KB): a body with signature_name, named
-    # inputs or any other string has a third quote; correctness does not rest on this, only the time spent on
-    # bodies the general path will read anyway.
+    # Cheap refusals first (memchr, well under a microsecond for 17 KB): named inputs or strings among the values
+    # make a seventh quote (the two keys and signature_name's value have six); correctness does not rest on this,
+    # only the time spent on bodies the general path will read anyway.
     if not raw or raw[0] not in _FIRST:
         return None
-    second = raw.find(b'"', raw.find(b'"') + 1)
-    if second < 0 or raw.find(b'"', second + 1) >= 0:
-        return None
+    pos = -1
+    for _ in range(6):
+        pos = raw.find(b'"', pos + 1)
+        if pos < 0:
+            break
+    else:
+        if raw.find(b'"', pos + 1) >= 0:
+            return None
     # A parser per call: it costs ~0.1 us to make, and one shared by threads (or kept alive by a value still
     # referencing its document) could not parse again.
     parser = simdjson.Parser()
@@ -67,17 +73,24 @@ def numeric_tensor(raw: bytes) -> tuple[npt.NDArray[Any], bool] | None:
         doc = parser.parse(raw)
     except (ValueError, RuntimeError):  # not JSON, or a number beyond 64 bits: the general path answers
         return None
-    if not isinstance(doc, simdjson.Object) or len(doc) != 1:
+    if not isinstance(doc, simdjson.Object):
         return None
-    (key,) = doc  # items() would unbox the value into Python lists
-    rows = _KEYS.get(key)
-    if rows is None:
+    keys = list(doc)  # items() would unbox the tensor into Python lists
+    sig_name: str | None = None
+    if len(keys) == 2 and _SIGNATURE in keys and keys[0] != keys[1]:  # a repeated key: the general path takes the last
+        keys.remove(_SIGNATURE)
+        given = doc[_SIGNATURE]
+        # A "[" or "." in it would upset the counts below (None: JSON null, which the general path takes as absent).
+        if given is not None and not (isinstance(given, str) and "[" not in given and "." not in given):
+            return None
+        sig_name = given
+    if len(keys) != 1 or keys[0] not in _KEYS:
         return None
-    value = doc[key]
+    value = doc[keys[0]]
     if not isinstance(value, simdjson.Array):
         return None
     arr = _rectangle(value, raw)
-    return None if arr is None else (arr, rows)
+    return None if arr is None else (sig_name, arr, _KEYS[keys[0]])
 
 
 def _rectangle(value: simdjson.Array, raw: bytes) -> npt.NDArray[Any] | None:
@@ -92,13 +105,13 @@ def _rectangle(value: simdjson.Array, raw: bytes) -> npt.NDArray[Any] | None:
             if width != -1:
                 return None
             width = len(row)
-    # as_buffer flattens lists nested in a row ([[1, 2], [[3], 4]] would pass the lengths above). The body's one
-    # key is "instances" or "inputs", so every "[" in it opens a list of the value: n + 1 of them means none is
-    # nested below the rows.
+    # as_buffer flattens lists nested in a row ([[1, 2], [[3], 4]] would pass the lengths above). No string in the
+    # body holds a "[" (the keys are known; signature_name was checked), so every "[" in it opens a list of the
+    # value: n + 1 of them means none is nested below the rows.
     if width < 1 or _count_open(raw) != n + 1:
         return None
-    # A "." can only be in a number here (the key holds none, and a string among the values makes as_buffer
-    # refuse): then the array is float64, and asking for int64 first would cost a raised exception (~5 us).
+    # A "." can only be in a number here (no string in the body holds one, and a string among the values makes
+    # as_buffer refuse): then the array is float64, and asking for int64 first would cost a raised exception (~5 us).
     if b"." not in raw:
         try:
             return _array(value.as_buffer(of_type="i"), np.int64, n, width)

@@ -284,7 +284,7 @@ def decode_request(raw: bytes, method: str) -> tuple[str | None, Any, bool]:
         # One tensor of numbers, the common body, straight into numpy; None for anything else, read below.
         fast = numeric_tensor(raw)
         if fast is not None:
-            return None, {ONLY_INPUT: fast[0]}, fast[1]
+            return fast[0], {ONLY_INPUT: fast[1]}, fast[2]
     body = loads(raw)
     sig_name = body.get("signature_name") if isinstance(body, dict) else None
     if sig_name is not None and not isinstance(sig_name, str):

@@ -51,14 +51,14 @@ def tensor(arr: npt.NDArray[Any]) -> tuple[Any, ...]:
     return (arr.dtype.str, arr.shape, data, arr.flags.writeable)
 
 
-def assert_same(raw: bytes) -> tuple[npt.NDArray[Any], bool] | None:
+def assert_same(raw: bytes) -> tuple[str | None, npt.NDArray[Any], bool] | None:
     """The fast path's answer equals the general one wherever it gives one, and decode_request (which takes the
     fast path for large bodies) answers exactly as the general path does for every body."""
     want = outcome(general, raw)
     fast = numeric_tensor(raw)
     if fast is not None:
-        arr, rows = fast
-        assert want == outcome(lambda _: (None, {ONLY_INPUT: arr}, rows), raw)
+        sig, arr, rows = fast
+        assert want == outcome(lambda _: (sig, {ONLY_INPUT: arr}, rows), raw)
     assert outcome(lambda r: decode_request(r, PREDICT_METHOD), raw) == want
     return fast
 
@@ -156,7 +156,12 @@ def body(draw: st.DrawFn) -> str:
 
     text = sep("[") + sep(",").join(sep("[") + sep(",").join(row) + sep("]") for row in grid) + sep("]")
     key = draw(st.sampled_from(["instances", "inputs"]))
-    return sep("{") + f'"{key}"' + sep(":") + text + sep("}")
+    members = [f'"{key}"' + sep(":") + text]
+    if draw(st.booleans()):  # signature_name: any text (escaped or not), null, or something the general path refuses
+        given = draw(st.one_of(st.text(), st.sampled_from(["serving_default", "a.b", "[x]", "x\\[", '"q"'])))
+        value = draw(st.sampled_from([json.dumps(given), json.dumps(given, ensure_ascii=False), "null", "3", "[]"]))
+        members.insert(draw(st.integers(0, 1)), '"signature_name"' + sep(":") + value)
+    return sep("{") + sep(",").join(members) + sep("}")
 
 
 # Tokens from wider grammars (JavaScript, C's strtod, Python's float) and other JSON values.
@@ -187,7 +192,11 @@ def damage(draw: st.DrawFn, text: str) -> str:
     if how == 4:  # a ragged row
         return text.replace("]", ",1]", 1)
     if how == 5:  # another key
-        extra = draw(st.sampled_from(['"signature_name": "s"', '"signature_name": 3', '"instances": [[1]]', '"x": 1']))
+        extra = draw(
+            st.sampled_from(
+                ['"signature_name": "s"', '"signature_name": 3', '"instances": [[1]]', '"x": 1', '"inputs": [[1]]']
+            )
+        )
         return text[: text.rindex("}")] + ", " + extra + "}"
     if how == 6:  # bytes before or after the object
         return draw(st.sampled_from(["\ufeff", "x", "[]"])) + text if draw(st.booleans()) else text + "x"
@@ -215,7 +224,7 @@ def damaged_body(draw: st.DrawFn) -> str:
 @example('{"inputs": [[1, 2], [3, 4]]}')
 @example('{"instances": [[1E5]]}')
 def test_rectangles_of_numbers_decode_as_the_general_path_does(text: str) -> None:
-    assert_same(text.encode())
+    assert_same(text.encode("utf-8", "surrogatepass"))  # a lone surrogate from st.text() as CESU bytes
 
 
 @settings(max_examples=600, deadline=None)
@@ -233,7 +242,7 @@ def test_rectangles_of_numbers_decode_as_the_general_path_does(text: str) -> Non
 @example('{"instances": [[1.5,]]}')
 @example('{"instances": [[NaN, 1.5]]}')
 def test_damaged_bodies_answer_or_fail_as_the_general_path_does(text: str) -> None:
-    assert_same(text.encode())
+    assert_same(text.encode("utf-8", "surrogatepass"))  # a lone surrogate from st.text() as CESU bytes
 
 
 @settings(max_examples=300, deadline=None)
@@ -246,11 +255,14 @@ def test_arbitrary_bytes_answer_or_fail_as_the_general_path_does(raw: bytes) -> 
 def test_the_common_bodies_take_the_fast_path() -> None:
     rng = np.random.default_rng(0)
     floats = json.dumps({"instances": [[round(float(v), 4) for v in row] for row in rng.standard_normal((32, 64))]})
-    arr, rows = assert_same(floats.encode()) or pytest.fail("32x64 floats fell back")
-    assert (arr.dtype, arr.shape, rows) == (np.float64, (32, 64), True)
+    sig, arr, rows = assert_same(floats.encode()) or pytest.fail("32x64 floats fell back")
+    assert (sig, arr.dtype, arr.shape, rows) == (None, np.float64, (32, 64), True)
     ints = json.dumps({"inputs": rng.integers(-1000, 1000, (3, 200)).tolist()}, separators=(",", ":"))
-    arr, rows = assert_same(ints.encode()) or pytest.fail("3x200 ints fell back")
-    assert (arr.dtype, arr.shape, rows) == (np.int64, (3, 200), False)
+    sig, arr, rows = assert_same(ints.encode()) or pytest.fail("3x200 ints fell back")
+    assert (sig, arr.dtype, arr.shape, rows) == (None, np.int64, (3, 200), False)
+    named = floats[:-1] + ', "signature_name": "serving_default"}'
+    sig, arr, rows = assert_same(named.encode()) or pytest.fail("32x64 floats with signature_name fell back")
+    assert (sig, arr.dtype, arr.shape, rows) == ("serving_default", np.float64, (32, 64), True)
     assert arr.flags.writeable  # as np.asarray's arrays are
     assert numeric_tensor(floats.encode()) is not None and len(floats) >= MIN_BYTES
 
@@ -263,7 +275,8 @@ def test_small_bodies_and_other_shapes_are_left_to_the_general_path() -> None:
     for raw in [
         b'{"instances": [1.0, 2.0]}',  # one dimension
         b'{"instances": [[[1.0], [2.0]]]}',  # three
-        b'{"instances": [[1.0, 2.0]], "signature_name": "serving_default"}',
+        b'{"instances": [[1.0, 2.0]], "signature_name": "serving.default"}',  # a ".": left to the general path
+        b'{"instances": [[1.0, 2.0]], "signature_name": "serving_default", "signature_name": "x"}',
         b'{"instances": [{"x": [1.0]}]}',  # named inputs
         b'{"instances": [[9223372036854775808]]}',  # uint64 in the general path
     ]:

@@ -4,9 +4,7 @@ Requests are queued with their rows; a batch leaves when :func:`policy.decide` s
 timeout, latency target). There is no polling loop: decisions run when a request arrives, when a batch
 finishes, and at the one timer the policy asks for. The queue is bounded in rows; a request that does not
 fit is refused at once. Each request may carry a deadline; one still queued at its deadline is failed.
-Merging, padding, the model call and splitting run on a model thread; the loop only hands over and delivers —
-except a batch released because the model was idle (a lone request) of a size the model has been measured to run
-in under ``inline_limit_s``: that one runs on the loop at once, as the unbatched path does (``runtime.inline``).
+Merging, padding, the model call and splitting run on a model thread; the loop only hands over and delivers.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from servekit.batching.policy import CostModel, QueueView, ReleaseReason, decide
 from servekit.batching.tensors import Tensors, concat, pad_to, padded_size, rows_of, slice_rows, split
 from servekit.config.models import BatchingConfig
 from servekit.errors import ErrorCode, ServekitError, invalid
-from servekit.runtime.inline import RunCost, observe, runs_inline, size_class
 
 PredictFn = Callable[[dict[str, npt.NDArray[Any]]], dict[str, npt.NDArray[Any]]]
 
@@ -81,10 +78,8 @@ class BatchQueue:
         threads: ModelThreads,
         key: tuple[str, str] = ("", ""),
         observer: BatchObserver | None = None,
-        inline_limit_s: float = 0.0,
     ) -> None:
-        """``predict`` is the blocking model call; each batch runs it on one of ``threads``, or on the loop when the
-        model was idle and batches of that size have run under ``inline_limit_s`` (0: never; see ``runtime.inline``)."""
+        """``predict`` is the blocking model call; each batch runs it on one of ``threads``."""
         self._predict = predict
         self._threads = threads
         self._idle: asyncio.Event | None = None
@@ -100,8 +95,6 @@ class BatchQueue:
         self._rate = 0.0  # rows/s, exponentially weighted
         self._last_arrival = 0.0
         self._closed = False
-        self._inline_limit_s = inline_limit_s
-        self._run_costs: dict[int, RunCost] = {}  # by size class of the batch's (padded) rows
 
     @property
     def queued_rows(self) -> int:
@@ -240,19 +233,6 @@ class BatchQueue:
         counts = [stop - start for _, start, stop in batch]
         parts = [t.inputs if (a == 0 and b == t.rows) else slice_rows(t.inputs, a, b) for t, a, b in batch]
         target = padded_size(sum(counts), self.cfg.allowed_batch_sizes)
-        if reason is ReleaseReason.IDLE and self._inline_limit_s > 0:
-            cost = self._run_cost(target)
-            if runs_inline(cost, self._inline_limit_s):
-                t0 = time.perf_counter()
-                try:
-                    result: tuple[list[dict[str, npt.NDArray[Any]]], float] | BaseException = _work(
-                        self._predict, parts, counts, target
-                    )
-                except Exception as exc:  # answered to the batch's requests, as a model thread's failure is
-                    result = exc
-                observe(cost, time.perf_counter() - t0, True, self._inline_limit_s)
-                self._finish(batch, counts, target, reason, result)
-                return
         self._threads.call(
             loop,
             _work,
@@ -274,10 +254,6 @@ class BatchQueue:
                 return
             pieces, seconds = result
             self._cost.observe(target, seconds)
-            if self._inline_limit_s > 0:
-                cost = self._run_cost(target)
-                if not cost.inline:  # a batch handed over before its size class moved onto the loop
-                    observe(cost, seconds, False, self._inline_limit_s)
             if self._observer is not None:
                 self._observer.on_batch(self._key, sum(counts), target, reason, seconds)
             for (task, start, _), piece, n in zip(batch, pieces, counts, strict=True):
@@ -307,13 +283,6 @@ class BatchQueue:
         task.future.set_result(
             BatchResult(concat(ordered), task.started - task.enqueued, task.model_s, task.batch_rows)
         )
-
-    def _run_cost(self, rows: int) -> RunCost:
-        size = size_class(rows)
-        cost = self._run_costs.get(size)
-        if cost is None:
-            cost = self._run_costs[size] = RunCost()
-        return cost
 
     @staticmethod
     def _fail(batch: list[tuple[_Task, int, int]], exc: BaseException) -> None:

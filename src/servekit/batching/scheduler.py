@@ -10,7 +10,7 @@ import numpy.typing as npt
 from servekit._utils.threads import ModelThreads
 from servekit.batching.queue import BatchObserver, BatchQueue
 from servekit.config.models import BatchingConfig
-from servekit.runtime.base import Servable, concurrency_of
+from servekit.runtime.base import Servable
 from servekit.types import Signature
 
 
@@ -25,10 +25,8 @@ class BatchScheduler:
         threads: ModelThreads,
         batching_for: Callable[[str], BatchingConfig | None],
         observer: BatchObserver | None = None,
-        inline_limit_s: float = 0.0,
     ) -> None:
         self._threads = threads
-        self._inline_limit_s = inline_limit_s  # for servables of native frameworks only (runtime.inline)
         self._batching_for = batching_for
         self._observer = observer
         self._queues: dict[tuple[str, int, str], tuple[Servable, BatchQueue | None]] = {}
@@ -47,15 +45,8 @@ class BatchScheduler:
         def predict(inputs: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
             return servable.predict(name, inputs)
 
-        # One thread-pool hop per batch; the event loop runs model code only for a lone request to a small model.
-        queue = BatchQueue(
-            predict,
-            cfg,
-            threads=self._threads,
-            key=(model, str(version)),
-            observer=self._observer,
-            inline_limit_s=self._inline_limit_s if concurrency_of(servable).releases_gil else 0.0,
-        )
+        # One thread-pool hop per batch; the event loop never runs model code.
+        queue = BatchQueue(predict, cfg, threads=self._threads, key=(model, str(version)), observer=self._observer)
         self._queues[key] = (servable, queue)
         return queue
 

@@ -5,9 +5,10 @@ wake-up, ``call_soon_threadsafe``, the future, and the GIL passed back and forth
 ``--num_inference_threads`` threads (measured here with wrk at c=64 on ``servekit serve``: a 4-feature logistic
 regression, ~11 us in onnxruntime, answered 1.3-1.9x more one-row requests per second run on the loop). The loop's
 CPU is what bounds a server's request rate, so a request whose model run has been measured shorter than the limit
-(``--inline_run_limit_micros``, 50 us by default) runs at once on the loop. With batching, the same rule applies to
-a batch released because the model was idle (a lone request: ``batching/queue.py``); batches that formed while the
-model ran still go to the batch threads.
+(``--inline_run_limit_micros``, 50 us by default) runs at once on the loop. Batch queues keep every
+batch on the batch threads: tried for a batch released because the model was idle, running it on the loop
+left the queue idle for the next request too, so under load every request ran as a batch of one and the loop's
+CPU per request doubled (``benchmarks/app_cpu_bench.py --model tiny --batching``: 62-70 -> 101-145 us).
 
 Only servables of native frameworks that compute and nothing else run inline: those that declare they release
 the GIL while computing (onnxruntime, TensorFlow, torch, XGBoost, LightGBM; ``runtime.base.Concurrency``). A

@@ -45,12 +45,7 @@ class ServingCore:
             before_unload=self._drain_batches,
         )
         self.threads = ModelThreads(config.num_inference_threads, name="servekit-infer")
-        self.batching = BatchScheduler(
-            self.threads,
-            self._batching_for,
-            observer=self.metrics,
-            inline_limit_s=config.inline_run_limit_micros / 1e6,
-        )
+        self.batching = BatchScheduler(self.threads, self._batching_for, observer=self.metrics)
         self.capture = CaptureWriter(config.capture) if config.capture and config.capture.enabled else None
         if self.capture is not None:
             self.metrics.watch_capture(self.capture)

@@ -20,7 +20,6 @@ from servekit.batching.policy import ReleaseReason
 from servekit.batching.queue import BatchQueue, BatchResult
 from servekit.config.models import BatchingConfig
 from servekit.errors import ErrorCode, ServekitError
-from servekit.runtime.inline import MIN_RUNS
 from servekit.testing.clock import run_virtual
 
 
@@ -396,58 +395,3 @@ def test_threads_close_finishes_queued_work_then_refuses(threads: ModelThreads) 
 
     asyncio.run(main())
     assert model.calls == [[0.0], [1.0, 2.0], [3.0, 4.0]]
-
-
-def test_a_lone_request_to_a_small_model_runs_on_the_loop_once_measured() -> None:
-    """IDLE releases of a size measured under the limit run on the event loop; a failure there reaches exactly
-    that request, as it would from a model thread."""
-    ran_on: list[int] = []
-    failing = [False]
-
-    def predict(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        ran_on.append(threading.get_ident())
-        if failing[0]:
-            raise RuntimeError("boom")
-        return {"y": inputs["x"] * 2}
-
-    async def main() -> None:
-        threads = ModelThreads(1)
-        q = BatchQueue(predict, cfg(), threads=threads, inline_limit_s=1.0)
-        loop_thread = threading.get_ident()
-        try:
-            for i in range(MIN_RUNS + 3):
-                r = await q.submit(x(float(i)))
-                assert r.outputs["y"].tolist() == [[2.0 * i]]
-            failing[0] = True
-            with pytest.raises(RuntimeError, match="boom"):
-                await q.submit(x(1.0))
-            failing[0] = False
-            assert (await q.submit(x(3.0))).outputs["y"].tolist() == [[6.0]]
-        finally:
-            await q.close()
-            threads.shutdown()
-        on_loop = [t == loop_thread for t in ran_on]
-        assert on_loop == [False] * MIN_RUNS + [True] * 5
-
-    asyncio.run(main())
-
-
-def test_without_a_limit_every_batch_runs_on_a_model_thread() -> None:
-    ran_on: list[int] = []
-
-    def predict(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        ran_on.append(threading.get_ident())
-        return {"y": inputs["x"] * 2}
-
-    async def main() -> None:
-        threads = ModelThreads(1)
-        q = BatchQueue(predict, cfg(), threads=threads)
-        try:
-            for i in range(MIN_RUNS + 3):
-                await q.submit(x(float(i)))
-        finally:
-            await q.close()
-            threads.shutdown()
-        assert threading.get_ident() not in ran_on
-
-    asyncio.run(main())

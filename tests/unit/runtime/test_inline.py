@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,8 @@ from servekit.inference.service import InferenceService
 from servekit.runtime.base import Concurrency
 from servekit.runtime.inline import MIN_RUNS, OVERRUN, RETRY_AFTER, RunCost, observe, runs_inline, size_class
 from servekit.serving.manager import ModelManager
-from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec
+from servekit.testing import FakeServable
+from servekit.types import TensorMap
 
 LIMIT = 50e-6
 
@@ -101,31 +101,19 @@ def test_size_classes_are_powers_of_two() -> None:
 
 
 # ---- the service follows the decision --------------------------------------------------------------------------
-class Recorder:
-    """A servable that records the thread each run happened on; ``compute_only`` declares a native framework."""
-
-    platform = "test"
+class Recorder(FakeServable):
+    """The fake servable (adds 1), recording the thread each run happened on; ``compute_only`` declares a native
+    framework."""
 
     def __init__(self, compute_only: bool) -> None:
+        super().__init__(1.0)
         self.threads: list[int] = []
         if compute_only:
             self.concurrency = Concurrency(releases_gil=True, threads=1)
-        self._signatures = {
-            DEFAULT_SIGNATURE: Signature(
-                DEFAULT_SIGNATURE, (TensorSpec("x", "FP32", (-1, 2)),), (TensorSpec("y", "FP32", (-1, 2)),)
-            )
-        }
-
-    @property
-    def signatures(self) -> Mapping[str, Signature]:
-        return self._signatures
 
     def predict(self, signature: str, inputs: TensorMap) -> dict[str, npt.NDArray[Any]]:
         self.threads.append(threading.get_ident())
-        return {"y": np.asarray(inputs["x"]) + np.float32(1)}
-
-    def unload(self) -> None:
-        pass
+        return super().predict(signature, inputs)
 
 
 def serve(servable: Recorder, limit_s: float, sizes: list[int]) -> list[bool]:

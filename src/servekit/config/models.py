@@ -228,7 +228,7 @@ class ServerConfig:
     # Without a batch queue: requests per model that may wait for a model thread; more answer 503 at once.
     max_queued_requests: int = 128
     # Without batching: a request whose model runs are measured shorter than this runs on the event loop instead
-    # of a model thread, whose hand-off costs more than such a run (inference/inline.py); 0 = always a thread.
+    # of a model thread, whose hand-off costs more than such a run (runtime/inline.py); 0 = always a thread.
     inline_run_limit_micros: int = 50
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
     sagemaker_default_accept: str = "application/json"

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from servekit._utils.background import BackgroundLoop
 from servekit.control.api.errors import ApiError
 from servekit.control.autoscale import PERIOD_S, Decision, TargetTrackingPolicy, decide, parse_resource_id
 from servekit.control.autoscaling_api import NAMESPACE
@@ -70,7 +71,7 @@ def success_message(count: int) -> str:
     return f"Successfully set desired instance count to {count}. Change successfully fulfilled by sagemaker."
 
 
-class Autoscaler:
+class Autoscaler(BackgroundLoop):
     """The loop. ``period_s`` is the alarm period the target-tracking policies read (60, or the metrics store's
     resolution to compress time); ``tick_s`` how often it looks (an alarm's step action wakes it at once)."""
 
@@ -91,7 +92,6 @@ class Autoscaler:
         self.tick_s = tick_s
         self._triggers: dict[str, AlarmAction] = {}  # policy ARN -> the alarm's latest run of it
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     # ---- the alarm hook (AlarmService.action_handlers[ACTION_PREFIX]) ------------------------------------------
     def alarm_action(self, action: AlarmAction) -> None:
@@ -394,11 +394,7 @@ class Autoscaler:
         return True
 
     # ---- lifecycle ---------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
         while True:
             try:
                 await self.tick()
@@ -407,13 +403,6 @@ class Autoscaler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.tick_s)
             self._wake.clear()
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
 
 def _new_bounds(doc: dict[str, Any], action: dict[str, Any]) -> tuple[int, int]:

@@ -21,7 +21,6 @@ the next evaluation, as in CloudWatch) is stored with its history row and runs t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -33,6 +32,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from servekit._utils.background import BackgroundLoop
 from servekit.control.alarms import AlarmConfigError, AlarmDefinition, AlarmState, evaluate, iso_time
 from servekit.control.api.errors import ApiError
 from servekit.control.api.front import Handler
@@ -150,7 +150,7 @@ class WebhookNotifier:
             await self._session.close()
 
 
-class AlarmService:
+class AlarmService(BackgroundLoop):
     """The alarm operations and the evaluator. ``clock`` is seconds since the epoch (injectable, as is the
     repository's); ``interval_s`` evaluates every alarm that often instead of each ``min(Period, 60,
     resolution_s)``. ``resolution_s``: the metric source's resolution; a finer one than a minute allows alarm
@@ -184,7 +184,6 @@ class AlarmService:
         # console's stop-a-rollout, would then do nothing)
         self._held_until: dict[str, float] = {}
         self._definitions: dict[str, tuple[float, AlarmDefinition]] = {}
-        self._task: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -512,12 +511,8 @@ class AlarmService:
         }
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Evaluate in the background (needs a running event loop)."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Evaluate in the background (``start()``, with a running event loop)."""
         next_prune = 0.0
         while True:
             try:
@@ -534,9 +529,5 @@ class AlarmService:
         return self.tick_s if math.isfinite(self.tick_s) and self.tick_s > 0 else 1.0
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().close()
         await self.notifier.close()

@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servekit._utils.background import BackgroundLoop
 from servekit.control.api.errors import ApiError, resource_in_use, validation_exception
 from servekit.control.api.front import Handler
 from servekit.control.api.timestamps import optional_epoch
@@ -139,7 +140,7 @@ class Plan:
     spec: JobSpec
 
 
-class MonitoringService:
+class MonitoringService(BackgroundLoop):
     def __init__(
         self,
         repo: Monitoring,
@@ -164,7 +165,6 @@ class MonitoringService:
         self._slots = asyncio.Semaphore(max_parallel)
         self._running: dict[str, asyncio.Task[None]] = {}  # schedule ARN -> its execution's task
         self._wake = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
         self._stop_reason = "The monitoring schedule was deleted while the execution ran."
         stale = [row.job_name for row in repo.executions_in(UNFINISHED)]
         for name in stale:
@@ -529,16 +529,8 @@ class MonitoringService:
         return _processing_job(row)
 
     # ---- the scheduler -------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._loop_task is None:
-            self._loop_task = asyncio.get_running_loop().create_task(self._loop())
-
     async def close(self) -> None:
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-            self._loop_task = None
+        await super().close()
         self._stop_reason = "servekit up stopped while the execution ran."
         tasks = list(self._running.values())
         for task in tasks:
@@ -550,7 +542,7 @@ class MonitoringService:
         while self._running:
             await asyncio.gather(*list(self._running.values()), return_exceptions=True)
 
-    async def _loop(self) -> None:
+    async def run(self) -> None:
         while True:
             self._wake.clear()
             try:

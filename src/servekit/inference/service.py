@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from servekit._utils.threads import ModelThreads
 from servekit.batching.scheduler import BatchScheduler
@@ -34,7 +35,11 @@ def _timed(predict: Callable[[str, Tensors], Tensors], signature: str, inputs: T
     return outputs, time.perf_counter() - t0
 
 
-def _log_move(key: tuple[str, int, str, int], cost: RunCost, limit_s: float) -> None:
+_Key: TypeAlias = tuple[str, int, str, int]  # model, version, signature, size class
+_Tracked: TypeAlias = tuple[_Key, RunCost]
+
+
+def _log_move(key: _Key, cost: RunCost, limit_s: float) -> None:
     model, version, signature, size = key
     what = f"model '{model}' version {version} signature '{signature}', requests of {1 << (size - 1)}+ elements"
     if cost.inline:
@@ -46,10 +51,6 @@ def _log_move(key: tuple[str, int, str, int], cost: RunCost, limit_s: float) -> 
             OVERRUN * limit_s * 1e6,
             cost.wait,
         )
-
-
-def _elements(inputs: Tensors) -> int:
-    return sum(int(value.size) for value in inputs.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +79,9 @@ class InferenceService:
         self._batching = batching
         self._observer = observer
         self._capture = capture
-        # Requests whose model runs are measured shorter than this run on the event loop (inference/inline.py).
+        # Requests whose model runs are measured shorter than this run on the event loop (runtime/inline.py).
         self._inline_limit_s = inline_limit_s
-        self._costs: dict[tuple[str, int, str, int], RunCost] = {}
+        self._costs: dict[_Key, RunCost] = {}
 
     # ---- what a front asks about models ------------------------------------------------------------------
     @property
@@ -136,34 +137,23 @@ class InferenceService:
                     result = await queue.submit(inputs, req.timeout)
                     outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
                 else:
-                    key = (req.model, lease.version, sig.name, size_class(_elements(inputs)))
-                    cost = self._costs.get(key)
-                    if cost is None:
-                        cost = self._costs[key] = RunCost(eligible=concurrency_of(lease.servable).releases_gil)
-                    if runs_inline(cost, self._inline_limit_s):
+                    tracked = self._run_cost(req.model, lease, sig.name, inputs)
+                    if tracked is not None and runs_inline(tracked[1], self._inline_limit_s):
                         outputs = lease.servable.predict(sig.name, inputs)
                         model_s = time.perf_counter() - t0
-                        observe(cost, model_s, True, self._inline_limit_s)
-                        if not cost.inline:
-                            _log_move(key, cost, self._inline_limit_s)
+                        self._observe(tracked, model_s, inline=True)
                     else:
+                        # Timed on the thread, around the model call alone (a tracked class's measure).
+                        predict, args = _timed, (lease.servable.predict, sig.name, inputs)
                         if self._admission is not None:
-                            work = self._admission.submit(
-                                req.model,
-                                _timed,
-                                (lease.servable.predict, sig.name, inputs),
-                                req.timeout,
-                                req.disconnected,
-                            )
+                            work = self._admission.submit(req.model, predict, args, req.timeout, req.disconnected)
                         else:
-                            work = self._threads.submit(_timed, lease.servable.predict, sig.name, inputs)
+                            work = self._threads.submit(predict, *args)
                         lease.hold(work)
                         outputs, run_s = await asyncio.shield(work)
                         model_s = time.perf_counter() - t0
-                        if not cost.inline:  # requests handed over before it moved onto the loop finish here
-                            observe(cost, run_s, False, self._inline_limit_s)
-                            if cost.inline:
-                                _log_move(key, cost, self._inline_limit_s)
+                        if tracked is not None:
+                            self._observe(tracked, run_s, inline=False)
             except Exception as exc:
                 raise model_failure(exc, req.model, lease.version) from exc
             if req.outputs is not None:
@@ -182,6 +172,26 @@ class InferenceService:
                 timings=Timings(queue_s, model_s, total_s),
                 id=req.id,
             )
+
+    def _run_cost(self, model: str, lease: Lease, signature: str, inputs: Tensors) -> _Tracked | None:
+        """Where this request's size class of a native model stands (runtime/inline.py); None when inlining is off or
+        the servable may block (a Python model): its requests always go to the threads and are not tracked."""
+        if not self._inline_limit_s or not concurrency_of(lease.servable).releases_gil:
+            return None
+        key = (model, lease.version, signature, size_class(sum(int(v.size) for v in inputs.values())))
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._costs[key] = RunCost()
+        return key, cost
+
+    def _observe(self, tracked: _Tracked, seconds: float, inline: bool) -> None:
+        key, cost = tracked
+        was_inline = cost.inline
+        if was_inline and not inline:  # handed to a thread before its class moved onto the loop: not a measure now
+            return
+        observe(cost, seconds, inline, self._inline_limit_s)
+        if cost.inline != was_inline:
+            _log_move(key, cost, self._inline_limit_s)
 
     async def _invoke_raw(self, req: InferenceRequest, raw: RawBody, lease: Lease, started: float) -> InferenceResponse:
         servable = lease.servable

@@ -52,7 +52,6 @@ class RunCost:
 
     runs: int = 0  # thread runs measured since the last (re)start
     fastest: float = float("inf")  # the fastest of those runs, in seconds
-    eligible: bool = True  # False: never inline (a servable that does not declare a compute-only framework)
     inline: bool = False
     slow: float = 0.0  # inline: the recent share of runs over OVERRUN x the limit (an exponential average)
     wait: int = 0  # requests still to send to the threads before measuring again
@@ -83,5 +82,5 @@ def observe(cost: RunCost, seconds: float, inline: bool, limit_s: float) -> None
         return
     cost.runs += 1
     cost.fastest = min(cost.fastest, seconds)
-    if cost.eligible and cost.runs >= MIN_RUNS and cost.fastest <= limit_s and limit_s > 0:
+    if cost.runs >= MIN_RUNS and cost.fastest <= limit_s and limit_s > 0:
         cost.inline = True

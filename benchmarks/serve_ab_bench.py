@@ -5,7 +5,8 @@ p99 and the server process's CPU per request (all its threads, from /proc), one 
 ``python benchmarks/serve_ab_bench.py ROUNDS CONCURRENCY NAME=SRC[:serve flags] ...``, e.g.
 ``python benchmarks/serve_ab_bench.py 4 64 "off=src:--inline_run_limit_micros 0" on=src`` or, against a git
 worktree of an older commit, ``base=/tmp/base/src head=src``; ``NAME=bare`` runs the bare Starlette app
-(benchmarks/baselines/bare_app.py). Each target is started with ``PYTHONPATH=SRC``, warmed 2 s, measured 4 s; the
+(benchmarks/baselines/bare_app.py) and ``NAME=asgi@SRC`` servekit's app from SRC on the same plain uvicorn, without
+``serve``'s connection guard (benchmarks/baselines/servekit_asgi.py). Each target is started with ``PYTHONPATH=SRC``, warmed 2 s, measured 4 s; the
 order alternates by round. CPU per request is steadier than req/s on a shared machine, not immune to it. The model
 is built into a temporary folder (benchmarks/models.py ``tiny``).
 """
@@ -61,6 +62,10 @@ def command(src: str, flags: str) -> tuple[list[str], dict[str, str]]:
     if src == "bare":
         cmd = [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", "18501", "--loop", "uvloop", "--http"]
         return [*cmd, "httptools", "--no-access-log", "--log-level", "warning"], {"PYTHONPATH": BASELINES}
+    if src.startswith("asgi@"):  # servekit's app on plain uvicorn, without serve's connection guard
+        cmd = [sys.executable, "-m", "uvicorn", "servekit_asgi:app", "--port", "18501", "--loop", "uvloop", "--http"]
+        env = {"PYTHONPATH": f"{BASELINES}:{src[5:]}", "SERVEKIT_BENCH_MODEL": str(MODEL), "SERVEKIT_BENCH_NAME": "tiny"}
+        return [*cmd, "httptools", "--no-access-log", "--log-level", "warning"], env
     cmd = [sys.executable, "-m", "servekit.cli.main", "serve", "--model_name", "tiny", "--model_base_path"]
     return [*cmd, str(MODEL), "--rest_api_port", "18501", *flags.split()], {"PYTHONPATH": src}
 

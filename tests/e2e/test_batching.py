@@ -214,6 +214,36 @@ def test_concurrent_one_row_requests_are_batched_with_unchanged_answers(
     assert srv.proc.poll() is None, srv.log()
 
 
+def test_a_request_alone_in_the_server_runs_as_its_own_batch_on_the_event_loop(
+    server_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """One client at a time: each request finds the server otherwise empty, so nothing could join its batch. A
+    cheap model is measured on the batch thread first, then runs on the loop; every request still counts as an
+    IDLE batch of one with the answer it had."""
+    version_dir = iris_onnx(tmp_path / "iris" / "1")
+    params = write_batching(tmp_path / "batching.config", max_batch_size=32, batch_timeout_micros=5000)
+    srv = server_factory(
+        *("--model_base_path", str(tmp_path / "iris"), "--model_name", "iris", "--enable_batching"),
+        *("--batching_parameters_file", str(params), "--inline_run_limit_micros", "100000", *NO_POLL),
+    )
+    sess = ort.InferenceSession(str(version_dir / "model.onnx"), providers=["CPUExecutionProvider"])
+    rows = np.random.default_rng(3).uniform([4.0, 2.0, 1.0, 0.1], [8.0, 4.5, 7.0, 2.5], size=(40, 4)).round(2)
+    srv.wait_ready()
+    with requests.Session() as s:
+        for row in rows:
+            reply = post(f"{srv.url}/v1/models/iris:predict", {"instances": [row.tolist()]}, session=s)
+            assert reply.status == 200, reply
+            label, probs = sess.run(["label", "probabilities"], {"X": row[None].astype(np.float32)})
+            (pred,) = reply.body["predictions"]
+            assert pred["label"] == int(label[0])
+            assert_allclose(pred["probabilities"], probs[0], rtol=1e-5, atol=1e-6)
+    assert "signature 'serving_default', requests of 4+ elements: run on the event loop" in srv.log()
+    m = scrape(srv.url)
+    labels = {"model": "iris", "version": "1"}
+    assert one(m, "servekit_batches_total", reason="idle", **labels) == len(rows)  # thread or loop, one batch each
+    assert total(m, "servekit_batch_size_sum", **labels) == total(m, "servekit_batch_size_count", **labels) == len(rows)
+
+
 # ---- 2. overload, deadlines, recovery --------------------------------------------------------------------
 HANDLER = textwrap.dedent(
     """

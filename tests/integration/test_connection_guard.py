@@ -25,6 +25,7 @@ import uvicorn
 from servekit.cli.connections import GuardStats, default_max_connections, guarded_protocol, resolve
 from servekit.cli.serve import bind
 from servekit.config.models import ConnectionLimits
+from servekit.protocols.http import Backlog
 
 IMPLS = [
     pytest.param("h11", "asyncio", id="h11-asyncio"),
@@ -70,12 +71,12 @@ def _skip_unless_installed(http: str, loop: str) -> None:
 
 
 @contextmanager
-def serving(limits: ConnectionLimits, http: str, loop: str) -> Iterator[Running]:
+def serving(limits: ConnectionLimits, http: str, loop: str, application: Any = app) -> Iterator[Running]:
     _skip_unless_installed(http, loop)
     limits = resolve(limits)
-    stats = GuardStats(limits)
+    stats = GuardStats(limits, backlog=getattr(application, "backlog", None))
     config = uvicorn.Config(
-        app,
+        application,
         http=guarded_protocol(limits, http, stats),  # type: ignore[arg-type]
         loop=loop,
         lifespan="off",
@@ -248,6 +249,47 @@ def test_slow_but_steady_clients_and_a_late_reader_are_not_cut_off(http: str, lo
             late.sendall(HEAD % 3 + b"abc")
             assert read_response(late) == (200, b"3")
     assert sum(srv.stats.totals.values()) == 0
+
+
+class Counting:
+    """Records the server's backlog (requests received whole, not answered) as each request reaches it; ``/hold``
+    then waits for its client to go away without answering."""
+
+    def __init__(self) -> None:
+        self.backlog = Backlog()
+        self.seen: list[tuple[str, int]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        message = await receive()  # the whole (small) body
+        self.seen.append((scope["path"], self.backlog.pending))
+        if scope["path"] == "/hold":
+            while message["type"] != "http.disconnect":
+                message = await receive()
+            return
+        body = b"%d" % len(message.get("body", b""))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": body.rjust(2)})
+
+
+@pytest.mark.parametrize(("http", "loop"), IMPLS)
+def test_the_backlog_counts_requests_received_and_not_yet_answered(http: str, loop: str) -> None:
+    counting = Counting()
+    with serving(ConnectionLimits(idle_timeout_seconds=30), http, loop, counting) as srv:
+        held = connect(srv.port)
+        held.sendall(b"POST /hold HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi")
+        wait_for(lambda: counting.seen == [("/hold", 1)], "the held request to arrive alone")
+        with connect(srv.port) as other:
+            other.sendall(HEAD % 3 + b"abc")
+            assert read_response(other) == (200, b" 3")
+            assert counting.seen[1] == ("/echo", 2)  # the held one is still pending
+            wait_for(lambda: counting.backlog.pending == 1, "the answered request to leave the backlog")
+            other.sendall(HEAD % 1 + b"a")  # the same kept-alive connection, again
+            assert read_response(other) == (200, b" 1")
+        held.close()  # never answered: its connection's end takes it out of the backlog
+        wait_for(lambda: counting.backlog.pending == 0, "the closed connection's request to leave the backlog")
+    assert counting.seen == [("/hold", 1), ("/echo", 2), ("/echo", 2)]
 
 
 @pytest.mark.parametrize(("http", "loop"), IMPLS[:2])

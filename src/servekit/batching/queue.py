@@ -141,6 +141,33 @@ class BatchQueue:
             if task.expiry is not None:
                 task.expiry.cancel()
 
+    def run_alone(self, inputs: Tensors) -> BatchResult | None:
+        """Run a request at once on the calling thread (the event loop) when the queue is idle: nothing queued,
+        nothing executing. Its batch would be itself alone, released as IDLE at once, so skipping the hand-over
+        to a batch thread and back changes no batch. Counted as that batch (cost model, batch metrics).
+
+        None, and nothing run, when the queue is busy, closing, pads batches (``allowed_batch_sizes``: a model
+        may need those exact sizes) or the request would be split: the caller then submits it. Only for a
+        request the caller knows to be cheap and alone in the server (see ``InferenceService``): while it
+        runs, the loop takes no other request, so none can join."""
+        cfg = self.cfg
+        if self._executing or self._queue or self._closed or cfg.allowed_batch_sizes:
+            return None
+        try:
+            rows = rows_of(inputs)
+        except ValueError:
+            return None  # submit refuses it with the message
+        if not 0 < rows <= cfg.execution_batch_size:
+            return None
+        self._note_arrival(asyncio.get_running_loop().time(), rows)
+        t0 = time.perf_counter()
+        outputs = self._predict(dict(inputs))
+        seconds = time.perf_counter() - t0
+        self._cost.observe(rows, seconds)
+        if self._observer is not None:
+            self._observer.on_batch(self._key, rows, rows, ReleaseReason.IDLE, seconds)
+        return BatchResult(outputs, 0.0, seconds, rows)
+
     def _note_arrival(self, now: float, rows: int) -> None:
         gap = now - self._last_arrival if self._last_arrival else 0.0
         self._last_arrival = now

@@ -34,6 +34,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from servekit.config.models import ConnectionLimits
+from servekit.protocols.http import Backlog
 
 log = logging.getLogger("servekit.connections")
 
@@ -103,8 +104,12 @@ class _Every:
 class GuardStats:
     """Per process (all connections of one server): counts and rate-limited log lines."""
 
-    def __init__(self, limits: ConnectionLimits, interval: float = LOG_INTERVAL_S) -> None:
+    def __init__(
+        self, limits: ConnectionLimits, interval: float = LOG_INTERVAL_S, backlog: Backlog | None = None
+    ) -> None:
         self.limits = limits
+        # Requests received whole and not yet answered (the "busy" phase), for the app (protocols/http.py).
+        self.backlog = backlog or Backlog()
         self.refused = _Every(logging.WARNING, interval)
         self.timed_out = _Every(logging.INFO, interval)
         self.totals: Counter[str] = Counter()
@@ -210,6 +215,8 @@ class _Guard:
         self._due = seconds
 
     def _cancel(self, phase: Phase) -> None:
+        if (phase == "busy") != (self.phase == "busy"):  # every way out of "busy" passes here: answered or closed
+            self._stats.backlog.pending += 1 if phase == "busy" else -1
         self.phase = phase
         self._due = None
         if self._timer is not None:

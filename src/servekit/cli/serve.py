@@ -23,7 +23,7 @@ from typing import Any
 
 import uvicorn
 
-from servekit.cli.connections import guarded_protocol, resolve
+from servekit.cli.connections import GuardStats, guarded_protocol, resolve
 from servekit.cli.http_stack import HttpStack, http_stack
 from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
@@ -76,12 +76,13 @@ def _uvicorn(
     config: ServerConfig, log_level: str, grpc: GrpcConfig | None = None, stack: HttpStack | None = None
 ) -> uvicorn.Server:
     stack = stack or http_stack()
-    app: Any = build_app(config)
+    limits = resolve(config.connections)
+    stats = GuardStats(limits)
+    app: Any = build_app(config, backlog=stats.backlog)  # the guard counts the requests the app may find alone
     if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
         from servekit.protocols.grpc.server import GrpcFront, WithGrpc
 
         app = WithGrpc(app, GrpcFront(app.state.core, grpc))
-    limits = resolve(config.connections)
     log.info("HTTP: %s", stack.describe())
     log.info(
         "connections: idle timeout %gs, request head %gs, body %gs, keep-alive %ds, at most %d open",
@@ -103,7 +104,7 @@ def _uvicorn(
         server_header=False,
         date_header=False,
         loop=stack.loop,
-        http=guarded_protocol(limits, stack.http),
+        http=guarded_protocol(limits, stack.http, stats),
         timeout_keep_alive=KEEP_ALIVE_S,
     )
     return uvicorn.Server(uv)

@@ -52,6 +52,9 @@ class InferenceRequest:
     raw: RawBody | None = None  # given to a model that takes raw bodies instead of ``inputs``
     # Completes when the client has gone away; a request still waiting for a model thread is then dropped.
     disconnected: Callable[[], Awaitable[object]] | None = None
+    # The server holds no other request (counted by its transport): with batching on, nothing could join this
+    # request's batch, so a cheap model may run it on the event loop (inference/service.py).
+    alone: bool = False
 
 
 @dataclass(slots=True)

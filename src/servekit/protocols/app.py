@@ -16,7 +16,7 @@ from servekit.config.models import ServerConfig
 from servekit.observability.metrics import CONTENT_TYPE
 from servekit.protocols.auth import BearerAuth
 from servekit.protocols.context import AdapterContext
-from servekit.protocols.http import json_response
+from servekit.protocols.http import Backlog, json_response
 from servekit.protocols.kserve_v2 import KServeV2, infer_target
 from servekit.protocols.sagemaker import SageMaker
 from servekit.protocols.tfserving_rest import TfServingRest
@@ -71,7 +71,8 @@ class FastPath:
         await self.app(scope, receive, send)
 
 
-def build_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath:
+def build_app(config: ServerConfig, core: ServingCore | None = None, backlog: Backlog | None = None) -> FastPath:
+    """``backlog``: the server's count of pending requests, where its transport keeps one (``serve`` does)."""
     core = core or ServingCore(config)
     ctx = AdapterContext(
         core.service,
@@ -80,6 +81,7 @@ def build_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath
         config.sagemaker_default_accept,
         request_timeout_s=config.request_timeout_ms / 1e3 if config.request_timeout_ms else None,
         multi_model=MultiModelHost(core, config.multi_model_memory_bytes) if config.multi_model else None,
+        backlog=backlog,
     )
 
     async def metrics(request: Request) -> Response:

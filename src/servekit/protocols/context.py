@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from servekit.errors import invalid
 from servekit.inference.ports import RequestObserver
 from servekit.inference.service import InferenceService
+from servekit.protocols.http import Backlog, scope_header
 from servekit.protocols.large import DecodeLane
 from servekit.server.multi_model import MultiModelHost
 
 TIMEOUT_HEADER = "x-servekit-timeout-ms"
+_TIMEOUT_KEY = TIMEOUT_HEADER.encode()
 _MAX_TIMEOUT_MS = 24 * 3600 * 1e3
 
 
@@ -24,10 +27,16 @@ class AdapterContext:
     request_timeout_s: float | None = None  # default deadline for waiting in a batch queue or for a thread
     large: DecodeLane = field(default_factory=DecodeLane)
     multi_model: MultiModelHost | None = None  # SageMaker's multi-model container API, when serving that way
+    # Requests pending in the server, where its transport counts them (None: unknown, so never alone).
+    backlog: Backlog | None = None
 
-    def timeout(self, headers: Mapping[str, str]) -> float | None:
+    def alone(self) -> bool:
+        """Whether the request being handled is the only one the server holds (see :class:`Backlog`)."""
+        return self.backlog is not None and self.backlog.pending == 1
+
+    def timeout(self, scope: Mapping[str, Any]) -> float | None:
         """The request's deadline: ``x-servekit-timeout-ms`` when sent, else the server default."""
-        raw = headers.get(TIMEOUT_HEADER)
+        raw = scope_header(scope, _TIMEOUT_KEY)
         if raw is None:
             return self.request_timeout_s
         try:

@@ -24,9 +24,30 @@ JSON_TYPE = "application/json"
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
+class Backlog:
+    """Requests the server has received whole and not yet answered, across its connections, as its HTTP transport
+    counts them (``serve``'s connection guard, cli/connections.py). Read by the adapters to tell the service
+    when a request is alone: at that moment nothing else is parsed and waiting, so with batching on nothing
+    could join its batch."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = 0
+
+
+def scope_header(scope: Mapping[str, Any], name: bytes) -> str | None:
+    """One request header read straight from the ASGI scope (``name`` lowercase, as servers deliver header names),
+    for the hot path's one or two lookups: Starlette's ``request.headers`` builds a mapping of them all first."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole body, refusing (413) anything over ``limit`` bytes before or while it streams in."""
-    declared = request.headers.get("content-length")
+    declared = scope_header(request.scope, b"content-length")
     if declared is not None:
         try:
             size = int(declared)

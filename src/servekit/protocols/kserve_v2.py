@@ -144,7 +144,8 @@ class KServeV2:
                 signature=parsed.signature,
                 outputs=parsed.outputs,
                 id=parsed.id,
-                timeout=self._ctx.timeout(request.headers),
+                timeout=self._ctx.timeout(request.scope),
+                alone=self._ctx.alone(),
                 disconnected=request.receive,
             )
         )

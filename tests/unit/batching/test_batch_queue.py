@@ -98,6 +98,44 @@ def test_lone_request_runs_at_once() -> None:
     run_virtual(main)
 
 
+def test_a_request_alone_in_an_idle_queue_can_run_on_the_callers_thread_as_its_batch() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        model, reasons = Model(), Reasons()
+        q = queue(model, cfg(), observer=reasons)
+        t0 = loop.time()
+        r = q.run_alone(x(1, 2))
+        assert r is not None and loop.time() == t0  # ran now, on this thread: no virtual model thread was used
+        assert r.outputs["y"].ravel().tolist() == [2, 4]
+        assert (r.queue_s, r.batch_rows) == (0.0, 2)
+        assert model.calls == [2]
+        assert reasons.seen == [(2, 2, ReleaseReason.IDLE)]  # counted as the batch it would have been
+
+    run_virtual(main)
+
+
+def test_a_busy_closed_padding_or_oversized_queue_runs_nothing_alone() -> None:
+    async def main() -> None:
+        model = Model()
+        q = queue(model, cfg(max_batch_size=2))
+        running = asyncio.ensure_future(q.submit(x(1)))
+        await asyncio.sleep(0)
+        assert q.executing == 1 and q.run_alone(x(2)) is None  # a batch is executing
+        queued = asyncio.ensure_future(q.submit(x(3)))
+        await asyncio.sleep(0)
+        assert q.queued_rows == 1 and q.run_alone(x(4)) is None  # one is waiting: the next would join it
+        await asyncio.gather(running, queued)
+        assert q.run_alone(x(5, 6, 7)) is None  # over the batch size: submit splits or refuses it
+        assert q.run_alone({"x": np.zeros((1, 1)), "z": np.zeros((2, 1))}) is None  # submit says why
+        assert model.calls == [1, 1]  # only the two submitted batches ran
+        padded = queue(model, cfg(max_batch_size=4, allowed_batch_sizes=(2, 4)))
+        assert padded.run_alone(x(1)) is None  # a model given fixed batch sizes gets only those
+        await q.close()
+        assert q.run_alone(x(8)) is None
+
+    run_virtual(main)
+
+
 def test_batches_form_while_the_model_is_busy() -> None:
     async def main() -> None:
         model, reasons = Model(), Reasons()

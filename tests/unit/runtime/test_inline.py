@@ -10,7 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from servekit._utils.threads import ModelThreads
-from servekit.config.models import ModelConfig
+from servekit.batching.scheduler import BatchScheduler
+from servekit.config.models import BatchingConfig, ModelConfig
 from servekit.inference.admission import Admission
 from servekit.inference.schema import InferenceRequest
 from servekit.inference.service import InferenceService
@@ -116,8 +117,16 @@ class Recorder(FakeServable):
         return super().predict(signature, inputs)
 
 
-def serve(servable: Recorder, limit_s: float, sizes: list[int]) -> list[bool]:
-    """Run one request per entry of ``sizes`` (rows) through an InferenceService; whether each ran on the loop."""
+def serve(
+    servable: Recorder,
+    limit_s: float,
+    sizes: list[int],
+    batching: BatchingConfig | None = None,
+    alone: bool = False,
+) -> list[bool]:
+    """Run one request per entry of ``sizes`` (rows) through an InferenceService, one after another, with a batch
+    queue when ``batching`` is given and each request marked ``alone`` in the server or not; whether each ran on
+    the loop."""
 
     async def main() -> list[bool]:
         manager = ModelManager(lambda path, cfg: servable, max_load_retries=0, retry_interval=0.0)
@@ -125,16 +134,21 @@ def serve(servable: Recorder, limit_s: float, sizes: list[int]) -> list[bool]:
         manager.set_aspired_versions("m", {1: "/unused/1"})
         await manager.wait_idle()
         threads = ModelThreads(2)
-        service = InferenceService(manager, threads, admission=Admission(threads, 2, 8), inline_limit_s=limit_s)
+        scheduler = BatchScheduler(threads, lambda _: batching) if batching is not None else None
+        service = InferenceService(
+            manager, threads, scheduler, admission=Admission(threads, 2, 8), inline_limit_s=limit_s
+        )
         loop_thread = threading.get_ident()
         on_loop = []
         try:
             for rows in sizes:
                 x = np.full((rows, 2), 1.0, dtype=np.float32)
-                resp = await service.infer(InferenceRequest("m", {"x": x}))
+                resp = await service.infer(InferenceRequest("m", {"x": x}, alone=alone))
                 assert np.array_equal(resp.outputs["y"], x + 1)
                 on_loop.append(servable.threads[-1] == loop_thread)
         finally:
+            if scheduler is not None:
+                await scheduler.close()
             threads.shutdown()
             await manager.close()
         return on_loop
@@ -159,3 +173,19 @@ def test_a_python_model_always_runs_on_a_thread() -> None:
 def test_no_limit_and_a_limit_below_every_run_keep_the_threads() -> None:
     assert not any(serve(Recorder(compute_only=True), limit_s=0.0, sizes=[1] * (MIN_RUNS + 8)))
     assert not any(serve(Recorder(compute_only=True), limit_s=1e-12, sizes=[1] * (MIN_RUNS + 8)))
+
+
+BATCHING = BatchingConfig(max_batch_size=64, batch_timeout_micros=1000, num_batch_threads=1)
+
+
+def test_with_batching_a_request_alone_in_the_server_moves_onto_the_loop_as_its_own_batch() -> None:
+    on_loop = serve(Recorder(compute_only=True), limit_s=1.0, sizes=[1] * (MIN_RUNS + 4), batching=BATCHING, alone=True)
+    assert on_loop == [False] * MIN_RUNS + [True] * 4  # measured as lone batches on the batch thread first
+
+
+def test_with_batching_requests_with_others_pending_always_queue() -> None:
+    # Under load a request run on the loop would keep the next from joining its batch: never, however cheap.
+    sizes = [1] * (MIN_RUNS + 8)
+    assert not any(serve(Recorder(compute_only=True), limit_s=1.0, sizes=sizes, batching=BATCHING, alone=False))
+    assert not any(serve(Recorder(compute_only=False), limit_s=1.0, sizes=sizes, batching=BATCHING, alone=True))
+    assert not any(serve(Recorder(compute_only=True), limit_s=0.0, sizes=sizes, batching=BATCHING, alone=True))

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import numpy.typing as npt
 import orjson
 
+from servekit.codecs.numeric_json import numeric_lines
 from servekit.codecs.sagemaker import (
     CSV,
     JSON,
@@ -31,7 +32,7 @@ from servekit.codecs.sagemaker import (
 from servekit.codecs.tfjson import decode_instances
 from servekit.errors import ErrorCode, ServekitError
 from servekit.inference.call import full_message, predict_now
-from servekit.inference.schema import InferenceResponse
+from servekit.inference.schema import ONLY_INPUT, InferenceResponse
 from servekit.runtime.base import RawInvocable, Servable
 
 # Worth another try: the server was unreachable, slow, overloaded or failed inside.
@@ -154,6 +155,9 @@ class RuntimeInvoker:
 def _decode_lines(lines: list[bytes], media: str) -> tuple[dict[str, npt.NDArray[Any]], bool, str | None]:
     """:func:`decode_body` of the body these lines make, without joining them when they are JSON Lines."""
     if media == JSONLINES:
+        rows = numeric_lines(lines)  # a flat list of numbers per line, the usual input: parsed as one
+        if rows is not None:
+            return {ONLY_INPUT: rows}, True, None
         try:
             values = list(map(orjson.loads, lines))
         except orjson.JSONDecodeError:  # blank lines, NaN, malformed: the adapter's decoder decides

@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from servekit.codecs.json import loads
-from servekit.codecs.numeric_json import HAVE_SIMDJSON, MIN_BYTES, numeric_tensor
-from servekit.codecs.tfjson import decode_predict, decode_request
+from servekit.codecs.numeric_json import HAVE_SIMDJSON, MIN_BYTES, numeric_lines, numeric_tensor
+from servekit.codecs.tfjson import decode_instances, decode_predict, decode_request
 from servekit.errors import ServekitError, invalid
 from servekit.inference.schema import ONLY_INPUT
 from servekit.types import PREDICT_METHOD
@@ -282,3 +283,80 @@ def test_small_bodies_and_other_shapes_are_left_to_the_general_path() -> None:
     ]:
         assert numeric_tensor(raw + pad) is None, raw
         assert_same(raw + pad)
+
+
+# -- JSON Lines of rows (batch transform input) -----------------------------------------------------------------
+
+
+def line_by_line(lines: list[bytes]) -> Any:
+    """The transform's reading of JSON Lines without the fast path: orjson per line, the values stacked."""
+    try:
+        values = [orjson.loads(line) for line in lines]
+        return ("ok", {k: tensor(v) for k, v in decode_instances(values, ()).items()})
+    except (orjson.JSONDecodeError, ServekitError):
+        return ("refused",)
+
+
+def assert_same_lines(lines: list[bytes]) -> npt.NDArray[Any] | None:
+    fast = numeric_lines(lines)
+    if fast is not None:
+        assert line_by_line(lines) == ("ok", {ONLY_INPUT: tensor(fast)})
+    return fast
+
+
+@st.composite
+def row_lines(draw: st.DrawFn) -> list[str]:
+    rows, width = draw(st.integers(1, 8)), draw(st.integers(1, 5))
+    ws = draw(st.booleans())
+
+    def sep(text: str) -> str:
+        return (draw(st.text(" \t", max_size=2)) + text + draw(st.text(" \t", max_size=2))) if ws else text
+
+    lines = ["[" + sep(",").join(draw(number()) for _ in range(width)) + "]" for _ in range(rows)]
+    for _ in range(draw(st.integers(0, 2))):  # damage, or moves that keep it valid
+        i = draw(st.integers(0, len(lines) - 1))
+        how = draw(st.integers(0, 7))
+        line = lines[i]
+        cut = draw(st.integers(0, len(line)))
+        if how == 0 and len(lines) > 1:  # two lines run together, as the joined text would read them
+            lines[i : i + 2] = [line + draw(st.sampled_from([",", "", " "])) + lines[(i + 1) % len(lines)]]
+        elif how == 1:  # a line split in two
+            lines[i : i + 1] = [line[:cut], line[cut:]]
+        elif how == 2:
+            lines[i] = line[:cut] + draw(st.sampled_from([",", "[", "]", '"', "{", "}", ":", "\r", "\\"])) + line[cut:]
+        elif how == 3:
+            lines[i] = line[:cut] + draw(st.sampled_from(NOT_NUMBERS)) + line[cut:]
+        elif how == 4:
+            lines[i] = draw(st.sampled_from(["", " ", "[]", "[[1]]", '["1"]', "[1]\r", " [1]", "{}", "1"]))
+        elif how == 5:  # a ragged row
+            lines[i] = line.replace("]", ",1]", 1)
+        elif how == 6:  # a line that is two rows
+            lines[i] = line + "," + line
+        else:
+            lines[i] = "[" + line + "]"
+    return lines
+
+
+@settings(max_examples=600, deadline=None)
+@given(row_lines())
+@example(["[1,2],[3", "4]"])  # valid once joined, refused line by line
+@example(["[1,2]", "[3,4]"])
+@example(["[1.5,2]", "[3,4]"])
+@example(["[1]]", "[[2]"])
+@example(["[9223372036854775808]", "[1.5]"])
+@example(["[1e400]"])
+@example(['[1]],"signature_name":null,"x":[[2'])
+@example(["[1]", ""])
+def test_json_lines_of_rows_read_as_one_give_what_line_by_line_gives(lines: list[str]) -> None:
+    assert_same_lines([line.encode("utf-8", "surrogatepass") for line in lines])
+
+
+def test_the_usual_transform_lines_take_the_fast_path() -> None:
+    rows = np.round(np.random.default_rng(0).normal(size=(1024, 64)), 4)
+    arr = assert_same_lines([orjson.dumps(r) for r in rows.tolist()])
+    assert arr is not None and arr.dtype == np.float64 and np.array_equal(arr, rows)
+    ints = assert_same_lines([b"[1,2,3]", b"[4, 5, 6]"])
+    assert ints is not None and ints.dtype == np.int64 and ints.tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert numeric_lines([b"[1,2],[3", b"4]"]) is None
+    assert numeric_lines([b'{"x": [1, 2]}']) is None
+    assert numeric_lines([]) is None

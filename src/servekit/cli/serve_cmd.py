@@ -120,7 +120,8 @@ def serve(
         int,
         _tf(
             "--inline_run_limit_micros",
-            help="Without batching: a native model whose runs measure under this runs on the event loop (0: never).",
+            help="A native model whose runs measure under this runs on the event loop (0: never); with batching, only a"
+            " request alone in the server.",
         ),
     ] = 50,
     intra_op: Annotated[int, _tf("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,

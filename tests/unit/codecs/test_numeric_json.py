@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from servekit.codecs.json import loads
 from servekit.codecs.numeric_json import HAVE_SIMDJSON, MIN_BYTES, numeric_lines, numeric_tensor
+from servekit.codecs.sagemaker import JSON, decode_body, numeric_body
 from servekit.codecs.tfjson import decode_instances, decode_predict, decode_request
 from servekit.errors import ServekitError, invalid
 from servekit.inference.schema import ONLY_INPUT
@@ -360,3 +361,67 @@ def test_the_usual_transform_lines_take_the_fast_path() -> None:
     assert numeric_lines([b"[1,2],[3", b"4]"]) is None
     assert numeric_lines([b'{"x": [1, 2]}']) is None
     assert numeric_lines([]) is None
+
+
+# -- SageMaker JSON bodies (/invocations) -----------------------------------------------------------------------
+
+
+def sagemaker_general(raw: bytes) -> tuple[str | None, dict[str, npt.NDArray[Any]], bool]:
+    """decode_body's JSON reading as it was before the fast path."""
+    doc = loads(raw)
+    if isinstance(doc, dict) and ("instances" in doc or "inputs" in doc):
+        sig_name = doc.get("signature_name")
+        inputs, as_rows = decode_predict(doc, ())
+        return sig_name if isinstance(sig_name, str) else None, inputs, as_rows
+    if isinstance(doc, dict):
+        raise invalid('a JSON object body must hold "instances" or "inputs"; send a bare list for rows')
+    return None, decode_instances(doc if isinstance(doc, list) else [doc], ()), True
+
+
+def assert_same_sagemaker(raw: bytes) -> bool:
+    """decode_body answers every JSON body as before; True when the fast path gave the answer."""
+    want = outcome(sagemaker_general, raw)
+
+    def now(r: bytes) -> tuple[str | None, dict[str, npt.NDArray[Any]], bool]:
+        inputs, as_rows, sig = decode_body(r, JSON)
+        return sig, inputs, as_rows
+
+    assert outcome(now, raw) == want
+    fast = numeric_body(raw)
+    if fast is not None:
+        assert want == outcome(lambda _: (fast[0], {ONLY_INPUT: fast[1]}, fast[2]), raw)
+    return fast is not None
+
+
+@st.composite
+def sagemaker_body(draw: st.DrawFn) -> str:
+    text = draw(st.one_of(body(), damaged_body()))
+    if draw(st.booleans()):  # a bare list of rows: the value alone, as SageMaker clients send it
+        start, end = text.find("["), text.rfind("]")
+        if 0 <= start < end:
+            text = text[start : end + 1]
+            if draw(st.booleans()):
+                text = damage(draw, '{"instances": ' + text + "}")[len('{"instances": ') : -1]
+    return text
+
+
+@settings(max_examples=600, deadline=None)
+@given(sagemaker_body())
+@example("[[1.5, 2], [3, 4]]")
+@example(" [[1.5, 2]] ")
+@example("[[1.5, 2]]]")
+@example("[[1.5, 2]]}, {")
+@example('[[1.5]], "signature_name": "x"')
+@example("[[1.5, 2]], [[3, 4]]")
+@example("[1.5, 2]")
+@example("[]")
+@example('{"instances": [[1.5]], "signature_name": 3}')
+def test_sagemaker_json_bodies_decode_as_before(text: str) -> None:
+    assert_same_sagemaker(text.encode("utf-8", "surrogatepass"))
+
+
+def test_the_usual_sagemaker_bodies_take_the_fast_path() -> None:
+    rows = np.round(np.random.default_rng(0).normal(size=(32, 64)), 4).tolist()
+    assert assert_same_sagemaker(json.dumps(rows).encode())
+    assert assert_same_sagemaker(json.dumps({"instances": rows}).encode())
+    assert not assert_same_sagemaker(json.dumps([{"x": r} for r in rows]).encode())

@@ -21,7 +21,7 @@ import orjson
 
 from servekit.codecs.json import dumps, loads
 from servekit.codecs.numeric_json import MIN_BYTES as NUMERIC_MIN_BYTES
-from servekit.codecs.numeric_json import numeric_tensor
+from servekit.codecs.numeric_json import numeric_rows, numeric_tensor
 from servekit.codecs.tfjson import array_rows, decode_instances, decode_predict, encode_predict
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
@@ -164,17 +164,13 @@ def rows(resp: InferenceResponse) -> list[Any]:
 
 def numeric_body(body: bytes) -> tuple[str | None, npt.NDArray[Any], bool] | None:
     """A JSON body of numbers as :func:`decode_body` reads it, through the ``:predict`` fast path
-    (``codecs/numeric_json.py``), or None where the general reading must answer: ``{"instances"|"inputs": ...}``
-    as TF Serving's, or a bare list of rows. The bare list is read as ``{"instances": <body>}`` only when the body
-    holds no quote: without one no key can be written, so the wrapped text is valid JSON only when the body itself
-    is one value, and then its rows are what ``decode_instances`` makes of it."""
+    (``codecs/numeric_json.py``): ``{"instances"|"inputs": ...}`` as TF Serving's, or a bare list of rows; None
+    where the general reading must answer."""
     fast = numeric_tensor(body)
     if fast is not None:
         return fast
-    stripped = body.lstrip(b" \t\n\r")
-    if stripped[:1] != b"[" or b'"' in body:
-        return None
-    return numeric_tensor(b'{"instances":' + body + b"}")
+    rows = numeric_rows(body)
+    return None if rows is None else (None, rows, True)
 
 
 def decode_body(body: bytes, media: str) -> tuple[dict[str, npt.NDArray[Any]], bool, str | None]:

@@ -138,7 +138,8 @@ class InferenceService:
                     # measured cheap runs on the loop as that batch. Under load (others pending) requests always
                     # queue: running one on the loop would keep the next from joining a batch.
                     tracked = self._run_cost(req.model, lease, sig.name, inputs) if req.alone else None
-                    ran = queue.run_alone(inputs) if tracked and runs_inline(tracked[1], self._inline_limit_s) else None
+                    cheap = tracked is not None and runs_inline(tracked[1], self._inline_limit_s)
+                    ran = queue.run_alone(inputs) if cheap else None
                     result = ran if ran is not None else await queue.submit(inputs, req.timeout)
                     outputs, queue_s, model_s = result.outputs, result.queue_s, result.model_s
                     if tracked is not None:
@@ -185,10 +186,7 @@ class InferenceService:
         the servable may block (a Python model): its requests always go to the threads and are not tracked."""
         if not self._inline_limit_s or not concurrency_of(lease.servable).releases_gil:
             return None
-        elements = 0
-        for value in inputs.values():
-            elements += value.size
-        key = (model, lease.version, signature, size_class(elements))
+        key = (model, lease.version, signature, size_class(sum(int(v.size) for v in inputs.values())))
         cost = self._costs.get(key)
         if cost is None:
             cost = self._costs[key] = RunCost()

@@ -8,11 +8,12 @@ memory a decode takes (tens of times the body, as Python objects) is spent there
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
+
+from servekit._utils import heap
 
 T = TypeVar("T")
 
@@ -25,14 +26,7 @@ def _run_and_trim(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     try:
         return fn(*args)
     finally:
-        _trim()
-
-
-def _trim() -> None:
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim, nothing lost
-        pass
+        heap.trim()
 
 
 class DecodeLane:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable
 from typing import Any
 
 from starlette.requests import Request
@@ -47,10 +46,6 @@ class _Target:
             raise not_found(f"unknown method ':{self.verb}'; expected :predict, :classify or :regress")
 
 
-async def _answered(response: Response) -> Response:
-    return response
-
-
 class TfServingRest:
     def __init__(self, ctx: AdapterContext) -> None:
         self._ctx = ctx
@@ -70,17 +65,15 @@ class TfServingRest:
             api = "metadata" if path.endswith("/metadata") else "status"
         return await self._observed.run(model, api, lambda: self._handle(request, path, m, verb), request.scope)
 
-    def _handle(self, request: Request, path: str, m: re.Match[str] | None, verb: str) -> Awaitable[Response]:
-        """The answer to await; a bad path or method raises here. Not a coroutine itself: an inference request
-        awaits ``_infer`` directly, one frame fewer on the hot path."""
+    async def _handle(self, request: Request, path: str, m: re.Match[str] | None, verb: str) -> Response:
         t = _Target(path, m, verb)
         if t.verb:
             if request.method != "POST":
                 raise invalid(f":{t.verb} needs POST, got {request.method}")
-            return self._infer(request, t)
+            return await self._infer(request, t)
         if request.method != "GET":
             raise invalid("model status and metadata need GET")
-        return _answered(self._metadata(t) if t.meta else self._status(t))
+        return self._metadata(t) if t.meta else self._status(t)
 
     def _status(self, t: _Target) -> Response:
         statuses = self._ctx.service.status(t.model, t.version, t.label)

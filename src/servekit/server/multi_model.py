@@ -15,7 +15,6 @@ a loaded model is served, batched, measured and captured like any other, and ``/
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import tempfile
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servekit._utils import heap
 from servekit.config.models import ModelConfig
 from servekit.errors import ConfigError, ErrorCode, ServekitError, invalid, not_found
 from servekit.server.core import ServingCore
@@ -61,16 +61,6 @@ def process_rss_bytes() -> int:
     except (OSError, ValueError, IndexError):
         return 0
     return pages * os.sysconf("SC_PAGE_SIZE")
-
-
-def _trim_heap() -> None:
-    """glibc keeps freed heap pages (and raises its mmap threshold after large frees, so the next model's arrays
-    come from the heap too): ``malloc_trim(0)`` returns what is free. A no-op elsewhere."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    libc.malloc_trim(0)
 
 
 def disk_bytes(path: str) -> int:
@@ -264,7 +254,9 @@ class MultiModelHost:
             except TimeoutError:
                 pass
         self.unloads += 1
-        _trim_heap()  # hand freed model memory back to the system, or the next load's measure sees it as used
+        # glibc keeps freed heap pages (and raises its mmap threshold after large frees, so the next model's arrays
+        # come from the heap too): hand them back, or the next load's measure sees them as used.
+        heap.trim()
         return self._clock() - began
 
     async def _set_models(self) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from servekit._utils import heap
 from servekit.config.models import RuntimeOptions
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.storage.fs import Storage
@@ -68,8 +68,7 @@ def intra_op_threads(options: RunOptions, instances: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, instances))
 
 
-# glibc's mallopt parameters, and the values an instance runs with (see keep_heap_pages).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# What an instance's heap keeps for its next mini-batch (see keep_heap_pages).
 _MMAP_THRESHOLD_BYTES, _TRIM_THRESHOLD_BYTES = 32 << 20, 64 << 20
 
 
@@ -89,12 +88,7 @@ def keep_heap_pages() -> None:
     the heap's top once over twice that size), so every mini-batch faulted its ~4 MB in again: ~1,100 page faults
     and as much system CPU as the parse's own (``numeric_lines`` x200: 0.36-0.45 s system, 222k faults; with these
     thresholds 0.004 s, 1.1k faults). An instance holds at most 64 MiB of free heap this way. No-op without glibc."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
-        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
-    except (OSError, AttributeError):
-        pass
+    heap.keep_freed_pages(_MMAP_THRESHOLD_BYTES, _TRIM_THRESHOLD_BYTES)
 
 
 def make_invoker(spec: TransformSpec, intra_op: int) -> Invoker:

@@ -36,7 +36,7 @@ from typing import Any
 
 from botocore.config import Config
 
-from servekit.control.api import client as servekit_client
+from servekit.aws import client as servekit_client
 from servekit.testing.hosting import UpProcess, scaling_model
 
 RID = "endpoint/bench/variant/AllTraffic"

@@ -32,8 +32,8 @@ sys.path.insert(0, str(HERE))
 from models import build_all  # noqa: E402
 from run import _ms, free_port, machine  # noqa: E402
 
-from servekit.control.api import Credentials  # noqa: E402
-from servekit.control.api import client as servekit_client  # noqa: E402
+from servekit.aws import Credentials  # noqa: E402
+from servekit.aws import client as servekit_client  # noqa: E402
 
 ROW = json.dumps([[5.1, 3.5, 1.4, 0.2]])
 

@@ -38,13 +38,13 @@ from models import INPUT_WIDTH, build_all  # noqa: E402
 from run import machine  # noqa: E402
 from test_ray_backend import NODE, RAY_ENV, start_node  # noqa: E402  (the tests' cluster, stopped by pid)
 
+from servekit.aws import Credentials  # noqa: E402
+from servekit.backends.local import free_port  # noqa: E402
 from servekit.bench.client import build_request  # noqa: E402
 from servekit.bench.loop import closed_loop  # noqa: E402
 from servekit.bench.spec import Target  # noqa: E402
 from servekit.bench.stats import PhaseStats, Samples  # noqa: E402
 from servekit.bench.workload import Workload  # noqa: E402
-from servekit.control.api import Credentials  # noqa: E402
-from servekit.control.backends import free_port  # noqa: E402
 from servekit.testing.hosting import UpProcess  # noqa: E402
 
 COUNTS = (1, 2, 4)

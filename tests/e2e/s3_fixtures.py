@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from servekit.control.backends import free_port
+from servekit.backends.local import free_port
 
 
 @dataclass

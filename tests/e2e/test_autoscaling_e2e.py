@@ -21,7 +21,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from servekit.control.api import Credentials
+from servekit.aws import Credentials
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e

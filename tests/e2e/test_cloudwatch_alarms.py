@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from servekit.control.api import client as servekit_client
+from servekit.aws import client as servekit_client
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

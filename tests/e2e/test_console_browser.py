@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from servekit.control.api import Credentials
+from servekit.aws import Credentials
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

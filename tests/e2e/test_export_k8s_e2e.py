@@ -14,7 +14,7 @@ import pytest
 import yaml
 from tests.unit.export.k8s_schemas import validate
 
-from servekit.control.instance_types import load_instance_types
+from servekit.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from servekit.control.backends import LocalProcessBackend
-from servekit.control.fleet import EndpointController, EndpointPlan, VariantPlan
-from servekit.control.gateway import Gateway, RoutingTable
-from servekit.control.rollout import policy_from
+from servekit.backends.local import LocalProcessBackend
+from servekit.gateway.service import Gateway, RoutingTable
+from servekit.hosting.fleet import EndpointController, EndpointPlan, VariantPlan
+from servekit.hosting.rollout import policy_from
 from servekit.testing.hosting import scaling_model
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ import botocore.exceptions
 import pytest
 from tests.e2e.test_hosting import invoke
 
-from servekit.control.instance_types import load_instance_types
+from servekit.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess
 from servekit.testing.hosting import scaling_model as handler_model
 

@@ -18,7 +18,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from servekit.control.registry_deploy import rule_tags
+from servekit.registry.deploy import rule_tags
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

@@ -22,7 +22,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from servekit.control.backends import free_port
+from servekit.backends.local import free_port
 from servekit.testing.hosting import UpProcess, scaling_model
 
 ray = pytest.importorskip("ray")

@@ -42,18 +42,36 @@ ALLOWED: dict[str, frozenset[str]] = {
     "server": _CORE | {"codecs", "observability", "capture"},
     # Protocol fronts mount on the core.
     "protocols": _CORE | {"codecs", "observability", "server", "protos"},
-    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state", "control", "protos"},
+    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state", "aws", "backends", "protos"},
     "demo": BASE | {"config", "codecs"},
-    "monitor": BASE | {"config", "storage", "state", "codecs", "capture"},
+    # Drift and quality monitoring; its scheduling API (monitor/schedules) speaks AWS on the control plane and reads
+    # the endpoint metrics store.
+    "monitor": BASE | {"config", "storage", "state", "codecs", "capture", "aws", "cloudwatch"},
     "bench": BASE | {"config", "codecs"},
-    "transform": _CORE | {"codecs", "state"},
-    # The hosting control plane: knows no tensors and no serving internals; instances are `servekit serve`
-    # processes it starts, and the gateway forwards bytes.
-    "control": BASE | {"config", "storage", "state"},
+    "transform": _CORE | {"codecs", "state", "aws"},
+    # The control plane's services (DESIGN.md §1): one package each, over the AWS wire layer and the state. None
+    # knows tensors or serving internals; instances are `servekit serve` processes a backend starts, and the gateway
+    # forwards bytes. Each row lists only the services below it.
+    # The AWS wire layer: protocols from botocore's models, SigV4, credentials, paging, names and ARNs; no service.
+    "aws": BASE,
+    # Where instances run (local processes, Ray actors): no AWS shape, no endpoint.
+    "backends": BASE,
+    # InvokeEndpoint's routing, multi-model placement, shadows; the routing table it shares through the state.
+    "gateway": BASE | {"state"},
+    # The endpoint metrics store, CloudWatch's metric and alarm operations.
+    "cloudwatch": BASE | {"aws", "state"},
+    # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.
+    "hosting": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch"},
+    # Application Auto Scaling: policies decide from CloudWatch's metrics; the hosting service is handed in.
+    "autoscaling": BASE | {"aws", "state", "cloudwatch"},
+    # The model registry; deploy on approval through the hosting operations.
+    "registry": BASE | {"aws", "state", "hosting"},
+    # servekit up's single port: each request to its service, InvokeEndpoint through the gateway.
+    "edge": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch", "hosting"},
     # Capacity recommendation: starts instances the control plane's way (its backend, instance types, API errors),
     # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
     # hands its API handlers to the control plane).
-    "recommend": BASE | {"config", "bench", "control", "codecs", "state"},
+    "recommend": BASE | {"config", "bench", "aws", "backends", "hosting", "codecs", "state"},
     # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
     # to compare them; knows no server, protocol or wire format.
     "optimize": BASE | {"config", "runtime"},
@@ -63,7 +81,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
     # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
     # modules; a transform step runs servekit.transform's job in the step's own process.
-    "pipelines": BASE | {"config", "storage", "state", "transform"},
+    "pipelines": BASE | {"config", "storage", "state", "transform", "aws"},
     # The web console (servekit up's /console): reads the public API through a callable the CLI hands in
     # (cli/console_api.py), so it imports no control-plane module and no state.
     "console": BASE,

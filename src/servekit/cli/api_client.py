@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from servekit.control.api import Credentials
+    from servekit.aws import Credentials
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 URL_ENV = "SERVEKIT_URL"
@@ -36,7 +36,7 @@ def home_dir(home: Path | None) -> Path:
 
 def credentials(home: Path) -> Credentials:
     """The home's keys; a home without a key file is an error here (the CLI never makes a stray home)."""
-    from servekit.control.api import Credentials
+    from servekit.aws import Credentials
 
     if not (home / "credentials.json").exists():
         raise fail(
@@ -54,7 +54,7 @@ def client(service: str, url: str, home: Path | None) -> Any:
     admin key; short connect timeout and one retry, so a CLI call against a stopped ``servekit up`` fails fast."""
     from botocore.config import Config
 
-    from servekit.control.api import client as signed_client
+    from servekit.aws import client as signed_client
 
     root = home_dir(home)
     credentials(root)

@@ -9,10 +9,10 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from servekit.aws import Call, Credentials
+from servekit.aws.protocol import JsonProtocol
 from servekit.console import ApiFailure, ConsoleConfig, create_app
-from servekit.control.api import Call, Credentials
-from servekit.control.api.protocol import JsonProtocol
-from servekit.control.server import ControlPlane
+from servekit.edge.plane import ControlPlane
 
 
 def console_for(plane: ControlPlane, credentials: Credentials, resolution_s: int) -> Starlette:

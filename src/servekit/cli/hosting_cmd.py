@@ -1,7 +1,7 @@
 """Thin clients of ``servekit up``'s SageMaker API: ``servekit deploy``, ``servekit endpoint list|describe|delete``,
 ``servekit model list|describe``, and ``servekit keys list|create`` (the home's access keys).
 
-Every API call is signed (SigV4) with the home's admin key through :func:`servekit.control.api.client`, the same
+Every API call is signed (SigV4) with the home's admin key through :func:`servekit.aws.client`, the same
 botocore client boto3 returns. An error the API answers prints one line, ``servekit: <Code>: <Message>``, and
 exits 1; bad flags exit 2. Tables by default, ``--json`` for scripts (the API's own shapes, times in ISO 8601).
 """
@@ -258,7 +258,7 @@ def endpoint_shadow_report(
 ) -> None:
     """Compare an endpoint's shadow variant with production on the requests copied to it: latency p50/p99 of both,
     shadow errors, label agreement and numeric differences (read from the home's shadow records)."""
-    from servekit.control.shadow import read_records, summarise
+    from servekit.gateway.shadow import read_records, summarise
 
     directory = _home(home) / "shadow"
     base = directory / name
@@ -325,7 +325,7 @@ def endpoint_update(
     from datetime import UTC
     from datetime import datetime as dt
 
-    from servekit.control.hosting import STEPS_TAG
+    from servekit.hosting.service import STEPS_TAG
 
     if (model_dir is None) == (config is None):
         raise _fail("give one of --model-dir (a new model) or --config (an existing endpoint config)", code=2)

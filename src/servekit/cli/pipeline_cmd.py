@@ -96,7 +96,7 @@ class _ControlPlane:
     def sagemaker(self) -> Any:
         from botocore.config import Config
 
-        from servekit.control.api import client
+        from servekit.aws import client
 
         if not (self._home / "credentials.json").exists():
             raise FileNotFoundError(

@@ -59,7 +59,7 @@ def recommend(
     """
     from servekit.bench.spec import parse_duration, parse_levels
     from servekit.bench.workload import BenchError
-    from servekit.control.instance_types import load_instance_types
+    from servekit.hosting.instance_types import load_instance_types
     from servekit.recommend.run import recommend as run_recommend
     from servekit.recommend.spec import RecommendSpec, check_model_dir, parse_batching
 

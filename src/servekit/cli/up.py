@@ -11,33 +11,33 @@ from typing import Any
 
 import uvicorn
 
+from servekit.autoscaling.api import AutoscalingApi
+from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
+from servekit.aws import Api, Credentials, Handler
+from servekit.aws.names import Account
+from servekit.backends.local import LocalProcessBackend, ReplicaBackend
+from servekit.backends.ray_actors import RayBackend, RayBackendConfig
 from servekit.cli.console_api import console_for
-from servekit.control.api import Api, Credentials, Handler
-from servekit.control.artifacts import ArtifactResolver
-from servekit.control.autoscaler import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
-from servekit.control.autoscaling_api import AutoscalingApi
-from servekit.control.backends import LocalProcessBackend, ReplicaBackend
-from servekit.control.cloudwatch_alarms import AlarmService
-from servekit.control.cloudwatch_metrics import CloudWatchMetrics
-from servekit.control.gateway import Gateway, RoutingTable
-from servekit.control.gateway_replica_routes import PublishedRoutingTable
-from servekit.control.hosting import HostingService, TableEnvelopes
-from servekit.control.instance_counts import InstanceCountSeries
-from servekit.control.instance_types import load_instance_types
-from servekit.control.metrics import MetricsStore
-from servekit.control.monitoring import MonitoringService
-from servekit.control.names import Account
-from servekit.control.pipelines_api import PipelinesApi
-from servekit.control.ray_backend import RayBackend, RayBackendConfig
-from servekit.control.registry import RegistryService
-from servekit.control.server import Background, ControlPlane
-from servekit.control.shadow import ShadowLog
-from servekit.control.transform_api import TransformJobsApi
-from servekit.control.utilization import UtilizationSampler, hosting_instances
+from servekit.cloudwatch.alarms import AlarmService
+from servekit.cloudwatch.metrics_api import CloudWatchMetrics
+from servekit.cloudwatch.store import MetricsStore
+from servekit.edge.plane import Background, ControlPlane
+from servekit.gateway.published import PublishedRoutingTable
+from servekit.gateway.service import Gateway, RoutingTable
+from servekit.gateway.shadow import ShadowLog
+from servekit.hosting.artifacts import ArtifactResolver
+from servekit.hosting.instance_counts import InstanceCountSeries
+from servekit.hosting.instance_types import load_instance_types
+from servekit.hosting.service import HostingService, TableEnvelopes
+from servekit.hosting.utilization import UtilizationSampler, hosting_instances
+from servekit.monitor.schedules.api import MonitoringService
+from servekit.pipelines.api import PipelinesApi
 from servekit.recommend.api import RecommendationJobs
+from servekit.registry.api import RegistryService
 from servekit.state.database import StateDB
 from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
+from servekit.transform.api import TransformJobsApi
 
 log = logging.getLogger("servekit")
 
@@ -229,8 +229,8 @@ def run_gateway_replica(
     database_url: str | None = None,
 ) -> None:
     """``servekit up --role gateway``: InvokeEndpoint on this port from the leader's routes, every other
-    operation forwarded to the leader (servekit.control.gateway_replica)."""
-    from servekit.control.gateway_replica import build_replica
+    operation forwarded to the leader (servekit.edge.replica)."""
+    from servekit.edge.replica import build_replica
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plane = build_replica(home, instance_types_file=instance_types_file, database_url=database_url)

@@ -59,9 +59,9 @@ def up(
     ] = None,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
+    from servekit.backends.ray_actors import config_from_cli
     from servekit.cli.up import run_up
-    from servekit.control.metrics import check_resolution
-    from servekit.control.ray_backend import config_from_cli
+    from servekit.cloudwatch.store import check_resolution
     from servekit.state.home import DATABASE_URL_ENV, resolve_database_url, resolve_home
 
     url = resolve_database_url(database_url, os.environ)

@@ -1,4 +1,4 @@
-"""User-defined instance types: a YAML or TOML file read into plain, validated data (``servekit.control`` merges it
+"""User-defined instance types: a YAML or TOML file read into plain, validated data (``servekit.hosting`` merges it
 over its bundled table). Every error names the file, the entry and the field.
 
 YAML::

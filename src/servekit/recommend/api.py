@@ -33,12 +33,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from servekit.control.api.errors import ApiError, resource_in_use, validation_exception
-from servekit.control.api.front import Handler
-from servekit.control.api.timestamps import optional_epoch
-from servekit.control.instance_types import InstanceTypes
-from servekit.control.names import Account
+from servekit.aws.errors import ApiError, resource_in_use, validation_exception
+from servekit.aws.front import Handler
+from servekit.aws.names import Account
+from servekit.aws.timestamps import optional_epoch
 from servekit.errors import ConfigError
+from servekit.hosting.instance_types import InstanceTypes
 from servekit.recommend.run import recommend
 from servekit.recommend.spec import DEFAULT_BATCHING, DEFAULT_CONCURRENCY, RecommendSpec, parse_batching
 from servekit.state.hosting import Hosting

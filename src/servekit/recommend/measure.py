@@ -12,12 +12,12 @@ from pathlib import Path
 
 import orjson
 
+from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend, rss_bytes
 from servekit.bench.client import fetch
 from servekit.bench.loop import closed_loop, open_loop
 from servekit.bench.spec import BenchSpec, Target
 from servekit.bench.stats import PhaseStats, Samples
 from servekit.bench.workload import BenchError, Workload, build_workload, fetch_inputs
-from servekit.control.backends import InstanceHandle, InstanceSpec, ReplicaBackend, rss_bytes
 from servekit.recommend.procstat import tree_cpu_seconds
 from servekit.recommend.sizing import Phase
 

@@ -1,13 +1,13 @@
 """CPU time of a process and its descendants, from ``/proc`` (Linux). The instance under test is a ``servekit serve``
 process that may run children (worker processes, the large-body decoder), so its cost per request is the whole
-tree's. The reading itself is the utilization sampler's (:class:`servekit.control.utilization.Proc`): one /proc
+tree's. The reading itself is the utilization sampler's (:class:`servekit.hosting.utilization.Proc`): one /proc
 walker for both."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from servekit.control.utilization import Proc, stat_ticks
+from servekit.hosting.utilization import Proc, stat_ticks
 
 
 def parse_stat_cpu_ticks(text: str) -> int:

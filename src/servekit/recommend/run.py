@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from servekit.control.instance_types import InstanceType, InstanceTypes, this_machine
 from servekit.errors import ConfigError
+from servekit.hosting.instance_types import InstanceType, InstanceTypes, this_machine
 from servekit.recommend.html import render_html
 from servekit.recommend.report import build_report
 from servekit.recommend.runner import Progress, run_recommendation

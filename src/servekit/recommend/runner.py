@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servekit.backends.local import InstanceSpec, LocalProcessBackend
 from servekit.bench.workload import Workload
-from servekit.control.backends import InstanceSpec, LocalProcessBackend
-from servekit.control.instance_types import InstanceType
+from servekit.hosting.instance_types import InstanceType
 from servekit.recommend.measure import (
     MeasureError,
     Running,

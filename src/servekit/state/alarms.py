@@ -2,7 +2,7 @@
 
 The repository stores what it is given: the PutMetricAlarm input as JSON (``definition``) beside the columns
 that are queried, and states as text; what a state means and when it changes belongs to
-``servekit.control.alarms``. Guarantees:
+``servekit.cloudwatch.evaluation``. Guarantees:
 
 - **Alarm names are unique and case-sensitive**, as in CloudWatch.
 - **Every write is atomic with its history row**: creating, updating, deleting an alarm and changing its state

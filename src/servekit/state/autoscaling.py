@@ -1,7 +1,7 @@
 """The autoscaling aggregate: Application Auto Scaling's scalable targets, scaling policies and activities.
 
 The repository stores what it is given (documents as JSON beside the columns that are queried); validation and
-what a policy means belong to ``servekit.control.autoscaling_api`` and ``servekit.control.autoscale``.
+what a policy means belong to ``servekit.autoscaling.api`` and ``servekit.autoscaling.target_tracking``.
 Guarantees:
 
 - A scalable target is keyed by (ServiceNamespace, ResourceId, ScalableDimension); re-registering replaces it.

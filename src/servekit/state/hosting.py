@@ -1,7 +1,7 @@
 """The hosting aggregate: models, endpoint configs, endpoints, their status history and their instances.
 
 The repository stores what it is given: statuses are text, and which transitions are legal belongs to
-``servekit.control.lifecycle`` above it. What it does guarantee:
+``servekit.hosting.lifecycle`` above it. What it does guarantee:
 
 - **Names are unique per kind, ignoring case** (``MyEndpoint`` and ``myendpoint`` cannot both exist: SageMaker
   lowercases names in ARNs, so they would share one). A lookup ignores case too; rows keep the spelling they were

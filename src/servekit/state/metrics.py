@@ -2,7 +2,7 @@
 need: sample count, sum, minimum, maximum and a sparse histogram of bucket counts. A row's ``minute`` column is
 its time bucket's start: a minute by default, a sub-minute bucket when the store keeps a finer resolution.
 
-The repository stores what it is given; what a histogram bucket means belongs to ``servekit.control.metrics``.
+The repository stores what it is given; what a histogram bucket means belongs to ``servekit.cloudwatch.store``.
 Here a histogram is a mapping of signed bucket index to count, stored as packed little-endian
 ``(int32 index, uint32 count)`` pairs. Guarantees:
 

@@ -2,7 +2,7 @@
 their executions, as SageMaker's monitoring API keeps them.
 
 The repository stores what it is given (statuses as text, requests as JSON objects); what the statuses mean, which
-transitions are legal and when an execution is due belong to ``servekit.control.monitoring`` above it. Names are
+transitions are legal and when an execution is due belong to ``servekit.monitor.schedules.api`` above it. Names are
 unique ignoring case, as SageMaker's are (its ARNs are lowercased). **Time comes from the injected clock**
 (``clock``, seconds since the epoch).
 """

@@ -2,7 +2,7 @@
 and each package's events (approval changes with who, when and why; deployments made on approval).
 
 The repository stores what it is given: approval statuses are text, and which changes are legal belongs to
-``servekit.control.registry_approval`` above it. What it does guarantee:
+``servekit.registry.approval`` above it. What it does guarantee:
 
 - **Names are unique ignoring case** (groups among groups, unversioned packages among unversioned packages), as
   SageMaker lowercases them in ARNs; rows keep the spelling they were created with.

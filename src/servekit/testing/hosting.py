@@ -40,7 +40,7 @@ class UpProcess:
     once ``/ping`` answers 200 (the process's own readiness, polled), ``kill`` is a SIGKILL, ``stop`` a SIGTERM."""
 
     def __init__(self, home: Path, *extra_args: str) -> None:
-        from servekit.control.backends import free_port
+        from servekit.backends.local import free_port
 
         self.home = home
         self.port = free_port()
@@ -82,7 +82,7 @@ class UpProcess:
 
     def client(self, service: str) -> Any:
         """A botocore client for ``service`` signed with this home's admin key."""
-        from servekit.control.api import client
+        from servekit.aws import client
 
         return client(self.home, service, self.url)
 

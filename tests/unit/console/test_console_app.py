@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from servekit.aws import Call, Credentials
 from servekit.cli.up import build
-from servekit.control.api import Call, Credentials
-from servekit.control.server import ControlPlane
+from servekit.edge.plane import ControlPlane
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from servekit.control.api.errors import ApiError
-from servekit.control.instance_types import InstanceTypes, load_instance_types
+from servekit.aws.errors import ApiError
+from servekit.hosting.instance_types import InstanceTypes, load_instance_types
 from servekit.recommend.api import RecommendationJobs
 from servekit.recommend.spec import BatchingChoice, RecommendSpec
 from servekit.state.database import StateDB

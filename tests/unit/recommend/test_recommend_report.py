@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servekit.control.instance_types import InstanceType
+from servekit.hosting.instance_types import InstanceType
 from servekit.recommend.html import render_html
 from servekit.recommend.procstat import parse_stat_cpu_ticks, tree_cpu_seconds
 from servekit.recommend.report import build_report

@@ -1,10 +1,10 @@
-"""The hosting repository's tests (tests/unit/control/test_hosting_state.py),
+"""The hosting repository's tests (tests/unit/state/test_hosting_state.py),
 with the state in PostgreSQL (tests/unit/state/pg_suite.py)."""
 
 import pytest
-from tests.unit.control.conftest import *  # noqa: F403  # its fixtures (boto_client, …)
-from tests.unit.control.test_hosting_state import *  # noqa: F403
+from tests.unit.conftest import *  # noqa: F403  # its fixtures (boto_client, …)
 from tests.unit.state.pg_suite import state_on_postgres, without  # noqa: F401
+from tests.unit.state.test_hosting_state import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres
 

@@ -1,0 +1,1 @@
+"""Where instances run: the ReplicaBackend protocol, local processes (the default) and Ray actors."""

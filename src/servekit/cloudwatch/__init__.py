@@ -1,0 +1,1 @@
+"""CloudWatch on ``servekit up``: the endpoint metrics store, metric operations, and alarms."""

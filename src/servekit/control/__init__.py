@@ -1,1 +1,0 @@
-"""The hosting control plane: SageMaker-compatible models, endpoint configs and endpoints; instances; routing."""

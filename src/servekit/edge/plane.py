@@ -1,0 +1,458 @@
+"""The ``servekit up`` process: the SageMaker control plane and runtime APIs (and later autoscaling and CloudWatch)
+on one port, the gateway behind InvokeEndpoint, and the hosting service that keeps endpoints running.
+
+It is a plain ASGI app: AWS API requests go to :class:`~servekit.aws.Api` (SigV4, validation, wire
+format); ``GET /ping`` answers 200 once the endpoints that were InService before a restart are serving again;
+``GET /metrics`` is Prometheus text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from servekit.aws import Api, ApiError, Call, Handler
+from servekit.aws.errors import model_error as model_error_response
+from servekit.aws.errors import service_unavailable, validation_error
+from servekit.aws.front import CALLER
+from servekit.cloudwatch.alarms import AlarmService
+from servekit.cloudwatch.store import NAMESPACE, MetricsStore
+from servekit.gateway.service import Gateway, GatewayError
+from servekit.hosting.lifecycle import EndpointStatus
+from servekit.hosting.service import HostingService
+
+log = logging.getLogger(__name__)
+
+MODEL_CACHE_HEADER = "x-servekit-model-cache"
+_MAX_TRACKED_MODELS = 100_000  # per endpoint: past it, new TargetModels are not counted (memory stays bounded)
+_REPORTED_MODELS = 100
+# Response headers an operation adds beyond its API shape, for the request being answered (one dict per request).
+_EXTRA_HEADERS: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("servekit_extra_headers")
+MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
+_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Background(Protocol):
+    """A loop that runs beside the plane (the autoscaler, a sampler): started after recovery, closed at stop."""
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class ControlPlane:
+    def __init__(
+        self,
+        api: Api,
+        hosting: HostingService,
+        gateway: Gateway,
+        tick_s: float = 1.0,
+        services: Mapping[str, Mapping[str, Handler]] | None = None,
+        alarms: AlarmService | None = None,
+        endpoint_metrics: MetricsStore | None = None,
+        background: Sequence[Background] = (),
+    ) -> None:
+        """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
+        the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
+        the plane (its operations are registered through ``services``). ``endpoint_metrics``: where InvokeEndpoint
+        records CloudWatch's hosting metrics; its minute flusher runs with the plane."""
+        self.endpoint_metrics = endpoint_metrics
+        self.alarms = alarms
+        # other apps on this port by path prefix (the web console at /console); each gets the scope unchanged
+        self.mounts: dict[str, ASGIApp] = {}
+        self.background = tuple(background)
+        # multi-model endpoints: endpoint -> TargetModel -> [hits, misses] since this process started
+        self.model_cache: dict[str, dict[str, list[int]]] = {}
+        self.api = api
+        self.hosting = hosting
+        self.gateway = gateway
+        self._handlers = hosting.handlers()
+        self._services: dict[str, Mapping[str, Handler]] = {"sagemaker": self._handlers, **(services or {})}
+        self._tick_s = tick_s
+        self._ready = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self.registry = CollectorRegistry()
+        self._invocations = Counter(
+            "servekit_endpoint_invocations",
+            "InvokeEndpoint calls by endpoint, variant and outcome.",
+            ["endpoint", "variant", "outcome"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "servekit_endpoint_invocation_errors",
+            "InvokeEndpoint errors by endpoint, variant and status class (4xx: the model's; 5xx: the model's or none"
+            " available), as CloudWatch's Invocation4XXErrors/Invocation5XXErrors count them.",
+            ["endpoint", "variant", "status_class"],
+            registry=self.registry,
+        )
+        buckets = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+        self._model_latency = Histogram(
+            "servekit_endpoint_model_latency_seconds",
+            "CloudWatch's ModelLatency: the instance's own time per InvokeEndpoint, by endpoint and variant.",
+            ["endpoint", "variant"],
+            buckets=buckets,
+            registry=self.registry,
+        )
+        self._overhead_latency = Histogram(
+            "servekit_endpoint_overhead_latency_seconds",
+            "CloudWatch's OverheadLatency: the gateway's time per InvokeEndpoint minus ModelLatency.",
+            ["endpoint", "variant"],
+            buckets=buckets,
+            registry=self.registry,
+        )
+        self._setup_time = Histogram(
+            "servekit_endpoint_model_setup_seconds",
+            "CloudWatch's ModelSetupTime: each instance's time from start to its first healthy check, by endpoint and"
+            " variant.",
+            ["endpoint", "variant"],
+            buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0),
+            registry=self.registry,
+        )
+        self._datapoint = Gauge(
+            "servekit_endpoint_datapoint",
+            "The latest complete CloudWatch datapoint (AWS/SageMaker, the metrics resolution) of each hosting metric"
+            " by endpoint and variant, in CloudWatch's units (latencies in microseconds).",
+            ["endpoint", "variant", "metric", "statistic"],
+            registry=self.registry,
+        )
+        self._datapoint_time = Gauge(
+            "servekit_endpoint_datapoint_timestamp_seconds",
+            "Start of the period of servekit_endpoint_datapoint.",
+            ["endpoint", "variant", "metric"],
+            registry=self.registry,
+        )
+        # endpoint -> the labelled series recorded for it, removed from /metrics when the endpoint is gone
+        self._labelled: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
+        self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
+        self._cost = Gauge(
+            "servekit_endpoint_cost_per_hour",
+            "What each endpoint's instances would cost an hour at their instance types' list prices (US dollars).",
+            ["endpoint"],
+            registry=self.registry,
+        )
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bring back what was serving before a restart, then answer /ping and keep instances replaced."""
+        await self._recover()
+        self._ready.set()
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.start()
+        if self.alarms is not None:
+            self.alarms.start()
+        for loop in self.background:
+            loop.start()
+
+    async def _recover(self) -> None:
+        rows = self.hosting.repo.all_endpoints()
+        for row in rows:
+            if row.status in (EndpointStatus.IN_SERVICE, EndpointStatus.UPDATING, EndpointStatus.SYSTEM_UPDATING):
+                await self.hosting.recover(row)
+            elif row.status == EndpointStatus.CREATING:
+                await self.hosting.recover(row)
+            elif row.status == EndpointStatus.DELETING:
+                await self.hosting.delete_endpoint({"EndpointName": row.name})
+        await self.hosting.wait_idle()
+
+    async def _supervise(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick_s)
+            try:
+                await self.hosting.tick()
+            except Exception:
+                log.exception("supervising instances failed")
+
+    async def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        for loop in reversed(self.background):
+            await loop.close()
+        if self.alarms is not None:
+            await self.alarms.close()
+        if self.endpoint_metrics is not None:
+            await self.endpoint_metrics.close()
+        await self.hosting.close()
+        await self.gateway.close()
+
+    # ---- requests ----------------------------------------------------------------------------------------------
+    async def dispatch(self, call: Call) -> Mapping[str, Any] | None:
+        if call.service == "sagemaker-runtime" and call.operation == "InvokeEndpoint":
+            return await self._invoke(call.params)
+        if call.service == "sagemaker" and call.operation == "DescribeEndpoint":
+            described = dict(await self._handlers["DescribeEndpoint"](call.params))
+            cache = self.model_cache.get(described["EndpointName"])
+            if cache:  # servekit's: a multi-model endpoint's hit ratio per TargetModel, busiest first
+                described["ServekitModelCache"] = model_cache_report(cache)
+            return described
+        handler = self._services.get(call.service, {}).get(call.operation)
+        if handler is None:
+            raise ApiError(
+                "UnknownOperationException", f"servekit does not implement {call.service} {call.operation} yet", 400
+            )
+        # who made the call, for histories that record it (the registry's approvals); a context variable so the
+        # handlers keep their one-argument shape
+        CALLER.set(call.key.access_key_id if call.key else None)
+        return await handler(call.params)
+
+    async def _invoke(self, p: dict[str, Any]) -> dict[str, Any]:
+        endpoint = p["EndpointName"]
+        body = p.get("Body") or b""
+        if isinstance(body, str):
+            body = body.encode()
+        began = time.perf_counter()
+        try:
+            out = await self.gateway.invoke(
+                endpoint,
+                body,
+                p.get("ContentType"),
+                p.get("Accept"),
+                p.get("CustomAttributes"),
+                p.get("TargetVariant"),
+                p.get("InferenceId"),
+                p.get("TargetModel"),
+            )
+        except GatewayError as exc:
+            self._series(self._invocations, endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
+            self._record(endpoint, exc, time.perf_counter() - began)
+            if exc.code == "ModelError":
+                status = exc.extra.get("OriginalStatusCode", 0)
+                original = str(exc.extra.get("OriginalMessage", ""))
+                raise model_error_response(exc.message, status if isinstance(status, int) else 0, original) from None
+            if exc.code == "ServiceUnavailable":
+                raise service_unavailable(exc.message) from None
+            code = exc.extra.get("ErrorCode")
+            raise validation_error(exc.message, code if isinstance(code, str) else None) from None
+        self._series(self._invocations, endpoint, out.variant, "ok").inc()
+        self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began, out.config_name)
+        if out.model_load is not None:
+            # servekit's: whether a multi-model request found its model loaded (clients see it in
+            # ResponseMetadata.HTTPHeaders; SageMaker's own headers are unchanged)
+            _EXTRA_HEADERS.get({})[MODEL_CACHE_HEADER] = "hit" if out.model_load.hit else "miss"
+            target = str(p.get("TargetModel"))
+            counts = self.model_cache.setdefault(endpoint, {})
+            if target in counts or len(counts) < _MAX_TRACKED_MODELS:
+                hit_miss = counts.setdefault(target, [0, 0])
+                hit_miss[0 if out.model_load.hit else 1] += 1
+        if out.model_load is not None and self.endpoint_metrics is not None:
+            load = out.model_load
+            self.endpoint_metrics.record_model_load(
+                endpoint,
+                out.variant,
+                hit=load.hit,
+                wait_us=load.wait_s * 1e6,
+                download_us=load.download_s * 1e6,
+                load_us=load.load_s * 1e6,
+                unload_us=tuple(s * 1e6 for s in load.unload_s),
+                loaded_models=load.loaded_models,
+            )
+        result: dict[str, Any] = {
+            "Body": out.body,
+            "ContentType": out.content_type,
+            "InvokedProductionVariant": out.variant,
+        }
+        if out.custom_attributes:
+            result["CustomAttributes"] = out.custom_attributes
+        return result
+
+    def _instances(self, endpoint: str, variant: str) -> int:
+        for v in self.gateway.table.variants(endpoint) or []:
+            if v.name == variant:
+                return len(v.instances)
+        return 0
+
+    def _series(self, metric: Any, endpoint: str, *labels: str) -> Any:
+        """``metric.labels(endpoint, *labels)``, remembered so the series leaves /metrics with its endpoint."""
+        values = (endpoint, *labels)
+        self._labelled.setdefault(endpoint, set()).add((metric, values))
+        return metric.labels(*values)
+
+    def _record_ok(
+        self, endpoint: str, variant: str, model_s: float | None, total_s: float, config_name: str = ""
+    ) -> None:
+        overhead_s = max(0.0, total_s - model_s) if model_s is not None else None
+        if model_s is not None:
+            self._series(self._model_latency, endpoint, variant).observe(model_s)
+        if overhead_s is not None:
+            self._series(self._overhead_latency, endpoint, variant).observe(overhead_s)
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.record_invocation(
+                endpoint,
+                variant,
+                instances=self._instances(endpoint, variant),
+                model_us=model_s * 1e6 if model_s is not None else None,
+                overhead_us=overhead_s * 1e6 if overhead_s is not None else None,
+                config_name=config_name or None,
+            )
+
+    def _record(self, endpoint: str, exc: GatewayError, total_s: float) -> None:
+        """A failed InvokeEndpoint in CloudWatch's terms: counted only once a variant was chosen."""
+        variant = exc.extra.get("VariantName")
+        if not isinstance(variant, str) or exc.code not in ("ModelError", "ServiceUnavailable"):
+            return
+        status = exc.extra.get("OriginalStatusCode")
+        error = 4 if exc.code == "ModelError" and isinstance(status, int) and 400 <= status < 500 else 5
+        self._series(self._errors, endpoint, variant, f"{error}xx").inc()
+        model = exc.extra.get("ModelSeconds")
+        model_s = float(model) if isinstance(model, (int, float)) else None
+        overhead_s = max(0.0, total_s - model_s) if model_s is not None else total_s
+        if model_s is not None:
+            self._series(self._model_latency, endpoint, variant).observe(model_s)
+        self._series(self._overhead_latency, endpoint, variant).observe(overhead_s)
+        config = exc.extra.get("EndpointConfigName")
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.record_invocation(
+                endpoint,
+                variant,
+                instances=self._instances(endpoint, variant),
+                model_us=model_s * 1e6 if model_s is not None else None,
+                overhead_us=overhead_s * 1e6,
+                error=error,
+                config_name=config if isinstance(config, str) and config else None,
+            )
+
+    def record_instance_ready(
+        self, endpoint: str, config_name: str, variant: str, instance_id: str, setup_s: float
+    ) -> None:
+        """An instance turned healthy ``setup_s`` after its start (HostingService's ``on_instance_ready``):
+        CloudWatch's ModelSetupTime and its Prometheus histogram."""
+        self._series(self._setup_time, endpoint, variant).observe(setup_s)
+        if self.endpoint_metrics is not None:
+            self.endpoint_metrics.record_setup_time(endpoint, variant, config_name, setup_s * 1e6)
+
+    def metrics(self) -> bytes:
+        counts: dict[str, int] = {}
+        rows = self.hosting.repo.all_endpoints()
+        names = {row.name for row in rows}
+        self._cost.clear()  # deleted endpoints leave the series
+        for row in rows:
+            counts[row.status] = counts.get(row.status, 0) + 1
+            self._cost.labels(row.name).set(self.hosting.cost_per_hour(row))
+        for status in EndpointStatus:
+            self._endpoints.labels(str(status)).set(counts.get(str(status), 0))
+        for endpoint in [e for e in self._labelled if e and e not in names]:
+            for metric, values in self._labelled.pop(endpoint):
+                with contextlib.suppress(KeyError):
+                    metric.remove(*values)
+        self._latest_datapoints(names)
+        return generate_latest(self.registry)
+
+    def _latest_datapoints(self, endpoints: set[str]) -> None:
+        self._datapoint.clear()
+        self._datapoint_time.clear()
+        if self.endpoint_metrics is None:
+            return
+        for row in self.endpoint_metrics.latest(NAMESPACE):
+            dims = dict(row.dimensions)
+            if set(dims) != {"EndpointName", "VariantName"} or dims["EndpointName"] not in endpoints:
+                continue  # the per-config series stay in CloudWatch's API; gone endpoints leave
+            endpoint, variant = dims["EndpointName"], dims["VariantName"]
+            self._datapoint_time.labels(endpoint, variant, row.metric).set(row.minute)
+            average = row.sum / row.count if row.count else 0.0
+            for name, value in (("Sum", row.sum), ("SampleCount", row.count), ("Average", average)):
+                self._datapoint.labels(endpoint, variant, row.metric, name).set(value)
+            self._datapoint.labels(endpoint, variant, row.metric, "Maximum").set(row.max)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        method: str = scope["method"]
+        path: str = scope["path"]
+        if method == "GET" and path == "/ping":
+            await _send(send, 200 if self._ready.is_set() else 503, b"", "text/plain")
+            return
+        if method == "GET" and path == "/metrics":
+            await _send(send, 200, self.metrics(), _TEXT)
+            return
+        for prefix, app in self.mounts.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                await app(scope, receive, send)
+                return
+        body = await read_body(receive, MAX_BODY)
+        raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded
+        if scope.get("query_string"):  # ASGI's raw_path has no query; SigV4 signs it
+            raw_path += "?" + scope["query_string"].decode("latin-1")
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if body is None:
+            await _send(send, 413, b'{"message": "request body too large"}', "application/json")
+            return
+        extra: dict[str, str] = {}
+        _EXTRA_HEADERS.set(extra)
+        response = await self.api.handle_async(method, raw_path, headers, body, self.dispatch)
+        if response is None:
+            await _send(send, 404, b'{"message": "no such API on servekit up"}', "application/json")
+            return
+        out_headers = {**response.headers, **extra} if response.status == 200 else response.headers
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers.items()],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as exc:
+                    log.exception("servekit up could not start")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def model_cache_report(counts: Mapping[str, list[int]]) -> list[dict[str, Any]]:
+    """The busiest TargetModels with their hits, misses and hit ratio (DescribeEndpoint's ServekitModelCache)."""
+    busiest = sorted(counts.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))[:_REPORTED_MODELS]
+    return [
+        {"TargetModel": t, "Hits": h, "Misses": m, "HitRatio": round(h / (h + m), 4) if h + m else 0.0}
+        for t, (h, m) in busiest
+    ]
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """A request's whole body, or None once it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+async def _send(send: Send, status: int, body: bytes, content_type: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,462 @@
+"""SageMaker's pipeline operations on ``servekit up``, for pipelines **in servekit's definition format** (the JSON or
+YAML document ``servekit.pipelines`` reads and ``Pipeline.to_document`` writes; SageMaker's own definition JSON,
+version 2020-12-01, is not accepted).
+
+- CreatePipeline / DescribePipeline / ListPipelines / DeletePipeline register a definition. CreatePipeline checks
+  it by loading it in a subprocess (``python -m servekit.pipelines.validate``) and keeps it as
+  ``<home>/pipelines/definitions/<name>.json``, the file its executions run.
+- StartPipelineExecution runs ``servekit pipeline run <that file> --run-id <id>`` as a **subprocess** of the plane
+  (the control plane knows no pipeline code: it only reads the shared state database the run writes).
+  DescribePipelineExecution / ListPipelineExecutions / ListPipelineExecutionSteps answer from that state;
+  StopPipelineExecution asks the run to stop (Stopping, then Stopped) as ``servekit pipeline stop`` does.
+- Deleting a pipeline keeps its runs, artifacts and definition file (lineage and resume still need them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from servekit._utils.files import tail_text
+from servekit._utils.processes import owner_alive, pid_alive, stop_children
+from servekit.aws.errors import conflict, resource_not_found, validation_exception
+from servekit.aws.front import Handler
+from servekit.aws.names import Account
+from servekit.aws.offsets import offset_page
+from servekit.aws.timestamps import optional_epoch
+from servekit.state.paging import InvalidNextToken
+from servekit.state.pipelines import (
+    ApiExecutionRow,
+    DefinitionExists,
+    DefinitionRow,
+    Pipelines,
+    RunRow,
+    StaleRunStatus,
+)
+
+log = logging.getLogger(__name__)
+
+VALIDATE_TIMEOUT_S = 60.0
+STOP_GRACE_S = 10.0
+LOG_TAIL_BYTES = 1500
+_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+_FORMAT = (
+    "servekit's pipeline definition (JSON or YAML with Name, Parameters and Steps, as docs/pipelines.md describes; "
+    "SageMaker's own definition JSON is not supported)"
+)
+# what a run's status means to SageMaker (the same words) and which of them are final
+_FINAL = ("Succeeded", "Failed", "Stopped")
+_METADATA_KEYS = ("RegisterModel", "Condition", "Fail")
+
+
+class PipelinesApi:
+    def __init__(
+        self,
+        repo: Pipelines,
+        home: Path,
+        account: Account | None = None,
+        plane_url: Callable[[], str | None] = lambda: None,
+        python: str = sys.executable,
+        new_id: Callable[[], str] | None = None,
+    ) -> None:
+        """``plane_url``: where register and deploy steps reach this plane (None: they fail and say so)."""
+        self.repo = repo
+        self.home = home
+        self._account = account or Account()
+        self._plane_url = plane_url
+        self._python = python
+        self._new_id = new_id or (lambda: "".join(secrets.choice(_ID_ALPHABET) for _ in range(12)))
+        self._children: dict[str, asyncio.subprocess.Process] = {}
+        self._waiters: set[asyncio.Task[None]] = set()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "CreatePipeline": self.create_pipeline,
+            "DescribePipeline": self.describe_pipeline,
+            "ListPipelines": self.list_pipelines,
+            "DeletePipeline": self.delete_pipeline,
+            "StartPipelineExecution": self.start_pipeline_execution,
+            "DescribePipelineExecution": self.describe_pipeline_execution,
+            "ListPipelineExecutions": self.list_pipeline_executions,
+            "ListPipelineExecutionSteps": self.list_pipeline_execution_steps,
+            "StopPipelineExecution": self.stop_pipeline_execution,
+        }
+
+    # ---- background: executions end with the plane -------------------------------------------------------------
+
+    def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        """Stop the executions this plane started (SIGINT: each run stops its steps and ends Stopped)."""
+        await stop_children(self._children.values(), STOP_GRACE_S, group=True)
+
+    # ---- names ------------------------------------------------------------------------------------------------
+
+    def pipeline_arn(self, name: str) -> str:
+        a = self._account
+        return f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}:pipeline/{name.lower()}"
+
+    def definition_file(self, name: str) -> Path:
+        return self.home / "pipelines" / "definitions" / f"{name}.json"
+
+    def _definition(self, ref: str) -> DefinitionRow:
+        row = self.repo.get_definition(ref)
+        if row is None:
+            raise resource_not_found(f"Pipeline '{ref}' does not exist.")
+        return row
+
+    # ---- pipelines --------------------------------------------------------------------------------------------
+
+    async def create_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["PipelineName"]
+        for unsupported in ("PipelineDefinitionS3Location", "ParallelismConfiguration"):
+            if p.get(unsupported):
+                raise validation_exception(
+                    f"{unsupported} is not supported here: give PipelineDefinition ({_FORMAT}; its "
+                    "MaxParallelExecutionSteps sets the parallelism)"
+                )
+        if not p.get("PipelineDefinition"):
+            raise validation_exception(f"PipelineDefinition is required: {_FORMAT}")
+        try:
+            doc = yaml.safe_load(p["PipelineDefinition"])
+        except yaml.YAMLError as exc:
+            raise validation_exception(f"PipelineDefinition is not JSON or YAML ({exc}); expected {_FORMAT}") from None
+        if not isinstance(doc, dict):
+            raise validation_exception(f"PipelineDefinition must be a mapping: {_FORMAT}")
+        if "PipelineExperimentConfig" in doc or str(doc.get("Version", "")).startswith("2020-"):
+            raise validation_exception(f"PipelineDefinition looks like SageMaker's format; expected {_FORMAT}")
+        if doc.setdefault("Name", name) != name:
+            raise validation_exception(f"PipelineDefinition's Name {doc['Name']!r} is not PipelineName {name!r}")
+        if self.repo.get_definition(name) is not None:
+            raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.")
+        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+        path = self.definition_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        candidate = path.with_name(f".{name}.{self._new_id()}.json")
+        candidate.write_text(text)
+        try:
+            await self._validate(candidate)
+            try:
+                self.repo.create_definition(
+                    name=name,
+                    arn=self.pipeline_arn(name),
+                    display_name=p.get("PipelineDisplayName") or name,
+                    description=p.get("PipelineDescription") or "",
+                    role_arn=p["RoleArn"],
+                    definition=text,
+                )
+            except DefinitionExists:
+                raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.") from None
+            candidate.replace(path)  # registered: now the file its executions run
+        finally:
+            candidate.unlink(missing_ok=True)
+        return {"PipelineArn": self.pipeline_arn(name)}
+
+    async def _validate(self, path: Path) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            self._python,
+            "-m",
+            "servekit.pipelines.validate",
+            str(path),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), VALIDATE_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise validation_exception(
+                f"PipelineDefinition took over {VALIDATE_TIMEOUT_S:g}s to load (does a Function's module do work "
+                "when imported?)"
+            ) from None
+        if proc.returncode != 0:
+            reason = err.decode(errors="replace").strip().splitlines()
+            tail = reason[-1] if reason else f"exit status {proc.returncode}"
+            raise validation_exception(f"PipelineDefinition is not a valid pipeline: {tail}. Expected {_FORMAT}")
+
+    def _describe_definition(self, row: DefinitionRow) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "PipelineArn": row.arn,
+            "PipelineName": row.name,
+            "PipelineDisplayName": row.display_name,
+            "PipelineDefinition": row.definition,
+            "RoleArn": row.role_arn,
+            "PipelineStatus": "Active",
+            "CreationTime": row.created,
+            "LastModifiedTime": row.modified,
+        }
+        if row.description:
+            out["PipelineDescription"] = row.description
+        if row.last_run is not None:
+            out["LastRunTime"] = row.last_run
+        return out
+
+    async def describe_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
+        if p.get("PipelineVersionId") not in (None, 1):
+            raise validation_exception("servekit keeps one version of a pipeline: PipelineVersionId is 1")
+        return self._describe_definition(self._definition(p["PipelineName"]))
+
+    async def list_pipelines(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            page = self.repo.list_definitions(
+                name_prefix=p.get("PipelineNamePrefix"),
+                created_after=optional_epoch(p.get("CreatedAfter")),
+                created_before=optional_epoch(p.get("CreatedBefore")),
+                sort_by=p.get("SortBy") or "CreationTime",
+                sort_order=p.get("SortOrder") or "Descending",
+                max_results=p.get("MaxResults") or 50,
+                next_token=p.get("NextToken"),
+            )
+        except (InvalidNextToken, ValueError) as exc:
+            raise validation_exception(str(exc)) from None
+        summaries = []
+        for row in page.items:
+            item: dict[str, Any] = {
+                "PipelineArn": row.arn,
+                "PipelineName": row.name,
+                "PipelineDisplayName": row.display_name,
+                "RoleArn": row.role_arn,
+                "CreationTime": row.created,
+                "LastModifiedTime": row.modified,
+            }
+            if row.description:
+                item["PipelineDescription"] = row.description
+            if row.last_run is not None:
+                item["LastExecutionTime"] = row.last_run
+            summaries.append(item)
+        out: dict[str, Any] = {"PipelineSummaries": summaries}
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def delete_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._definition(p["PipelineName"])
+        self.repo.delete_definition(row.name)
+        return {"PipelineArn": row.arn}
+
+    # ---- executions -------------------------------------------------------------------------------------------
+
+    async def start_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._definition(p["PipelineName"])
+        for unsupported in ("ParallelismConfiguration", "SelectiveExecutionConfig", "MlflowExperimentName"):
+            if p.get(unsupported):
+                raise validation_exception(f"{unsupported} is not supported by servekit's pipelines")
+        if p.get("PipelineVersionId") not in (None, 1):
+            raise validation_exception("servekit keeps one version of a pipeline: PipelineVersionId is 1")
+        params = {str(x["Name"]): str(x["Value"]) for x in p.get("PipelineParameters") or []}
+        run_id = self._new_id()
+        log_path = self.home / "pipelines" / "executions" / f"{run_id}.log"
+        execution = self.repo.add_api_execution(
+            ApiExecutionRow(
+                run_id=run_id,
+                pipeline=row.name,
+                arn=f"{row.arn}/execution/{run_id}",
+                display_name=p.get("PipelineExecutionDisplayName") or f"execution-{run_id}",
+                description=p.get("PipelineExecutionDescription") or "",
+                parameters=params,
+                token=p["ClientRequestToken"],
+                created=0.0,
+                pid=None,
+                log=str(log_path),
+                exit_code=None,
+            )
+        )
+        if execution.run_id != run_id:  # a retry with the same ClientRequestToken: the execution it started
+            return {"PipelineExecutionArn": execution.arn}
+        await self._spawn(row.name, execution, log_path)
+        return {"PipelineExecutionArn": execution.arn}
+
+    async def _spawn(self, pipeline: str, execution: ApiExecutionRow, log_path: Path) -> None:
+        argv = [self._python, "-m", "servekit.cli.main", "pipeline", "run", str(self.definition_file(pipeline))]
+        argv += ["--home", str(self.home), "--run-id", execution.run_id, "--json"]
+        url = self._plane_url()
+        if url:
+            argv += ["--url", url]
+        argv += [f"--param={k}={v}" for k, v in execution.parameters.items()]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as out:  # the child keeps its own descriptor
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._children[execution.run_id] = proc
+        self.repo.set_api_execution_process(execution.run_id, pid=proc.pid)
+
+        async def reap() -> None:
+            code = await proc.wait()
+            self.repo.set_api_execution_process(execution.run_id, exit_code=code)
+            self._children.pop(execution.run_id, None)
+
+        task = asyncio.create_task(reap())
+        self._waiters.add(task)
+        task.add_done_callback(self._waiters.discard)
+
+    def _execution(self, ref: str) -> tuple[ApiExecutionRow | None, RunRow | None]:
+        api = self.repo.get_api_execution(ref)
+        run = self.repo.get_run(api.run_id if api is not None else ref)
+        if api is None and run is None:
+            raise resource_not_found(f"Pipeline execution '{ref}' does not exist.")
+        return api, run
+
+    def _status(self, api: ApiExecutionRow | None, run: RunRow | None) -> tuple[str, str]:
+        """The execution's status and failure reason: the run's, unless its process ended without finishing it."""
+        # gone: it exited, or (after a restart of this plane) its recorded process no longer runs; a pid not yet
+        # recorded is a process being started
+        ended = (
+            api is not None
+            and api.run_id not in self._children
+            and (api.exit_code is not None or (api.pid is not None and not pid_alive(api.pid)))
+        )
+        if run is not None and (run.status in _FINAL or not ended):
+            return run.status, run.failure_reason
+        if not ended:
+            return "Executing", ""  # its process is starting the run
+        assert api is not None
+        how = f"exit status {api.exit_code}" if api.exit_code is not None else "servekit up restarted meanwhile"
+        return "Failed", f"its process ended ({how}) before the run finished{_tail(api.log)}"
+
+    async def describe_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
+        api, run = self._execution(p["PipelineExecutionArn"])
+        status, reason = self._status(api, run)
+        arn = run.arn if run is not None else api.arn if api is not None else ""
+        pipeline = run.pipeline if run is not None else api.pipeline if api is not None else ""
+        out: dict[str, Any] = {
+            "PipelineArn": self.pipeline_arn(pipeline),
+            "PipelineExecutionArn": arn,
+            "PipelineExecutionDisplayName": api.display_name if api is not None else f"execution-{run_id_of(arn)}",
+            "PipelineExecutionStatus": status,
+            "CreationTime": run.created if run is not None else api.created if api is not None else 0.0,
+            "LastModifiedTime": run.modified if run is not None else api.created if api is not None else 0.0,
+        }
+        if api is not None and api.description:
+            out["PipelineExecutionDescription"] = api.description
+        if reason:
+            out["FailureReason"] = reason
+        return out
+
+    async def list_pipeline_executions(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["PipelineName"]
+        definition = self.repo.get_definition(name)
+        if definition is None and not self.repo.list_runs(pipeline=name, max_results=1).items:
+            raise resource_not_found(f"Pipeline '{name}' does not exist.")
+        name = definition.name if definition is not None else name
+        if (p.get("SortBy") or "CreationTime") != "CreationTime":
+            raise validation_exception("SortBy must be CreationTime")
+        try:
+            page = self.repo.list_runs(
+                pipeline=name,
+                sort_order=p.get("SortOrder") or "Descending",
+                max_results=p.get("MaxResults") or 50,
+                next_token=p.get("NextToken"),
+            )
+        except (InvalidNextToken, ValueError) as exc:
+            raise validation_exception(str(exc)) from None
+        api_rows = {a.run_id: a for a in self.repo.api_executions(name)}
+        runs: list[tuple[ApiExecutionRow | None, RunRow | None]] = [(api_rows.get(r.run_id), r) for r in page.items]
+        if not p.get("NextToken"):  # started, its run not written yet: on the first page
+            have = {r.run_id for r in page.items}
+            starting = [a for a in api_rows.values() if a.run_id not in have and self.repo.get_run(a.run_id) is None]
+            runs = [(a, None) for a in starting] + runs
+        after, before = optional_epoch(p.get("CreatedAfter")), optional_epoch(p.get("CreatedBefore"))
+        summaries = []
+        for api, run in runs:
+            created = run.created if run is not None else api.created if api is not None else 0.0
+            if (after is not None and created <= after) or (before is not None and created >= before):
+                continue
+            status, reason = self._status(api, run)
+            arn = run.arn if run is not None else api.arn if api is not None else ""
+            item: dict[str, Any] = {
+                "PipelineExecutionArn": arn,
+                "StartTime": created,
+                "PipelineExecutionStatus": status,
+                "PipelineExecutionDisplayName": api.display_name if api is not None else f"execution-{run_id_of(arn)}",
+            }
+            if api is not None and api.description:
+                item["PipelineExecutionDescription"] = api.description
+            if reason:
+                item["PipelineExecutionFailureReason"] = reason
+            summaries.append(item)
+        out: dict[str, Any] = {"PipelineExecutionSummaries": summaries}
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def list_pipeline_execution_steps(self, p: dict[str, Any]) -> dict[str, Any]:
+        if not p.get("PipelineExecutionArn"):
+            raise validation_exception("PipelineExecutionArn is required")
+        _, run = self._execution(p["PipelineExecutionArn"])
+        rows = [] if run is None else self.repo.steps(run.run_id)
+        rows.sort(
+            key=lambda r: (r.started or 0.0, r.step), reverse=(p.get("SortOrder") or "Descending") == "Descending"
+        )
+        page, token = offset_page(rows, p.get("NextToken"), p.get("MaxResults") or 50)
+        items = []
+        for row in page:
+            item: dict[str, Any] = {"StepName": row.step, "StepStatus": row.status, "AttemptCount": row.attempts}
+            if row.started is not None:
+                item["StartTime"] = row.started
+            if row.ended is not None:
+                item["EndTime"] = row.ended
+            if row.failure_reason:
+                item["FailureReason"] = row.failure_reason
+            meta = dict(row.metadata or {})
+            metadata = {k: meta[k] for k in _METADATA_KEYS if k in meta}
+            props = dict(row.properties or {})
+            if props.get("EndpointArn"):
+                metadata["Endpoint"] = {"Arn": props["EndpointArn"]}
+            if metadata:
+                item["Metadata"] = metadata
+            if "CacheHitResult" in meta:
+                item["CacheHitResult"] = meta["CacheHitResult"]
+            items.append(item)
+        out: dict[str, Any] = {"PipelineExecutionSteps": items}
+        if token is not None:
+            out["NextToken"] = token
+        return out
+
+    async def stop_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
+        api, run = self._execution(p["PipelineExecutionArn"])
+        for _ in range(100):  # just started: its process writes the run within moments
+            if run is not None or (api is not None and api.exit_code is not None):
+                break
+            await asyncio.sleep(0.1)
+            api, run = self._execution(p["PipelineExecutionArn"])
+        status, _ = self._status(api, run)
+        if run is None or status in _FINAL:
+            raise conflict(f"Pipeline execution {p['PipelineExecutionArn']} is {status}; only an executing one stops")
+        if status == "Stopping":
+            return {"PipelineExecutionArn": run.arn}
+        try:
+            if not owner_alive(run.owner_pid, run.owner_host):  # its process is gone: nobody else will stop it
+                self.repo.set_run_status(
+                    run.run_id, "Stopped", reason="stopped (its process was gone)", final=True, expected=[status]
+                )
+            else:  # its process polls for this and stops its steps
+                self.repo.set_run_status(run.run_id, "Stopping", expected=["Executing"])
+        except StaleRunStatus:
+            raise conflict(f"Pipeline execution {run.arn} changed status meanwhile; describe it again") from None
+        return {"PipelineExecutionArn": run.arn}
+
+
+def run_id_of(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def _tail(path: str) -> str:
+    tail = tail_text(path, LOG_TAIL_BYTES).strip()
+    last = [line for line in tail.splitlines() if line.strip()][-3:]
+    return f"; its log ({path}) ends: {' | '.join(last)}" if last else ""

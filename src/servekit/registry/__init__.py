@@ -1,0 +1,1 @@
+"""SageMaker's model registry: model package groups, versions, approval and deploy on approval."""

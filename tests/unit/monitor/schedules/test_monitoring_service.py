@@ -1,0 +1,682 @@
+"""Model Monitor's scheduling API through a real botocore client, in process, over real SQLite, with the clock
+injected: job definitions, schedules, their executions and the metrics they record.
+
+The monitor itself is the one thing replaced: a runner that writes ``servekit monitor run``'s documented output
+files (docs/monitoring.md §6) for the command it is given, so each status can be chosen. The real subprocess runner
+is tested at the end; the real monitor on real capture in tests/e2e/test_monitoring_schedules.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from botocore.exceptions import ClientError
+
+from servekit.aws import Credentials
+from servekit.aws.front import Call
+from servekit.aws.names import Account
+from servekit.cloudwatch.source import MetricQuery
+from servekit.cloudwatch.store import MetricsStore
+from servekit.monitor.schedules.api import MonitoringService, run_subprocess
+from servekit.state.database import StateDB
+from servekit.state.hosting import Hosting
+from servekit.state.hosting_rows import VariantState
+from servekit.state.monitoring import Monitoring
+
+T = TypeVar("T")
+T0 = datetime(2026, 11, 30, 10, 30, tzinfo=UTC).timestamp()
+HOUR = 3600.0
+ROLE = "arn:aws:iam::000000000000:role/monitor"
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class LoopThread:
+    """One event loop on a thread of its own: the service's tasks live there between API calls."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, aw: Awaitable[T]) -> T:
+        async def run() -> T:
+            return await aw
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=30)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@dataclass
+class FakeMonitor:
+    """Writes what ``servekit monitor run`` writes for the window it is asked about; ``behaviour`` picks the
+    outcome of the next runs (drift, clean, insufficient, empty, fail, timeout)."""
+
+    behaviour: str = "drift"
+    commands: list[list[str]] = field(default_factory=list)
+
+    async def __call__(self, command: Any, log_path: Path, timeout_s: float) -> int:
+        cmd = [str(c) for c in command]
+        self.commands.append(cmd)
+        if self.behaviour == "timeout":
+            raise TimeoutError
+        if self.behaviour == "fail":
+            log_path.write_text("reading the baseline\nerror: baseline /x: no CURRENT version\n")
+            return 1
+        if cmd[4] == "quality":
+            return self.quality(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        end = cmd[cmd.index("--until") + 1]
+        rows = {"drift": 500, "clean": 500, "insufficient": 7, "empty": 0}[self.behaviour]
+        drift = self.behaviour == "drift"
+        features = {
+            "x": {"type": "numerical", "metrics": {"ks_statistic": 0.62 if drift else 0.02}, "drifted": drift},
+            "y": {"type": "numerical", "metrics": {"ks_statistic": 0.41 if drift else 0.03}, "drifted": drift},
+            "c": {"type": "categorical", "metrics": {"js_distance": 0.01}, "drifted": False},
+        }
+        status = "ok" if rows >= 100 else "insufficient"
+        window = {"index": 0, "start": "-", "end": end, "rows": rows, "status": status, "features": features}
+        (out / "metrics.json").write_text(json.dumps({"windows": [window], "alarms": [], "warnings": []}))
+        violations = [
+            {"feature_name": f, "constraint_check_type": "baseline_drift_check", "description": "drifted"}
+            for f in ("x", "y")
+            if drift
+        ]
+        folder = out / "windows" / end.replace(":", "-")
+        folder.mkdir(parents=True)
+        (folder / "constraint_violations.json").write_text(json.dumps({"violations": violations}))
+        return 0
+
+    def quality(self, cmd: list[str]) -> int:
+        """``servekit monitor quality run``'s files: one binary-classification window (labelled or not)."""
+        out = Path(cmd[cmd.index("--output") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        labelled = 0 if self.behaviour == "unlabelled" else 120
+        metrics = {"accuracy": 0.81, "f1": 0.78, "auc": 0.9, "log_loss": None, "precision_macro": 0.8}
+        window: dict[str, Any] = {"predictions": 150, "labelled": labelled}
+        window.update(status="ok" if labelled else "insufficient", metrics=metrics, violations=[])
+        (out / "quality_metrics.json").write_text(
+            json.dumps({"problem_type": "BinaryClassification", "windows": [window]})
+        )
+        violation = {"metric_name": "accuracy", "constraint_check_type": "LessThanThreshold", "description": "0.81"}
+        (out / "constraint_violations.json").write_text(json.dumps({"violations": [violation] if labelled else []}))
+        return 0
+
+
+@dataclass
+class World:
+    sm: Any
+    service: MonitoringService
+    clock: Clock
+    monitor: FakeMonitor
+    loop: LoopThread
+    metrics: MetricsStore
+    hosting: Hosting
+    tmp: Path
+    baseline: Path
+
+    def tick(self, at: float) -> list[str]:
+        self.clock.now = at
+        started = self.loop.call(self.service.tick())
+        self.loop.call(self.service.wait_idle())
+        return started
+
+    def executions(self, **kw: Any) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self.sm.list_monitoring_executions(**kw)["MonitoringExecutionSummaries"]
+        return out
+
+    def latest(self, metric: str, dims: tuple[tuple[str, str], ...], namespace: str = "servekit") -> float:
+        query = MetricQuery(namespace, metric, dims, 1, "Maximum")
+        points = self.metrics.datapoints(query, self.clock.now - 2 * HOUR, self.clock.now + 10)
+        assert points, f"no datapoint of {namespace}/{metric} {dims}"
+        return points[-1][1]
+
+
+@pytest.fixture
+def world(tmp_path: Path, boto_client: Callable[..., Any], api_keys: Credentials) -> Iterator[World]:
+    db = StateDB.open(tmp_path / "state")
+    clock = Clock(T0)
+    hosting = Hosting(db.conn, clock=clock)
+    capture = tmp_path / "capture"
+    partition = capture / "ep" / "AllTraffic" / "2026" / "11" / "30" / "10"
+    partition.mkdir(parents=True)
+    (partition / "00-x.jsonl").write_text("{}\n")  # what the fake monitor "reads"
+    variant = {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.large"}
+    arn = "arn:aws:sagemaker:us-east-1:000000000000:"
+    hosting.create_endpoint_config(
+        "cfg", arn + "endpoint-config/cfg", [variant], {"EnableCapture": True, "DestinationS3Uri": f"file://{capture}"}
+    )
+    hosting.create_endpoint_config("nocap", arn + "endpoint-config/nocap", [variant], None)
+    states = (VariantState("AllTraffic", 1.0, 1.0, 1, 1),)
+    hosting.create_endpoint("ep", arn + "endpoint/ep", "cfg", "InService", states)
+    hosting.create_endpoint("bare", arn + "endpoint/bare", "nocap", "InService", states)
+    baseline = tmp_path / "baseline"
+    (baseline / "v0001").mkdir(parents=True)
+    (baseline / "CURRENT").write_text("v0001")
+    (baseline / "v0001" / "baseline.json").write_text("{}")
+    (baseline / "v0001" / "constraints.json").write_text("{}")
+    metrics = MetricsStore(db.metrics, clock=clock, resolution_s=1)
+    monitor = FakeMonitor()
+    service = MonitoringService(
+        Monitoring(db.conn, clock=clock), hosting, metrics, Account(), clock=clock, runner=monitor, python="python3"
+    )
+    loop = LoopThread()
+    handlers = service.handlers()
+
+    def dispatch(call: Call) -> Mapping[str, Any]:
+        assert call.service == "sagemaker"
+        return loop.call(handlers[call.operation](call.params))
+
+    sm = boto_client("sagemaker", api_keys.admin, dispatch=dispatch)
+    try:
+        yield World(sm, service, clock, monitor, loop, metrics, hosting, tmp_path, baseline)
+    finally:
+        loop.call(service.close())
+        loop.stop()
+        db.close()
+
+
+def data_quality(w: World, name: str = "dq", endpoint: str = "ep", **overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "JobDefinitionName": name,
+        "DataQualityBaselineConfig": {"ConstraintsResource": {"S3Uri": f"file://{w.baseline}/v0001/constraints.json"}},
+        "DataQualityAppSpecification": {"ImageUri": "servekit", "ContainerArguments": ["--min-window-rows", "50"]},
+        "DataQualityJobInput": {"EndpointInput": {"EndpointName": endpoint, "LocalPath": "/opt/ml/processing/input"}},
+        "DataQualityJobOutputConfig": {
+            "MonitoringOutputs": [
+                {"S3Output": {"S3Uri": f"file://{w.tmp}/reports", "LocalPath": "/opt/ml/processing/output"}}
+            ]
+        },
+        "JobResources": {"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}},
+        "RoleArn": ROLE,
+    }
+    params.update(overrides)
+    return params
+
+
+def schedule(name: str, definition: str = "dq", expression: str = "cron(0 * ? * * *)", **kw: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "ScheduleConfig": {"ScheduleExpression": expression},
+        "MonitoringJobDefinitionName": definition,
+        "MonitoringType": "DataQuality",
+    }
+    config.update(kw.pop("config", {}))
+    return {"MonitoringScheduleName": name, "MonitoringScheduleConfig": config, **kw}
+
+
+def error_of(call: Callable[..., Any], **params: Any) -> dict[str, Any]:
+    with pytest.raises(ClientError) as err:
+        call(**params)
+    return dict(err.value.response["Error"])
+
+
+def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll a condition the service's loop thread makes true."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def at(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+# ---------------------------------------------------------------------------------------------- definitions
+def test_job_definitions_create_describe_list_delete(world: World) -> None:
+    sm = world.sm
+    arn = sm.create_data_quality_job_definition(**data_quality(world))["JobDefinitionArn"]
+    assert arn == "arn:aws:sagemaker:us-east-1:000000000000:data-quality-job-definition/dq"
+    d = sm.describe_data_quality_job_definition(JobDefinitionName="dq")
+    assert (d["JobDefinitionName"], d["JobDefinitionArn"]) == ("dq", arn)
+    assert d["DataQualityJobInput"]["EndpointInput"]["EndpointName"] == "ep"
+    assert d["CreationTime"] == datetime.fromtimestamp(T0, UTC)
+    world.clock.now += 1
+    sm.create_data_quality_job_definition(**data_quality(world, "dq2", "bare"))
+    listed = sm.list_data_quality_job_definitions()["JobDefinitionSummaries"]
+    assert [s["MonitoringJobDefinitionName"] for s in listed] == ["dq2", "dq"]  # newest first
+    only = sm.list_data_quality_job_definitions(EndpointName="ep", SortBy="Name", SortOrder="Ascending")
+    assert [(s["MonitoringJobDefinitionName"], s["EndpointName"]) for s in only["JobDefinitionSummaries"]] == [
+        ("dq", "ep")
+    ]
+    page = sm.list_data_quality_job_definitions(MaxResults=1)
+    assert len(page["JobDefinitionSummaries"]) == 1 and page["NextToken"]
+    rest = sm.list_data_quality_job_definitions(MaxResults=1, NextToken=page["NextToken"])
+    assert [s["MonitoringJobDefinitionName"] for s in rest["JobDefinitionSummaries"]] == ["dq"]
+    assert sm.list_model_quality_job_definitions()["JobDefinitionSummaries"] == []
+
+    assert error_of(sm.create_data_quality_job_definition, **data_quality(world, "DQ"))["Code"] == "ResourceInUse"
+    sm.create_monitoring_schedule(**schedule("hourly"))
+    in_use = error_of(sm.delete_data_quality_job_definition, JobDefinitionName="dq")
+    assert in_use["Code"] == "ResourceInUse" and "hourly" in in_use["Message"]
+    sm.delete_monitoring_schedule(MonitoringScheduleName="hourly")
+    sm.delete_data_quality_job_definition(JobDefinitionName="dq")
+    gone = error_of(sm.describe_data_quality_job_definition, JobDefinitionName="dq")
+    assert gone["Code"] == "ResourceNotFound"
+    assert error_of(sm.describe_model_quality_job_definition, JobDefinitionName="dq2")["Code"] == "ResourceNotFound"
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            {
+                "DataQualityJobOutputConfig": {
+                    "MonitoringOutputs": [{"S3Output": {"S3Uri": "s3://b/out", "LocalPath": "/o"}}]
+                }
+            },
+            "must be a local path or file:// URI",
+        ),
+        ({"DataQualityBaselineConfig": {}}, "give DataQualityBaselineConfig.ConstraintsResource.S3Uri"),
+        (
+            {"DataQualityBaselineConfig": {"ConstraintsResource": {"S3Uri": "file:///nowhere/constraints.json"}}},
+            "is not a baseline made by servekit monitor baseline",
+        ),
+        (
+            {"DataQualityAppSpecification": {"ImageUri": "x", "ContainerArguments": ["--data", "/elsewhere"]}},
+            "ContainerArguments may not set --data",
+        ),
+        (
+            {"DataQualityAppSpecification": {"ImageUri": "x", "RecordPreprocessorSourceUri": "s3://b/pre.py"}},
+            "RecordPreprocessorSourceUri is not supported",
+        ),
+        (
+            {
+                "DataQualityJobInput": {
+                    "BatchTransformInput": {
+                        "DataCapturedDestinationS3Uri": "s3://b/c",
+                        "DatasetFormat": {"Csv": {"Header": True}},
+                        "LocalPath": "/i",
+                    }
+                }
+            },
+            "servekit monitors endpoints",
+        ),
+        (
+            {"DataQualityAppSpecification": {"ImageUri": "x", "Environment": {"publish_cloudwatch_metrics": "Yes"}}},
+            "publish_cloudwatch_metrics must be Enabled or Disabled",
+        ),
+    ],
+)
+def test_definitions_servekit_cannot_run_are_refused_with_the_reason(
+    world: World, change: dict[str, Any], words: str
+) -> None:
+    error = error_of(world.sm.create_data_quality_job_definition, **data_quality(world, **change))
+    assert error["Code"] == "ValidationException" and words in error["Message"], error
+
+
+# ---------------------------------------------------------------------------------------------- schedules
+def test_an_hourly_schedule_runs_the_monitor_on_the_last_hour_and_records_its_metrics(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    arn = sm.create_monitoring_schedule(**schedule("hourly"))["MonitoringScheduleArn"]
+    assert arn.endswith(":monitoring-schedule/hourly")
+    assert sm.describe_monitoring_schedule(MonitoringScheduleName="hourly")["MonitoringScheduleStatus"] == "Pending"
+    assert world.tick(T0 + 60) == []  # taken up; the first fire is 11:00, after creation
+    d = sm.describe_monitoring_schedule(MonitoringScheduleName="hourly")
+    assert d["MonitoringScheduleStatus"] == "Scheduled" and "LastMonitoringExecutionSummary" not in d
+    assert (d["EndpointName"], d["MonitoringType"]) == ("ep", "DataQuality")
+    assert d["MonitoringScheduleConfig"]["ScheduleConfig"]["ScheduleExpression"] == "cron(0 * ? * * *)"
+
+    [job] = world.tick(at("2026-11-30T11:00:05"))
+    assert world.tick(at("2026-11-30T11:30:00")) == []  # once per fire
+    cmd = world.monitor.commands[-1]
+    assert cmd[:5] == ["python3", "-m", "servekit.cli.main", "monitor", "run"]
+    option = {cmd[i]: cmd[i + 1] for i in range(5, len(cmd) - 1, 2)}
+    assert option["--baseline"] == str(world.baseline / "v0001")
+    assert option["--data"] == str(world.tmp / "capture" / "ep")
+    assert (option["--since"], option["--until"]) == ("2026-11-30T10:00:00Z", "2026-11-30T11:00:00Z")
+    assert (option["--window"], option["--step"], option["--min-window-rows"]) == ("3600s", "3600s", "50")
+    out = Path(option["--out"])
+    assert out == world.tmp / "reports" / "ep" / "hourly" / "2026" / "11" / "30" / "11"
+
+    [e] = world.executions(MonitoringScheduleName="hourly")
+    assert e["MonitoringExecutionStatus"] == "CompletedWithViolations"
+    assert e["ScheduledTime"] == datetime(2026, 11, 30, 11, tzinfo=UTC)
+    assert e["ProcessingJobArn"] == f"arn:aws:sagemaker:us-east-1:000000000000:processing-job/{job}"
+    assert (e["EndpointName"], e["MonitoringJobDefinitionName"], e["MonitoringType"]) == ("ep", "dq", "DataQuality")
+    last = sm.describe_monitoring_schedule(MonitoringScheduleName="hourly")["LastMonitoringExecutionSummary"]
+    assert last["ProcessingJobArn"] == e["ProcessingJobArn"]
+
+    p = sm.describe_processing_job(ProcessingJobName=job)
+    assert p["ProcessingJobStatus"] == "Completed" and p["MonitoringScheduleArn"] == arn
+    assert p["ExitMessage"] == "CompletedWithViolations: Job completed successfully with 2 violations."
+    uri = p["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
+    assert uri == f"file://{out}"
+    report = json.loads((out / "constraint_violations.json").read_text())  # where SageMaker puts it
+    assert [v["feature_name"] for v in report["violations"]] == ["x", "y"]
+    assert p["Environment"]["start_time"] == "2026-11-30T10:00:00Z" and p["Environment"]["end_time"].endswith(
+        "11:00:00Z"
+    )
+    assert p["AppSpecification"]["ContainerArguments"][:1] == ["run"]
+
+    # the metrics alarms and rollouts read, stamped when the execution finished
+    ep = (("EndpointName", "ep"),)
+    assert world.latest("DriftedFeatures", ep) == 2.0
+    assert world.metrics.unit("DriftedFeatures", "servekit") == "Count"  # as monitor run --publish-url sends it
+    assert world.latest("DataQualityViolations", (*ep, ("MonitoringSchedule", "hourly"))) == 2.0
+    sagemaker_dims = (("Endpoint", "ep"), ("MonitoringSchedule", "hourly"))
+    namespace = "aws/sagemaker/Endpoints/data-metrics"
+    assert world.latest("feature_baseline_drift_x", sagemaker_dims, namespace) == pytest.approx(0.62)
+    assert world.latest("feature_baseline_drift_c", sagemaker_dims, namespace) == pytest.approx(0.01)
+
+    world.monitor.behaviour = "clean"
+    world.tick(at("2026-11-30T12:00:00"))
+    newest = world.executions(MonitoringScheduleName="hourly", SortBy="ScheduledTime")[0]
+    assert newest["MonitoringExecutionStatus"] == "Completed"
+    assert world.latest("DriftedFeatures", ep) == 0.0
+    assert len(world.executions(StatusEquals="Completed")) == 1
+    assert len(world.executions(ScheduledTimeAfter=datetime(2026, 11, 30, 11, 30, tzinfo=UTC))) == 1
+
+
+def test_stop_start_delete(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    sm.create_monitoring_schedule(**schedule("s"))
+    world.tick(T0)
+    sm.stop_monitoring_schedule(MonitoringScheduleName="s")
+    sm.stop_monitoring_schedule(MonitoringScheduleName="s")  # again: no change
+    assert sm.describe_monitoring_schedule(MonitoringScheduleName="s")["MonitoringScheduleStatus"] == "Stopped"
+    assert world.tick(at("2026-11-30T11:00:00")) == []
+    assert (
+        sm.list_monitoring_schedules(StatusEquals="Stopped")["MonitoringScheduleSummaries"][0]["MonitoringScheduleName"]
+        == "s"
+    )
+    world.clock.now = at("2026-11-30T12:30:00")
+    sm.start_monitoring_schedule(MonitoringScheduleName="s")
+    assert world.tick(at("2026-11-30T12:30:01")) == []  # 11:00 and 12:00 were missed while stopped: not made up
+    [job] = world.tick(at("2026-11-30T13:00:00"))
+    assert world.executions()[0]["ScheduledTime"] == datetime(2026, 11, 30, 13, tzinfo=UTC)
+    sm.delete_monitoring_schedule(MonitoringScheduleName="s")
+    assert error_of(sm.describe_monitoring_schedule, MonitoringScheduleName="s")["Code"] == "ResourceNotFound"
+    assert error_of(sm.stop_monitoring_schedule, MonitoringScheduleName="s")["Code"] == "ResourceNotFound"
+    assert [e["MonitoringScheduleName"] for e in world.executions()] == ["s"]  # the history stays
+    assert sm.describe_processing_job(ProcessingJobName=job)["ProcessingJobStatus"] == "Completed"
+    assert world.tick(at("2026-11-30T14:00:00")) == []
+
+
+def test_failed_executions_say_why(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world, StoppingCondition={"MaxRuntimeInSeconds": 120}))
+    sm.create_monitoring_schedule(**schedule("s"))
+    world.tick(T0)
+
+    def run(behaviour: str, hour: int) -> dict[str, Any]:
+        world.monitor.behaviour = behaviour
+        world.tick(at(f"2026-11-30T{hour:02d}:00:00"))
+        return world.executions(SortBy="ScheduledTime")[0]
+
+    assert run("empty", 11)["FailureReason"].startswith("Job inputs had no data")
+    failed = run("fail", 12)
+    assert failed["MonitoringExecutionStatus"] == "Failed"
+    assert failed["FailureReason"] == "error: baseline /x: no CURRENT version"
+    timed_out = run("timeout", 13)
+    assert timed_out["FailureReason"] == "The execution ran longer than MaxRuntimeInSeconds (120)."
+    few = run("insufficient", 14)
+    assert few["MonitoringExecutionStatus"] == "Completed"
+    job = few["ProcessingJobArn"].rsplit("/", 1)[1]
+    assert "too few to judge" in world.sm.describe_processing_job(ProcessingJobName=job)["ExitMessage"]
+    assert world.metrics.series("servekit") == []  # nothing judged, nothing recorded
+
+    # only a file still being written (hidden), then no capture folder at all (nobody invoked the endpoint yet)
+    shutil.rmtree(world.tmp / "capture" / "ep")
+    (world.tmp / "capture" / "ep" / "AllTraffic").mkdir(parents=True)
+    (world.tmp / "capture" / "ep" / "AllTraffic" / ".00-x.jsonl.tmp").write_text("{")
+    assert run("drift", 15)["FailureReason"].startswith("Job inputs had no data: nothing captured under")
+    shutil.rmtree(world.tmp / "capture" / "ep")
+    assert run("drift", 16)["FailureReason"].startswith("Job inputs had no data: nothing captured under")
+    # the endpoint is gone
+    world.hosting.delete_endpoint("ep")
+    gone = run("drift", 17)
+    assert gone["MonitoringExecutionStatus"] == "Failed" and "Could not find endpoint" in gone["FailureReason"]
+    assert len(world.executions(StatusEquals="Failed")) == 6
+
+
+def test_bad_schedules_are_refused_with_a_clear_message(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    sm.create_data_quality_job_definition(**data_quality(world, "on-bare", "bare"))
+    cases: list[tuple[dict[str, Any], str]] = [
+        (schedule("a", expression="cron(0 9 * * ? *)"), "Invalid ScheduleExpression 'cron(0 9 * * ? *)': use cron(0 *"),
+        (schedule("a", expression="rate(1 hour)"), "Invalid ScheduleExpression"),
+        (schedule("a", expression="NOW"), "needs ScheduleConfig.DataAnalysisStartTime"),
+        (schedule("a", "missing"), "Job definition missing does not exist"),
+        (schedule("a", "on-bare"), "Endpoint bare does not capture data"),
+        (
+            schedule("a", config={"MonitoringType": "ModelQuality"}),
+            "Job definition dq is a DataQuality job definition, not ModelQuality",
+        ),
+        (schedule("a", config={"MonitoringType": "ModelBias"}), "servekit runs DataQuality and ModelQuality"),
+        (
+            schedule("a", config={"ScheduleConfig": {"ScheduleExpression": "cron(0 * ? * * *)",
+                                                     "DataAnalysisStartTime": "PT1H"}}),
+            "lies after the scheduled time",
+        ),
+        (schedule("a", Tags=[{"Key": "servekit:hour-seconds", "Value": "0"}]), "an integer number of seconds"),
+    ]  # fmt: skip
+    for params, words in cases:
+        error = error_of(sm.create_monitoring_schedule, **params)
+        assert error["Code"] == "ValidationException" and words in error["Message"], (params, error)
+    assert sm.list_monitoring_schedules()["MonitoringScheduleSummaries"] == []
+    sm.create_monitoring_schedule(**schedule("a"))
+    assert error_of(sm.create_monitoring_schedule, **schedule("A"))["Code"] == "ResourceInUse"
+
+
+def test_update_an_inline_definition_and_now(world: World) -> None:
+    """An inline MonitoringJobDefinition; UpdateMonitoringSchedule to NOW with an explicit window runs once."""
+    sm = world.sm
+    inline = {
+        "BaselineConfig": {"ConstraintsResource": {"S3Uri": str(world.baseline)}},
+        "MonitoringInputs": [{"EndpointInput": {"EndpointName": "ep", "LocalPath": "/opt/ml/processing/input"}}],
+        "MonitoringOutputConfig": {
+            "MonitoringOutputs": [{"S3Output": {"S3Uri": str(world.tmp / "r"), "LocalPath": "/o"}}]
+        },
+        "MonitoringResources": {
+            "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}
+        },
+        "MonitoringAppSpecification": {"ImageUri": "servekit"},
+        "RoleArn": ROLE,
+    }  # fmt: skip
+    config = {"ScheduleConfig": {"ScheduleExpression": "cron(0 12 ? * * *)"}, "MonitoringJobDefinition": inline}
+    sm.create_monitoring_schedule(MonitoringScheduleName="inline", MonitoringScheduleConfig=config)
+    world.tick(T0)
+    d = sm.describe_monitoring_schedule(MonitoringScheduleName="inline")
+    assert d["MonitoringType"] == "DataQuality" and d["MonitoringScheduleStatus"] == "Scheduled"
+    world.clock.now = at("2026-11-30T10:45:00")
+    now = {"ScheduleExpression": "NOW", "DataAnalysisStartTime": "-PT2H", "DataAnalysisEndTime": "-PT0H"}
+    sm.update_monitoring_schedule(
+        MonitoringScheduleName="inline", MonitoringScheduleConfig={**config, "ScheduleConfig": now}
+    )
+    assert sm.describe_monitoring_schedule(MonitoringScheduleName="inline")["MonitoringScheduleStatus"] == "Pending"
+    # NOW takes effect at the update: one execution over the two hours before it, then none
+    assert len(world.tick(at("2026-11-30T10:45:01"))) == 1
+    cmd = world.monitor.commands[-1]
+    assert (cmd[cmd.index("--since") + 1], cmd[cmd.index("--until") + 1]) == (
+        "2026-11-30T08:45:00Z",
+        "2026-11-30T10:45:00Z",
+    )
+    assert cmd[cmd.index("--baseline") + 1] == str(world.baseline)
+    assert world.tick(at("2026-11-30T12:00:00")) == []
+
+
+def test_now_runs_once_over_its_window(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    now = {"ScheduleExpression": "NOW", "DataAnalysisStartTime": "-PT2H", "DataAnalysisEndTime": "-PT1H"}
+    sm.create_monitoring_schedule(**schedule("once", config={"ScheduleConfig": now}))
+    assert len(world.tick(T0 + 1)) == 1
+    assert world.tick(T0 + 7200) == []
+    cmd = world.monitor.commands[-1]
+    assert cmd[cmd.index("--since") + 1] == "2026-11-30T08:30:00Z"
+    assert cmd[cmd.index("--until") + 1] == "2026-11-30T09:30:00Z"
+
+
+def test_time_compressed_schedule(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    tags = [{"Key": "servekit:hour-seconds", "Value": "2"}]
+    window = {
+        "ScheduleExpression": "cron(0 * ? * * *)",
+        "DataAnalysisStartTime": "-PT24H",
+        "DataAnalysisEndTime": "-PT0H",
+    }
+    sm.create_monitoring_schedule(**schedule("fast", config={"ScheduleConfig": window}, Tags=tags))
+    start = 2_000_000_001.0
+    world.tick(start)
+    assert len(world.tick(start + 1)) == 1  # 2_000_000_002 is a multiple of 2
+    assert world.tick(start + 2) == []
+    assert len(world.tick(start + 3)) == 1
+    cmd = world.monitor.commands[-1]
+    assert cmd[cmd.index("--window") + 1] == "48s"  # 24 compressed hours
+    assert cmd[cmd.index("--until") + 1] == "2033-05-18T03:33:24Z"
+    assert Path(cmd[cmd.index("--out") + 1]).name == "3324"  # MMSS under the hour folder
+
+
+def test_a_restart_marks_unfinished_executions_failed(world: World, tmp_path: Path) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    sm.create_monitoring_schedule(**schedule("s"))
+    world.tick(T0)
+
+    async def stuck(command: Any, log_path: Path, timeout_s: float) -> int:
+        await asyncio.Event().wait()
+        return 0
+
+    world.service._runner = stuck
+    world.clock.now = at("2026-11-30T11:00:00")
+    assert len(world.loop.call(world.service.tick())) == 1
+    until(lambda: world.executions()[0]["MonitoringExecutionStatus"] == "InProgress", "the execution to run")
+    # a second servekit up on the same database (the first one "crashed")
+    again = StateDB.open(tmp_path / "state")
+    MonitoringService(again.monitoring, Hosting(again.conn), None, Account(), clock=world.clock)
+    again.close()
+    [e] = world.executions()
+    assert e["MonitoringExecutionStatus"] == "Failed" and "stopped while the execution ran" in e["FailureReason"]
+
+
+def test_deleting_a_schedule_stops_its_running_execution(world: World) -> None:
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world))
+    sm.create_monitoring_schedule(**schedule("s"))
+    world.tick(T0)
+
+    async def stuck(command: Any, log_path: Path, timeout_s: float) -> int:
+        await asyncio.Event().wait()
+        return 0
+
+    world.service._runner = stuck
+    world.clock.now = at("2026-11-30T11:00:00")
+    world.loop.call(world.service.tick())
+    sm.delete_monitoring_schedule(MonitoringScheduleName="s")
+    [e] = world.executions()
+    assert e["MonitoringExecutionStatus"] == "Stopped"
+    assert e["FailureReason"] == "The monitoring schedule was deleted while the execution ran."
+
+
+def test_a_model_quality_schedule_joins_labels_and_records_quality_metrics(world: World) -> None:
+    sm = world.sm
+    constraints = world.tmp / "quality" / "constraints.json"
+    constraints.parent.mkdir()
+    constraints.write_text("{}")
+    endpoint_input = {
+        "EndpointName": "ep",
+        "LocalPath": "/opt/ml/processing/input",
+        "InferenceAttribute": "label",
+        "ProbabilityAttribute": "probability",
+        "ProbabilityThresholdAttribute": 0.7,
+        "StartTimeOffset": "-P1D",
+        "EndTimeOffset": "-PT1H",
+    }
+    definition: dict[str, Any] = {
+        "JobDefinitionName": "mq",
+        "ModelQualityBaselineConfig": {"ConstraintsResource": {"S3Uri": str(constraints)}},
+        "ModelQualityAppSpecification": {"ImageUri": "servekit", "ProblemType": "BinaryClassification"},
+        "ModelQualityJobInput": {
+            "EndpointInput": endpoint_input,
+            "GroundTruthS3Input": {"S3Uri": f"file://{world.tmp}/labels"},
+        },
+        "ModelQualityJobOutputConfig": {
+            "MonitoringOutputs": [{"S3Output": {"S3Uri": str(world.tmp / "mq"), "LocalPath": "/opt/ml/processing/o"}}]
+        },
+        "JobResources": {"ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 1}},
+        "RoleArn": ROLE,
+    }
+    no_truth = {
+        **definition,
+        "ModelQualityJobInput": {
+            "EndpointInput": endpoint_input,
+            "GroundTruthS3Input": {},
+        },
+    }
+    assert "GroundTruthS3Input.S3Uri" in error_of(sm.create_model_quality_job_definition, **no_truth)["Message"]
+    no_baseline = {**definition, "ModelQualityBaselineConfig": {}}
+    assert "ConstraintsResource.S3Uri" in error_of(sm.create_model_quality_job_definition, **no_baseline)["Message"]
+    sm.create_model_quality_job_definition(**definition)
+    assert (
+        sm.describe_model_quality_job_definition(JobDefinitionName="mq")["ModelQualityAppSpecification"]["ProblemType"]
+        == "BinaryClassification"
+    )
+    sm.create_monitoring_schedule(**schedule("quality", "mq", config={"MonitoringType": "ModelQuality"}))
+    world.tick(T0)
+    world.tick(at("2026-11-30T11:00:00"))
+    cmd = world.monitor.commands[-1]
+    assert cmd[4:6] == ["quality", "run"]
+    option = {cmd[i]: cmd[i + 1] for i in range(6, len(cmd) - 1, 2)}
+    assert option["--capture"] == str(world.tmp / "capture" / "ep")
+    assert (option["--labels"], option["--baseline"]) == (str(world.tmp / "labels"), str(constraints))
+    # EndpointInput's offsets (labels arrive late): the day before, up to an hour ago
+    assert (option["--since"], option["--until"]) == ("2026-11-29T11:00:00Z", "2026-11-30T10:00:00Z")
+    assert (option["--window"], option["--step"]) == ("82800s", "3600s")
+    assert option["--problem-type"] == "BinaryClassification"
+    assert (option["--inference-attribute"], option["--probability-attribute"]) == ("label", "probability")
+    assert option["--probability-threshold"] == "0.7"
+    [e] = world.executions(MonitoringTypeEquals="ModelQuality")
+    assert e["MonitoringExecutionStatus"] == "CompletedWithViolations" and e["MonitoringType"] == "ModelQuality"
+    dims = (("Endpoint", "ep"), ("MonitoringSchedule", "quality"))
+    namespace = "aws/sagemaker/Endpoints/model-metrics"
+    assert world.latest("accuracy", dims, namespace) == pytest.approx(0.81)
+    assert world.latest("f1", dims, namespace) == pytest.approx(0.78)
+    assert world.latest("ModelQualityViolations", (("EndpointName", "ep"),)) == 1.0
+    assert "log_loss" not in {m for _, m, _ in world.metrics.series(namespace)}  # null: not recorded
+
+    world.monitor.behaviour = "unlabelled"
+    world.tick(at("2026-11-30T12:00:00"))
+    newest = world.executions(SortBy="ScheduledTime")[0]
+    assert newest["MonitoringExecutionStatus"] == "Failed"
+    assert "no ground truth label joined the window's 150 captured predictions" in newest["FailureReason"]
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+def test_the_subprocess_runner_returns_the_exit_status_and_keeps_the_output(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    code = asyncio.run(run_subprocess([sys.executable, "-c", "print('judged'); raise SystemExit(3)"], log, 60))
+    assert code == 3 and log.read_text().strip() == "judged"
+
+
+def test_the_subprocess_runner_stops_a_command_past_its_time(tmp_path: Path) -> None:
+    marker = tmp_path / "still-running"
+    script = f"import time, pathlib\ntime.sleep(30)\npathlib.Path({str(marker)!r}).write_text('x')"
+    with pytest.raises(TimeoutError):
+        asyncio.run(run_subprocess([sys.executable, "-c", script], tmp_path / "log", 0.5))
+    assert not marker.exists()

@@ -11,7 +11,9 @@ SageMaker accepts only a few expressions (its ``ScheduleConfig`` reference), all
 - ``NOW``: once, when the schedule is created (its ``DataAnalysisStartTime``/``EndTime`` are then required).
 
 Anything else is refused with the list above. No ``ScheduleConfig`` at all means daily (SageMaker picks the hour;
-servekit picks midnight UTC).
+servekit picks midnight UTC). An accepted expression's hours are read by the shared grammar
+(:mod:`servekit._utils.cron`); its fire times are this module's, for time compression (below) puts them on a
+timeline of compressed hours that no calendar holds.
 
 **Time compression** (servekit's, for tests and demos): with ``hour_s`` shorter than 3600, every hour of the
 expression lasts ``hour_s`` seconds — fires are at ``day·24·hour_s + H·hour_s`` since the epoch, and analysis
@@ -29,6 +31,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+
+from servekit._utils.cron import parse_aws
 
 HOUR_S = 3600
 DAY_HOURS = 24
@@ -70,26 +74,25 @@ def parse_expression(expression: str | None) -> MonitoringCron:
     fields = m.group(1).split() if m else []
     if len(fields) != 6 or fields[0] != "0" or fields[2:] != ["?", "*", "*", "*"]:
         raise ScheduleExpressionError(f"Invalid ScheduleExpression {expression!r}: use {SUPPORTED}.")
-    return MonitoringCron(text, _hours(fields[1], expression))
+    _check_hours(fields[1], expression)
+    return MonitoringCron(text, tuple(sorted(parse_aws(" ".join(fields)).hours)))
 
 
-def _hours(field: str, expression: str) -> tuple[int, ...]:
+def _check_hours(field: str, expression: str) -> None:
+    """The hours SageMaker allows: ``*``, ``H`` or ``H/N`` (N 1-24)."""
     if field == "*":
-        return tuple(range(DAY_HOURS))
+        return
     start_text, slash, step_text = field.partition("/")
     if not start_text.isdigit() or not 0 <= int(start_text) <= 23:
         raise ScheduleExpressionError(
             f"Invalid ScheduleExpression {expression!r}: the hour must be * or 0-23, not {start_text!r}; use "
             f"{SUPPORTED}."
         )
-    if not slash:
-        return (int(start_text),)
-    if not step_text.isdigit() or not 1 <= int(step_text) <= 24:
+    if slash and (not step_text.isdigit() or not 1 <= int(step_text) <= 24):
         raise ScheduleExpressionError(
             f"Invalid ScheduleExpression {expression!r}: the step of the hours must be 1-24, not {step_text!r}; "
             f"use {SUPPORTED}."
         )
-    return tuple(range(int(start_text), DAY_HOURS, int(step_text)))
 
 
 def _fires_of_day(cron: MonitoringCron, hour_s: float, day: int) -> list[float]:

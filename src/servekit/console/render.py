@@ -29,6 +29,14 @@ def when(epoch: object) -> str:
     return "" if epoch is None else str(epoch)
 
 
+def money(value: object) -> str:
+    return f"${float(value):,.3f}/h" if isinstance(value, (int, float)) else "—"
+
+
+def weight(value: object) -> str:
+    return f"{float(value):g}" if isinstance(value, (int, float)) else "—"
+
+
 def badge(status: object) -> str:
     """A status word with a class for its colour (text and colour both say it: colour is never the only cue)."""
     word = str(status or "")

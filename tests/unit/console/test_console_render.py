@@ -1,10 +1,11 @@
-"""The console's pure parts: escaping, chart series from GetMetricData answers, periods."""
+"""The console's pure parts: escaping, each page's HTML, chart series from GetMetricData answers, periods."""
 
 from __future__ import annotations
 
 from urllib.parse import quote
 
-from servekit.console import data, views
+from servekit.console import charts, data, links
+from servekit.console.pages import endpoint, endpoints, jobs, monitoring, pipelines, registry, rollout
 from servekit.console.render import badge, esc, json_script, table
 
 
@@ -26,14 +27,14 @@ def _summary(name: str, **endpoint: object) -> dict[str, object]:
 
 def test_every_api_string_is_escaped() -> None:
     evil = '<script>alert("x")</script>'
-    out = views.endpoints_table([_summary(evil, FailureReason=evil)])  # type: ignore[list-item]
+    out = endpoints.endpoints_table([_summary(evil, FailureReason=evil)])  # type: ignore[list-item]
     assert "<script>" not in out
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in out
     assert esc("a&b") == "a&amp;b"
 
 
 def test_endpoints_table_shows_status_reason_weights_instances_types_and_cost() -> None:
-    out = views.endpoints_table([_summary("ep", EndpointStatus="Failed", FailureReason="model_fn raised")])  # type: ignore[list-item]
+    out = endpoints.endpoints_table([_summary("ep", EndpointStatus="Failed", FailureReason="model_fn raised")])  # type: ignore[list-item]
     assert "badge-bad" in out and "Failed" in out and "model_fn raised" in out
     assert "weight 3, 2/2 &times; ml.t2.medium" in out
     assert "weight 1, 1/1 &times; —" in out  # B has no instance type in the config answer
@@ -42,7 +43,7 @@ def test_endpoints_table_shows_status_reason_weights_instances_types_and_cost() 
 
 
 def test_names_in_links_are_url_encoded() -> None:
-    assert views.endpoint_href("a/b c") == "/console/endpoints/a%2Fb%20c"
+    assert links.endpoint_href("a/b c") == "/console/endpoints/a%2Fb%20c"
 
 
 def test_badges_never_rely_on_colour_alone() -> None:
@@ -57,14 +58,14 @@ def test_json_for_the_page_cannot_close_its_script_tag() -> None:
 
 
 def test_periods_are_multiples_of_the_resolution_under_the_point_limit() -> None:
-    assert data.period_for(300, 1) == 1
-    assert data.period_for(3600, 1) == 10
-    assert data.period_for(900, 60) == 60
-    assert data.period_for(24 * 3600, 60) == 240
-    for r in data.RANGES_S:
+    assert charts.period_for(300, 1) == 1
+    assert charts.period_for(3600, 1) == 10
+    assert charts.period_for(900, 60) == 60
+    assert charts.period_for(24 * 3600, 60) == 240
+    for r in charts.RANGES_S:
         for res in (1, 2, 10, 60):
-            p = data.period_for(r, res)
-            assert p % res == 0 and r / p <= data.MAX_POINTS
+            p = charts.period_for(r, res)
+            assert p % res == 0 and r / p <= charts.MAX_POINTS
 
 
 def test_charts_align_series_on_every_period_rates_and_ms() -> None:
@@ -73,18 +74,18 @@ def test_charts_align_series_on_every_period_rates_and_ms() -> None:
         {"Id": "ml50_0", "Timestamps": [120], "Values": [2500.0]},
         {"Id": "e5_0", "Timestamps": [110], "Values": [5.0]},
     ]
-    charts = {c.key: c for c in data.build_charts(results, ["A"], 100, 130, 10)}
-    inv = charts["invocations"]
+    by_key = {c.key: c for c in charts.build_charts(results, ["A"], 100, 130, 10)}
+    inv = by_key["invocations"]
     assert inv.data[0] == (100.0, 110.0, 120.0)
     assert inv.data[1] == (4.0, 0.0, 1.0)  # Sum per period / period; no datapoint = no requests
-    lat = charts["model_latency"]
+    lat = by_key["model_latency"]
     assert lat.labels == ("A p50", "A p90", "A p99")
     assert lat.data[1] == (None, None, 2.5)  # µs to ms; no datapoint = no point, not zero
-    assert charts["errors"].data[2] == (0.0, 0.5, 0.0)
+    assert by_key["errors"].data[2] == (0.0, 0.5, 0.0)
 
 
 def test_queries_name_each_series_per_variant() -> None:
-    qs = data.metric_queries("ep", ["A", "B"], 60)
+    qs = charts.metric_queries("ep", ["A", "B"], 60)
     ids = [q["Id"] for q in qs]
     assert len(ids) == len(set(ids)) == 2 * 9
     first = qs[0]["MetricStat"]
@@ -132,7 +133,7 @@ def test_rollout_section_shows_step_bake_time_alarms_and_reasons() -> None:
             {"Timestamp": 1005.0, "AlarmName": "ep-5xx", "HistorySummary": "Alarm updated from ALARM to OK"}
         ],
     }
-    out = views.rollout_section(detail, now=1017.0)
+    out = rollout.rollout_section(detail, now=1017.0)
     assert "Deploying <strong>v2</strong>" in out
     assert "Step 1 of 2: 50%" in out and "7 s in this phase" in out and "0.5 of 1" in out
     assert "ep-5xx" in out and ">OK<" in out and ">missing<" in out
@@ -142,8 +143,8 @@ def test_rollout_section_shows_step_bake_time_alarms_and_reasons() -> None:
 
 def test_actions_appear_only_with_a_session_token() -> None:
     detail = {"endpoint": _summary("ep")["endpoint"], "config": {}}
-    assert "<form" not in views.variants_section(detail, None)
-    with_token = views.variants_section(detail, "tok")
+    assert "<form" not in endpoint.variants_section(detail, None)
+    with_token = endpoint.variants_section(detail, "tok")
     assert 'name="csrf" value="tok"' in with_token and 'method="post"' in with_token
     groups = [
         {
@@ -157,8 +158,8 @@ def test_actions_appear_only_with_a_session_token() -> None:
             ],
         }
     ]
-    assert "Approve" not in views.registry_body(groups, None)
-    assert 'value="arn:x/g/1"' in views.registry_body(groups, "tok")
+    assert "Approve" not in registry.registry_body(groups, None)
+    assert 'value="arn:x/g/1"' in registry.registry_body(groups, "tok")
 
 
 def test_the_stop_form_offers_only_the_alarms_the_running_deployment_watches() -> None:
@@ -168,13 +169,13 @@ def test_the_stop_form_offers_only_the_alarms_the_running_deployment_watches() -
         "LastDeploymentConfig": {"AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "guard"}]}},
     }
     alarms = [{"AlarmName": "guard", "Watched": True}, {"AlarmName": "mine", "Watched": False}]
-    out = views.stop_rollout_form({"endpoint": endpoint, "alarms": alarms}, "tok")
+    out = rollout.stop_rollout_form({"endpoint": endpoint, "alarms": alarms}, "tok")
     assert 'value="guard"' in out and "mine" not in out
-    section = views.rollout_section({"endpoint": endpoint, "alarms": alarms}, now=0.0, csrf="tok")
+    section = rollout.rollout_section({"endpoint": endpoint, "alarms": alarms}, now=0.0, csrf="tok")
     assert "Deployment configuration of this rollout" in section and "no (on this endpoint" in section
-    unguarded = views.stop_rollout_form({"endpoint": endpoint, "alarms": alarms[1:]}, "tok")
+    unguarded = rollout.stop_rollout_form({"endpoint": endpoint, "alarms": alarms[1:]}, "tok")
     assert "<form" not in unguarded and "unavailable" in unguarded
-    assert views.stop_rollout_form({"endpoint": {"EndpointName": "ep"}, "alarms": alarms}, "tok") == ""
+    assert rollout.stop_rollout_form({"endpoint": {"EndpointName": "ep"}, "alarms": alarms}, "tok") == ""
 
 
 def test_alarms_of_an_endpoint_are_the_watched_ones_and_those_on_its_metrics() -> None:
@@ -196,14 +197,14 @@ def test_transform_table_shows_progress_errors_and_servekits_own_status() -> Non
         "CreationTime": 0,
         "ServekitProgress": {"ObjectsTotal": 4, "ObjectsDone": 3, "ObjectsFailed": 1, "Records": 12, "RecordErrors": 2},
     }
-    out = views.transform_table([job])
+    out = jobs.transform_table([job])
     assert "<b>" not in out and "&lt;b&gt;scores&lt;/b&gt;" in out
     assert '<progress max="4" value="3"' in out and "3 / 4" in out and "1 failed" in out
     assert "servekit: CompletedWithErrors" in out and "2 record(s) failed" in out
     assert "1970-01-01 00:00:00 UTC" in out
-    counting = views.transform_table([{**job, "ServekitProgress": {"ObjectsTotal": 0}}])
+    counting = jobs.transform_table([{**job, "ServekitProgress": {"ObjectsTotal": 0}}])
     assert "<progress" not in counting and "counting objects" in counting
-    assert "none yet" in views.transform_table([])
+    assert "none yet" in jobs.transform_table([])
 
 
 def test_execution_section_shows_steps_cache_hits_and_failure_reasons() -> None:
@@ -216,7 +217,7 @@ def test_execution_section_shows_steps_cache_hits_and_failure_reasons() -> None:
             {"StepName": "count", "StepStatus": "Failed", "StartTime": 13.0, "FailureReason": "exit status 3"},
         ],
     }  # fmt: skip
-    out = views.execution_section(found)
+    out = pipelines.execution_section(found)
     assert "&lt;boom&gt;" in out and "badge-bad" in out
     assert "2.5 s" in out and "exit status 3" in out
     assert 'hit, from <a href="/console/pipelines/execution?arn=arn%3Aaws' in out and ">first</a>" in out
@@ -230,10 +231,10 @@ def test_pipelines_table_links_each_execution_and_says_when_none_ran() -> None:
              "PipelineExecutionStatus": "Executing", "StartTime": 0}]},
         {"pipeline": {"PipelineName": "idle"}, "executions": []},
     ]  # fmt: skip
-    out = views.pipelines_table(found)
+    out = pipelines.pipelines_table(found)
     assert '<a href="/console/pipelines/execution?arn=arn%3Ax%2Fexecution%2Fe1">execution-e1</a>' in out
     assert "badge-busy" in out and "Executions of idle (newest first): never run." in out
-    assert "No pipelines yet" in views.pipelines_table([])
+    assert "No pipelines yet" in pipelines.pipelines_table([])
 
 
 def test_instance_charts_align_counts_and_mark_the_variants_activities_in_range() -> None:
@@ -246,12 +247,12 @@ def test_instance_charts_align_counts_and_mark_the_variants_activities_in_range(
         {"ResourceId": "endpoint/ep/variant/B", "StartTime": 113.0, "Description": "other variant"},
         {"ResourceId": "endpoint/ep/variant/A", "StartTime": 5.0, "Description": "before the range"},
     ]
-    (chart,) = data.instance_charts(results, ["A"], activities, "ep", 100, 140, 10)
+    (chart,) = charts.instance_charts(results, ["A"], activities, "ep", 100, 140, 10)
     assert chart.key == "instances-A" and chart.labels == ("desired", "current")
     assert chart.data == ((100.0, 110.0, 120.0, 130.0), (1.0, 2.0, 2.0, None), (1.0, 1.0, 2.0, None))
     assert chart.marks == ({"t": 112.0, "label": "to 2", "status": "Successful"},)
     assert chart.as_json()["marks"] == chart.marks
-    queries = data.instance_queries("ep", ["A"], 10)
+    queries = charts.instance_queries("ep", ["A"], 10)
     assert [q["Id"] for q in queries] == ["idc_0", "icc_0"]
     assert {q["MetricStat"]["Metric"]["Namespace"] for q in queries} == {"servekit/Endpoints"}
 
@@ -273,7 +274,7 @@ def test_drift_section_says_each_verdict_in_words_and_lists_the_latest_violation
 
     drift = {"feature_name": "x", "constraint_check_type": "baseline_drift_check", "description": "<moved>"}
     found = {"runs": [run(0, False, []), run(3600, True, [drift]), {**run(7200, False, []), "window": None}]}
-    out = views.drift_section("churn", {**found, "features": ["x", "y"]})
+    out = monitoring.drift_section("churn", {**found, "features": ["x", "y"]})
     assert '<th scope="col" title="1970-01-01 00:00:00 UTC">00:00:00</th>' in out
     assert '<th scope="row">x</th><td class="cell-ok"' in out and "✗</span> drifted" in out
     assert "x drifted in the window ending 2026-01-01T00:00:00Z: ks_pvalue 0.001 (thresholds ks_pvalue 0.005)" in out
@@ -296,16 +297,16 @@ def test_quality_chart_has_one_point_per_judged_execution_with_the_problem_types
         }
 
     runs = [run(1.0, 0.9, 0.85), run(2.0, 0.8, None), run(3.0, None, None, status="insufficient")]
-    chart = data.quality_chart("iris", "MulticlassClassification", runs)
+    chart = charts.quality_chart("iris", "MulticlassClassification", runs)
     assert chart.labels == ("accuracy", "f1_macro") and chart.unit == "score"
     assert chart.data == ((1.0, 2.0), (0.9, 0.8), (0.85, None))  # a missing metric is a gap, not a zero
-    regression = data.quality_chart("house", "Regression", [{**runs[0], "problem_type": "Regression"}])
+    regression = charts.quality_chart("house", "Regression", [{**runs[0], "problem_type": "Regression"}])
     assert regression.labels == ("mae", "rmse") and regression.unit == "error"
     found = {"runs": runs, "problem_type": "MulticlassClassification", "metrics": chart.labels, "chart": chart}
-    out = views.quality_section("iris", found)
+    out = monitoring.quality_section("iris", found)
     assert "data-charts=" in out and "&quot;quality-iris&quot;" in out  # the chart's JSON, escaped in its attribute
     assert "<td>0.8</td>" in out and "LessThanThreshold 0.99" in out and "quality_metrics.json" in out
-    assert "no judged window" in views.quality_section("iris", {**found, "chart": None})
+    assert "no judged window" in monitoring.quality_section("iris", {**found, "chart": None})
 
 
 def test_lineage_names_the_producing_execution_its_registering_step_and_the_serving_endpoints() -> None:
@@ -341,11 +342,11 @@ def test_lineage_names_the_producing_execution_its_registering_step_and_the_serv
             }
         ],
     }
-    out = views.package_body(package, lineage)
+    out = registry.package_body(package, lineage)
     assert "/console/pipelines/execution?arn=" + quote(execution, safe="") in out and ">abc123</a>" in out
     assert "<dd>trainer</dd>" in out and "file:///runs/abc123/train/model" in out
     assert "registered this version" in out and "&lt;churn&gt;" in out and "ModelPackageName" in out
-    alone = views.lineage_section({**package, "MetadataProperties": {}}, {"endpoints": []})
+    alone = registry.lineage_section({**package, "MetadataProperties": {}}, {"endpoints": []})
     assert "Not produced by a pipeline" in alone and "Endpoints serving this version now: none." in alone
-    elsewhere = views.lineage_section(package, {"generated_by": "training-job/x", "run_error": "", "endpoints": []})
+    elsewhere = registry.lineage_section(package, {"generated_by": "training-job/x", "run_error": "", "endpoints": []})
     assert "Generated by training-job/x" in elsewhere

@@ -1,0 +1,210 @@
+"""The console's charts as pure functions of metric answers: GetMetricData's queries for an endpoint's traffic,
+latency and instance counts, its answers reshaped into aligned uPlot columns, the model-quality chart of monitoring
+runs, and the periods the range picker's choices use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+NAMESPACE = "AWS/SageMaker"
+MAX_POINTS = 360  # per series: enough for a smooth line, few enough for a JSON answer of kilobytes
+RANGES_S = (300, 900, 3600, 3 * 3600, 24 * 3600)  # the range picker's choices
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One uPlot chart: a title, the unit of its y axis, series labels and ``[xs, ys...]`` aligned columns."""
+
+    key: str
+    title: str
+    unit: str
+    labels: tuple[str, ...]
+    data: tuple[tuple[float | None, ...], ...]
+
+    marks: tuple[dict[str, Any], ...] = ()  # events drawn as vertical lines: {"t", "label", "status"}
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "title": self.title, "unit": self.unit, "labels": self.labels}
+        out["data"] = self.data
+        if self.marks:
+            out["marks"] = self.marks
+        return out
+
+
+# chart key -> (title, unit, [(query prefix, metric, stat, series label suffix, scale)])
+# scale: Sums become per-second rates (divided by the period, set at query time); latencies go from µs to ms.
+CHARTS: tuple[tuple[str, str, str, tuple[tuple[str, str, str, str], ...]], ...] = (
+    ("invocations", "Invocations per second", "req/s", (("inv", "Invocations", "Sum", ""),)),
+    (
+        "model_latency",
+        "Model latency",
+        "ms",
+        (
+            ("ml50", "ModelLatency", "p50", " p50"),
+            ("ml90", "ModelLatency", "p90", " p90"),
+            ("ml99", "ModelLatency", "p99", " p99"),
+        ),
+    ),
+    (
+        "overhead_latency",
+        "Overhead latency",
+        "ms",
+        (
+            ("ol50", "OverheadLatency", "p50", " p50"),
+            ("ol90", "OverheadLatency", "p90", " p90"),
+            ("ol99", "OverheadLatency", "p99", " p99"),
+        ),
+    ),
+    (
+        "errors",
+        "Errors per second",
+        "err/s",
+        (("e4", "Invocation4XXErrors", "Sum", " 4XX"), ("e5", "Invocation5XXErrors", "Sum", " 5XX")),
+    ),
+)
+
+
+def period_for(range_s: int, resolution_s: int) -> int:
+    """The smallest period, a multiple of the metrics store's resolution, that keeps a range under MAX_POINTS."""
+    steps = max(1, math.ceil(range_s / MAX_POINTS / resolution_s))
+    return steps * resolution_s
+
+
+def metric_queries(endpoint: str, variants: Sequence[str], period: int) -> list[dict[str, Any]]:
+    """GetMetricData's MetricDataQueries for every chart series of every variant (ids ``<prefix>_<index>``)."""
+    out: list[dict[str, Any]] = []
+    for i, variant in enumerate(variants):
+        dims = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}]
+        for _key, _title, _unit, series in CHARTS:
+            for prefix, metric, stat, _label in series:
+                out.append(
+                    {
+                        "Id": f"{prefix}_{i}",
+                        "MetricStat": {
+                            "Metric": {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": dims},
+                            "Period": period,
+                            "Stat": stat,
+                        },
+                    }
+                )
+    return out
+
+
+def build_charts(
+    results: Sequence[dict[str, Any]], variants: Sequence[str], start: float, end: float, period: int
+) -> list[Chart]:
+    """GetMetricData's results as aligned chart columns over every period of [start, end): counts as rates
+    (a period with no datapoint is 0 requests), latencies in ms (a period with none has no point, not 0)."""
+    by_id = {r["Id"]: dict(zip(r.get("Timestamps", []), r.get("Values", []), strict=False)) for r in results}
+    first = int(start // period) * period
+    xs = tuple(float(t) for t in range(first, int(end), period))
+    charts: list[Chart] = []
+    for key, title, unit, series in CHARTS:
+        labels: list[str] = []
+        columns: list[tuple[float | None, ...]] = [xs]
+        for i, variant in enumerate(variants):
+            for prefix, _metric, stat, suffix in series:
+                points = {int(t): v for t, v in by_id.get(f"{prefix}_{i}", {}).items()}
+                labels.append(f"{variant}{suffix}")
+                if stat == "Sum":
+                    columns.append(tuple(round(points.get(int(x), 0.0) / period, 6) for x in xs))
+                else:
+                    columns.append(tuple(_ms(points.get(int(x))) for x in xs))
+        charts.append(Chart(key, title, unit, tuple(labels), tuple(columns)))
+    return charts
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else round(us / 1000.0, 4)
+
+
+COUNTS_NAMESPACE = "servekit/Endpoints"  # the control plane's per-variant instance counts (one sample per period)
+
+
+def instance_queries(endpoint: str, variants: Sequence[str], period: int) -> list[dict[str, Any]]:
+    """GetMetricData queries of each variant's desired and current instance counts (ids ``idc_<i>``/``icc_<i>``)."""
+    out: list[dict[str, Any]] = []
+    for i, variant in enumerate(variants):
+        dims = [{"Name": "EndpointName", "Value": endpoint}, {"Name": "VariantName", "Value": variant}]
+        for prefix, metric in (("idc", "DesiredInstanceCount"), ("icc", "CurrentInstanceCount")):
+            out.append(
+                {
+                    "Id": f"{prefix}_{i}",
+                    "MetricStat": {
+                        "Metric": {"Namespace": COUNTS_NAMESPACE, "MetricName": metric, "Dimensions": dims},
+                        "Period": period,
+                        "Stat": "Maximum",
+                    },
+                }
+            )
+    return out
+
+
+def instance_charts(
+    results: Sequence[dict[str, Any]],
+    variants: Sequence[str],
+    activities: Sequence[dict[str, Any]],
+    endpoint: str,
+    start: float,
+    end: float,
+    period: int,
+) -> list[Chart]:
+    """Per variant, desired and current instances over [start, end) (a period without a sample has no point: the
+    plane was not running), with the variant's scaling activities in the range as marks at their start."""
+    by_id = {r["Id"]: dict(zip(r.get("Timestamps", []), r.get("Values", []), strict=False)) for r in results}
+    first = int(start // period) * period
+    xs = tuple(float(t) for t in range(first, int(end), period))
+    charts = []
+    for i, variant in enumerate(variants):
+        columns: list[tuple[float | None, ...]] = [xs]
+        for prefix in ("idc", "icc"):
+            points = {int(t): v for t, v in by_id.get(f"{prefix}_{i}", {}).items()}
+            columns.append(tuple(points.get(int(x)) for x in xs))
+        resource = f"endpoint/{endpoint}/variant/{variant}"
+        marks = tuple(
+            {"t": float(a["StartTime"]), "label": str(a.get("Description", "")), "status": str(a.get("StatusCode", ""))}
+            for a in sorted(activities, key=lambda a: a.get("StartTime", 0))
+            if a.get("ResourceId") == resource
+            and isinstance(a.get("StartTime"), (int, float))
+            and first <= a["StartTime"] < end
+        )
+        charts.append(
+            Chart(
+                f"instances-{variant}",
+                f"Instances of {variant}: desired vs current",
+                "instances",
+                ("desired", "current"),
+                tuple(columns),
+                marks,
+            )
+        )
+    return charts
+
+
+# the two metrics charted per problem type (``quality_metrics.json``'s names): a score and its class-balanced
+# counterpart for classification, the two usual errors for regression
+QUALITY_METRICS: dict[str, tuple[str, str]] = {
+    "BinaryClassification": ("accuracy", "f1"),
+    "MulticlassClassification": ("accuracy", "f1_macro"),
+    "Regression": ("mae", "rmse"),
+}
+
+
+def quality_chart(endpoint: str, problem: str, runs: Sequence[dict[str, Any]]) -> Chart:
+    """One point per execution with a judged window (a metric the window has no value for is a gap)."""
+    names = QUALITY_METRICS[problem]
+    judged = [r for r in runs if r["window"] and r["problem_type"] == problem]
+    xs = tuple(float(r["execution"]["ScheduledTime"]) for r in judged)
+    columns = []
+    for name in names:
+        values = [(r["window"].get("metrics") or {}).get(name) for r in judged]
+        columns.append(tuple(float(v) if isinstance(v, (int, float)) else None for v in values))
+    unit = "error" if problem == "Regression" else "score"
+    return Chart(f"quality-{endpoint}", f"Model quality: {endpoint}", unit, names, (xs, *columns))
+
+
+def charts_json(period: int, charts: Sequence[Chart]) -> dict[str, Any]:
+    return {"period": period, "charts": [c.as_json() for c in charts]}

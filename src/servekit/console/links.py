@@ -1,0 +1,21 @@
+"""The console's own URLs that one page links to another by (names and ARNs quoted whole)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+
+def endpoint_href(name: str) -> str:
+    return "/console/endpoints/" + quote(name, safe="")
+
+
+def package_href(arn: str) -> str:
+    return "/console/registry/package?arn=" + quote(arn, safe="")
+
+
+def report_href(job: str, file: str) -> str:
+    return f"/console/monitoring/report?job={quote(job, safe='')}&file={quote(file, safe='')}"
+
+
+def execution_href(arn: str) -> str:
+    return "/console/pipelines/execution?arn=" + quote(arn, safe="")

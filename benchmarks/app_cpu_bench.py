@@ -30,7 +30,7 @@ from compute_bench import payload  # noqa: E402
 from models import BUILDERS  # noqa: E402
 
 from servekit.config.models import BatchingConfig, ModelConfig, ServerConfig  # noqa: E402
-from servekit.protocols.app import build_app  # noqa: E402
+from servekit.launch.serve import served_app  # noqa: E402
 
 
 async def drive(app: Any, name: str, body: bytes, concurrency: int, total: int) -> None:
@@ -83,7 +83,7 @@ async def main_async(args: argparse.Namespace) -> None:
         file_system_poll_wait_seconds=0,
         batching=batching if args.batching else None,
     )
-    app = build_app(config)
+    app = served_app(config)
     body = payload(args.model, args.rows).encode()
     startup: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()

@@ -9,8 +9,7 @@ from starlette.testclient import TestClient
 from servekit.config.loading import load_model_config_file
 from servekit.config.models import ServerConfig
 from servekit.demo.build import build_demo
-from servekit.protocols.app import build_app
-from servekit.testing.app_client import LOOPBACK, wait_until_loaded
+from servekit.testing.app_client import LOOPBACK, serving_app, wait_until_loaded
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +34,7 @@ def demo_config(demo_repo: Path) -> ServerConfig:
 @pytest.fixture(scope="module")
 def client(demo_config: ServerConfig) -> Iterator[TestClient]:
     """The whole app in process, every demo model loaded."""
-    app = build_app(demo_config)
+    app = serving_app(demo_config)
     with TestClient(app, raise_server_exceptions=False, client=LOOPBACK) as c:
         wait_ready(c)
         yield c

@@ -6,10 +6,10 @@ import os
 
 from servekit.config.loading import load_batching_file
 from servekit.config.models import ModelConfig, ServerConfig
-from servekit.protocols.app import build_app
+from servekit.launch.serve import served_app
 
 _batching = os.environ.get("SERVEKIT_BENCH_BATCHING")
-app = build_app(
+app = served_app(
     ServerConfig(
         models=(ModelConfig(name=os.environ["SERVEKIT_BENCH_NAME"], base_path=os.environ["SERVEKIT_BENCH_MODEL"]),),
         file_system_poll_wait_seconds=0,

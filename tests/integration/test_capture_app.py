@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from tests.conftest import wait_ready
 
 from servekit.config.models import CaptureConfig, ServerConfig
-from servekit.protocols.app import build_app
+from servekit.testing.app_client import serving_app
 
 
 def read_records(root: Path) -> list[dict[str, object]]:
@@ -29,7 +29,7 @@ def test_every_protocol_is_captured_and_nothing_else(demo_config: ServerConfig, 
         capture=CaptureConfig(destination=str(dest), flush_seconds=3600),
     )
     row = [5.1, 3.5, 1.4, 0.2]
-    with TestClient(build_app(cfg), raise_server_exceptions=False) as c:
+    with TestClient(serving_app(cfg), raise_server_exceptions=False) as c:
         wait_ready(c)
         assert c.post("/v1/models/iris/versions/1:predict", json={"instances": [row]}).status_code == 200
         v2 = {"inputs": [{"name": "X", "shape": [1, 4], "datatype": "FP32", "data": row}]}
@@ -93,7 +93,7 @@ def test_capture_metrics(demo_config: ServerConfig, tmp_path: Path) -> None:
         file_system_poll_wait_seconds=0,
         capture=CaptureConfig(destination=str(tmp_path), sampling_percentage=0),
     )
-    with TestClient(build_app(cfg), raise_server_exceptions=False) as c:
+    with TestClient(serving_app(cfg), raise_server_exceptions=False) as c:
         wait_ready(c)
         for _ in range(3):
             c.post("/v1/models/iris:predict", json={"instances": [[5.1, 3.5, 1.4, 0.2]]})
@@ -110,7 +110,7 @@ def test_the_callers_inference_id_is_recorded(demo_config: ServerConfig, tmp_pat
         file_system_poll_wait_seconds=0,
         capture=CaptureConfig(destination=str(dest), flush_seconds=3600),
     )
-    with TestClient(build_app(cfg), raise_server_exceptions=False) as c:
+    with TestClient(serving_app(cfg), raise_server_exceptions=False) as c:
         wait_ready(c)
         for model, body in (("iris", [[5.1, 3.5, 1.4, 0.2]]), ("iris_handler", {"features": [[5.1, 3.5, 1.4, 0.2]]})):
             r = c.post(

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from servekit.cli.connections import GuardStats, default_max_connections, guarded_protocol, resolve
-from servekit.cli.serve import bind
 from servekit.config.models import ConnectionLimits
+from servekit.launch.connections import GuardStats, default_max_connections, guarded_protocol, resolve
+from servekit.launch.serve import bind
 from servekit.protocols.http import Backlog
 
 IMPLS = [

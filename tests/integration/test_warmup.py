@@ -24,8 +24,8 @@ from starlette.testclient import TestClient
 
 from servekit.config.models import ModelConfig, ServerConfig
 from servekit.demo.build import iris_onnx
-from servekit.protocols.app import build_app
 from servekit.serving.state import ServableState
+from servekit.testing.app_client import serving_app
 
 HANDLER = textwrap.dedent(
     """
@@ -127,7 +127,7 @@ def settle(client: TestClient) -> None:
 
 @contextmanager
 def serve(cfg: ServerConfig, wait: bool = True) -> Iterator[TestClient]:
-    with TestClient(build_app(cfg), raise_server_exceptions=False) as c:
+    with TestClient(serving_app(cfg), raise_server_exceptions=False) as c:
         if wait:
             settle(c)
         yield c

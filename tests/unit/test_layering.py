@@ -83,11 +83,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     # modules; a transform step runs servekit.transform's job in the step's own process.
     "pipelines": BASE | {"config", "storage", "state", "transform", "aws"},
     # The web console (servekit up's /console): reads the public API through a callable the CLI hands in
-    # (cli/console_api.py), so it imports no control-plane module and no state.
+    # (launch/console.py), so it imports no control-plane module and no state.
     "console": BASE,
     "__init__": BASE,
 }
-ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}  # the entry point may import any package
+# Composition roots, one per process (serve, up, gateway replica): they build everything, so they may import any
+# package but the CLI; the CLI parses arguments, prints, and calls a root (or any package, for its commands).
+ALLOWED["launch"] = frozenset(ALLOWED) - {"__init__"}
+ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}
 
 
 def _package(module: str) -> str:
@@ -147,15 +150,28 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
+def _import_targets(path: Path) -> list[tuple[str, ...]]:
+    """For each ``servekit`` import of a file, what it may load, most specific first: ``from a.b import c`` is
+    ``a.b.c`` if that is a module, else ``a.b``; ``import a.b`` is ``a.b``."""
+    found: list[tuple[str, ...]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name,) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(f"{node.module}.{a.name}", node.module) for a in node.names]
+    return [t for t in found if t[-1] == "servekit" or t[-1].startswith("servekit.")]
+
+
 def cycles(package_dir: Path, root: Path = SRC.parent) -> list[list[str]]:
     """Import cycles between the modules of one package (every import counts, TYPE_CHECKING ones too)."""
     mods = {_module_name(p, root): p for p in package_dir.rglob("*.py")}
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in mods.items():
-        for imported in _imports(path):
-            # ``from servekit.x import y`` may name a module y or an attribute of x
-            for candidate in (imported, imported.rsplit(".", 1)[0]):
-                if candidate in mods and candidate != name and not mods[candidate].name == "__init__.py":
+        for imported in _import_targets(path):
+            # ``from servekit.x import y`` names a module x.y or an attribute y of x (x's own module, or the
+            # package's face, which counts when it imports something of the package itself)
+            for candidate in imported:
+                if candidate in mods and candidate != name:
                     graph[name].add(candidate)
                     break
     found: list[list[str]] = []
@@ -198,7 +214,20 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from servekit.loop.a import A\n"
     )
     (pkg / "c.py").write_text("from servekit.loop import a\n")
+    server = tmp_path / "cmd.py"
+    server.write_text("import servekit.launch\ndef f():\n    import uvicorn.config\n    from socket import socket\n")
+    assert third_party_imports(server) & SERVER_LIBRARIES == {"uvicorn", "socket"}
     assert cycles(pkg, tmp_path) == [["servekit.loop.a", "servekit.loop.b", "servekit.loop.a"]]
+    # a module named through its package (``from pkg import mod``), and a package face that re-exports a module
+    # which imports the face back
+    face = tmp_path / "servekit" / "face"
+    face.mkdir()
+    (face / "__init__.py").write_text("from servekit.face.d import D\n")
+    (face / "d.py").write_text("from servekit.face import e\n")
+    (face / "e.py").write_text("from servekit.face import D\n")
+    assert cycles(face, tmp_path) == [
+        ["servekit.face", "servekit.face.d", "servekit.face.e", "servekit.face"],
+    ]
 
 
 def _imported_after(code: str) -> set[str]:
@@ -212,6 +241,32 @@ def _imported_after(code: str) -> set[str]:
 
 
 HTTP = {"starlette", "uvicorn", "httpx", "fastapi", "h11", "httptools"}
+
+
+# What only a server process needs: the CLI hands serving to a composition root (servekit.launch) instead.
+SERVER_LIBRARIES = frozenset({"uvicorn", "starlette", "grpc", "socket", "aiohttp", "h11", "httptools"})
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """Top-level names of the modules ``path`` imports (function-local imports too), besides servekit's."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found - {"servekit"}
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "cli").rglob("*.py")), ids=lambda p: p.name)
+def test_the_cli_imports_no_server_library(path: Path) -> None:
+    assert third_party_imports(path) & SERVER_LIBRARIES == set()
+
+
+def test_no_front_constructs_the_serving_core() -> None:
+    """The core is built once, by a composition root (or a test helper), and handed to every front."""
+    for path in sorted((SRC / "protocols").rglob("*.py")):
+        assert "ServingCore(" not in path.read_text(), path
 
 
 def test_the_serving_core_builds_without_http() -> None:
@@ -229,7 +284,7 @@ def test_the_serving_core_builds_without_http() -> None:
 def test_transform_and_monitor_load_no_http_server() -> None:
     loaded = _imported_after(
         "import servekit.transform.job, servekit.transform.invoke, servekit.transform.engine_local\n"
-        "import servekit.monitor.run"
+        "import servekit.monitor.runs.run"
     )
     assert "servekit.transform.invoke" in loaded
     assert loaded & (HTTP | {"servekit.protocols"}) == set()

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from servekit.cli.http_stack import http_stack
+from servekit.config.grpc import DEFAULT_MAX_MESSAGE_BYTES, GrpcConfig
 from servekit.config.loading import load_auth_token_file, load_batching_file, load_model_config_file
 from servekit.config.models import (
     BatchingConfig,
@@ -25,7 +25,7 @@ from servekit.config.models import (
     ServerConfig,
 )
 from servekit.errors import ConfigError
-from servekit.protocols.grpc.config import DEFAULT_MAX_MESSAGE_BYTES, GrpcConfig
+from servekit.launch.http_stack import http_stack
 
 # The command, registered with its flag-rewriting class; servekit.cli.main lists it and builds it from here.
 serve_app = typer.Typer(add_completion=False)
@@ -287,7 +287,7 @@ def serve(
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
-    from servekit.cli.serve import run_server
+    from servekit.launch.serve import run_server
 
     run_server(config, log_level, grpc, stack)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Annotated
 
@@ -60,8 +61,8 @@ def up(
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.backends.ray_actors import config_from_cli
-    from servekit.cli.up import run_up
     from servekit.cloudwatch.store import check_resolution
+    from servekit.launch.up import prepare_gateway_replica, prepare_leader, serve
     from servekit.state.home import DATABASE_URL_ENV, resolve_database_url, resolve_home
 
     url = resolve_database_url(database_url, os.environ)
@@ -76,17 +77,24 @@ def up(
     if role not in ("leader", "gateway"):
         typer.echo(f"servekit: --role must be leader or gateway, not {role!r}", err=True)
         raise typer.Exit(2)
+    _log_to_stderr(log_level)
     if role == "gateway":  # its metrics resolution and backend are the leader's
-        from servekit.cli.up import run_gateway_replica
-
         try:
-            run_gateway_replica(resolve_home(home, os.environ), host, port, log_level, instance_types, url)
+            prepared = prepare_gateway_replica(resolve_home(home, os.environ), host, port, instance_types, url)
         except ConfigError as exc:  # no leader has run on this home (or database), or the database is unusable
             typer.echo(f"servekit: {exc}", err=True)
             raise typer.Exit(2) from None
-        return
-    try:
-        run_up(resolve_home(home, os.environ), host, port, log_level, instance_types, metrics_resolution_s, ray, url)
-    except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
-        typer.echo(f"servekit: {exc}", err=True)
-        raise typer.Exit(2) from None
+    else:
+        try:
+            prepared = prepare_leader(
+                resolve_home(home, os.environ), host, port, instance_types, metrics_resolution_s, ray, url
+            )
+        except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
+            typer.echo(f"servekit: {exc}", err=True)
+            raise typer.Exit(2) from None
+    print(prepared.banner, flush=True)
+    serve(prepared.app, host, port, log_level)
+
+
+def _log_to_stderr(log_level: str) -> None:
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

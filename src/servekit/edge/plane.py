@@ -13,10 +13,10 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servekit.aws import Api, ApiError, Call, Handler
@@ -24,7 +24,8 @@ from servekit.aws.errors import model_error as model_error_response
 from servekit.aws.errors import service_unavailable, validation_error
 from servekit.aws.front import CALLER
 from servekit.cloudwatch.alarms import AlarmService
-from servekit.cloudwatch.store import NAMESPACE, MetricsStore
+from servekit.cloudwatch.store import MetricsStore
+from servekit.edge.metrics import EdgeMetrics
 from servekit.gateway.service import Gateway, GatewayError
 from servekit.hosting.lifecycle import EndpointStatus
 from servekit.hosting.service import HostingService
@@ -59,15 +60,18 @@ class ControlPlane:
         alarms: AlarmService | None = None,
         endpoint_metrics: MetricsStore | None = None,
         background: Sequence[Background] = (),
+        prometheus: EdgeMetrics | None = None,
+        collectors: Sequence[Collector] = (),
+        mounts: Mapping[str, Callable[[ControlPlane], ASGIApp]] | None = None,
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
         the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
         the plane (its operations are registered through ``services``). ``endpoint_metrics``: where InvokeEndpoint
-        records CloudWatch's hosting metrics; its minute flusher runs with the plane."""
+        records CloudWatch's hosting metrics; its minute flusher runs with the plane. ``prometheus``: the series of
+        /metrics (built here when not given); ``collectors``: more of them (the utilization sampler's gauges);
+        ``mounts``: path prefix -> a function that builds the app served there from this plane."""
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
-        # other apps on this port by path prefix (the web console at /console); each gets the scope unchanged
-        self.mounts: dict[str, ASGIApp] = {}
         self.background = tuple(background)
         # multi-model endpoints: endpoint -> TargetModel -> [hits, misses] since this process started
         self.model_cache: dict[str, dict[str, list[int]]] = {}
@@ -79,65 +83,12 @@ class ControlPlane:
         self._tick_s = tick_s
         self._ready = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
-        self.registry = CollectorRegistry()
-        self._invocations = Counter(
-            "servekit_endpoint_invocations",
-            "InvokeEndpoint calls by endpoint, variant and outcome.",
-            ["endpoint", "variant", "outcome"],
-            registry=self.registry,
-        )
-        self._errors = Counter(
-            "servekit_endpoint_invocation_errors",
-            "InvokeEndpoint errors by endpoint, variant and status class (4xx: the model's; 5xx: the model's or none"
-            " available), as CloudWatch's Invocation4XXErrors/Invocation5XXErrors count them.",
-            ["endpoint", "variant", "status_class"],
-            registry=self.registry,
-        )
-        buckets = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-        self._model_latency = Histogram(
-            "servekit_endpoint_model_latency_seconds",
-            "CloudWatch's ModelLatency: the instance's own time per InvokeEndpoint, by endpoint and variant.",
-            ["endpoint", "variant"],
-            buckets=buckets,
-            registry=self.registry,
-        )
-        self._overhead_latency = Histogram(
-            "servekit_endpoint_overhead_latency_seconds",
-            "CloudWatch's OverheadLatency: the gateway's time per InvokeEndpoint minus ModelLatency.",
-            ["endpoint", "variant"],
-            buckets=buckets,
-            registry=self.registry,
-        )
-        self._setup_time = Histogram(
-            "servekit_endpoint_model_setup_seconds",
-            "CloudWatch's ModelSetupTime: each instance's time from start to its first healthy check, by endpoint and"
-            " variant.",
-            ["endpoint", "variant"],
-            buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0),
-            registry=self.registry,
-        )
-        self._datapoint = Gauge(
-            "servekit_endpoint_datapoint",
-            "The latest complete CloudWatch datapoint (AWS/SageMaker, the metrics resolution) of each hosting metric"
-            " by endpoint and variant, in CloudWatch's units (latencies in microseconds).",
-            ["endpoint", "variant", "metric", "statistic"],
-            registry=self.registry,
-        )
-        self._datapoint_time = Gauge(
-            "servekit_endpoint_datapoint_timestamp_seconds",
-            "Start of the period of servekit_endpoint_datapoint.",
-            ["endpoint", "variant", "metric"],
-            registry=self.registry,
-        )
-        # endpoint -> the labelled series recorded for it, removed from /metrics when the endpoint is gone
-        self._labelled: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
-        self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
-        self._cost = Gauge(
-            "servekit_endpoint_cost_per_hour",
-            "What each endpoint's instances would cost an hour at their instance types' list prices (US dollars).",
-            ["endpoint"],
-            registry=self.registry,
-        )
+        # the plane's Prometheus series (the root builds them first: hosting records ModelSetupTime there too)
+        self.prometheus = prometheus or EdgeMetrics(endpoint_metrics)
+        for collector in collectors:
+            self.prometheus.registry.register(collector)
+        # other apps on this port by path prefix (the web console at /console), each built from the plane
+        self.mounts: dict[str, ASGIApp] = {prefix: build(self) for prefix, build in (mounts or {}).items()}
 
     # ---- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -223,8 +174,8 @@ class ControlPlane:
                 p.get("TargetModel"),
             )
         except GatewayError as exc:
-            self._series(self._invocations, endpoint if exc.code != "ValidationError" else "", "", exc.code).inc()
-            self._record(endpoint, exc, time.perf_counter() - began)
+            self.prometheus.invocation(endpoint if exc.code != "ValidationError" else "", "", exc.code)
+            self.prometheus.record_error(endpoint, exc, time.perf_counter() - began, self._instances)
             if exc.code == "ModelError":
                 status = exc.extra.get("OriginalStatusCode", 0)
                 original = str(exc.extra.get("OriginalMessage", ""))
@@ -233,8 +184,15 @@ class ControlPlane:
                 raise service_unavailable(exc.message) from None
             code = exc.extra.get("ErrorCode")
             raise validation_error(exc.message, code if isinstance(code, str) else None) from None
-        self._series(self._invocations, endpoint, out.variant, "ok").inc()
-        self._record_ok(endpoint, out.variant, out.model_s, time.perf_counter() - began, out.config_name)
+        self.prometheus.invocation(endpoint, out.variant, "ok")
+        self.prometheus.record_ok(
+            endpoint,
+            out.variant,
+            out.model_s,
+            time.perf_counter() - began,
+            self._instances(endpoint, out.variant),
+            out.config_name,
+        )
         if out.model_load is not None:
             # servekit's: whether a multi-model request found its model loaded (clients see it in
             # ResponseMetadata.HTTPHeaders; SageMaker's own headers are unchanged)
@@ -271,97 +229,8 @@ class ControlPlane:
                 return len(v.instances)
         return 0
 
-    def _series(self, metric: Any, endpoint: str, *labels: str) -> Any:
-        """``metric.labels(endpoint, *labels)``, remembered so the series leaves /metrics with its endpoint."""
-        values = (endpoint, *labels)
-        self._labelled.setdefault(endpoint, set()).add((metric, values))
-        return metric.labels(*values)
-
-    def _record_ok(
-        self, endpoint: str, variant: str, model_s: float | None, total_s: float, config_name: str = ""
-    ) -> None:
-        overhead_s = max(0.0, total_s - model_s) if model_s is not None else None
-        if model_s is not None:
-            self._series(self._model_latency, endpoint, variant).observe(model_s)
-        if overhead_s is not None:
-            self._series(self._overhead_latency, endpoint, variant).observe(overhead_s)
-        if self.endpoint_metrics is not None:
-            self.endpoint_metrics.record_invocation(
-                endpoint,
-                variant,
-                instances=self._instances(endpoint, variant),
-                model_us=model_s * 1e6 if model_s is not None else None,
-                overhead_us=overhead_s * 1e6 if overhead_s is not None else None,
-                config_name=config_name or None,
-            )
-
-    def _record(self, endpoint: str, exc: GatewayError, total_s: float) -> None:
-        """A failed InvokeEndpoint in CloudWatch's terms: counted only once a variant was chosen."""
-        variant = exc.extra.get("VariantName")
-        if not isinstance(variant, str) or exc.code not in ("ModelError", "ServiceUnavailable"):
-            return
-        status = exc.extra.get("OriginalStatusCode")
-        error = 4 if exc.code == "ModelError" and isinstance(status, int) and 400 <= status < 500 else 5
-        self._series(self._errors, endpoint, variant, f"{error}xx").inc()
-        model = exc.extra.get("ModelSeconds")
-        model_s = float(model) if isinstance(model, (int, float)) else None
-        overhead_s = max(0.0, total_s - model_s) if model_s is not None else total_s
-        if model_s is not None:
-            self._series(self._model_latency, endpoint, variant).observe(model_s)
-        self._series(self._overhead_latency, endpoint, variant).observe(overhead_s)
-        config = exc.extra.get("EndpointConfigName")
-        if self.endpoint_metrics is not None:
-            self.endpoint_metrics.record_invocation(
-                endpoint,
-                variant,
-                instances=self._instances(endpoint, variant),
-                model_us=model_s * 1e6 if model_s is not None else None,
-                overhead_us=overhead_s * 1e6,
-                error=error,
-                config_name=config if isinstance(config, str) and config else None,
-            )
-
-    def record_instance_ready(
-        self, endpoint: str, config_name: str, variant: str, instance_id: str, setup_s: float
-    ) -> None:
-        """An instance turned healthy ``setup_s`` after its start (HostingService's ``on_instance_ready``):
-        CloudWatch's ModelSetupTime and its Prometheus histogram."""
-        self._series(self._setup_time, endpoint, variant).observe(setup_s)
-        if self.endpoint_metrics is not None:
-            self.endpoint_metrics.record_setup_time(endpoint, variant, config_name, setup_s * 1e6)
-
     def metrics(self) -> bytes:
-        counts: dict[str, int] = {}
-        rows = self.hosting.repo.all_endpoints()
-        names = {row.name for row in rows}
-        self._cost.clear()  # deleted endpoints leave the series
-        for row in rows:
-            counts[row.status] = counts.get(row.status, 0) + 1
-            self._cost.labels(row.name).set(self.hosting.cost_per_hour(row))
-        for status in EndpointStatus:
-            self._endpoints.labels(str(status)).set(counts.get(str(status), 0))
-        for endpoint in [e for e in self._labelled if e and e not in names]:
-            for metric, values in self._labelled.pop(endpoint):
-                with contextlib.suppress(KeyError):
-                    metric.remove(*values)
-        self._latest_datapoints(names)
-        return generate_latest(self.registry)
-
-    def _latest_datapoints(self, endpoints: set[str]) -> None:
-        self._datapoint.clear()
-        self._datapoint_time.clear()
-        if self.endpoint_metrics is None:
-            return
-        for row in self.endpoint_metrics.latest(NAMESPACE):
-            dims = dict(row.dimensions)
-            if set(dims) != {"EndpointName", "VariantName"} or dims["EndpointName"] not in endpoints:
-                continue  # the per-config series stay in CloudWatch's API; gone endpoints leave
-            endpoint, variant = dims["EndpointName"], dims["VariantName"]
-            self._datapoint_time.labels(endpoint, variant, row.metric).set(row.minute)
-            average = row.sum / row.count if row.count else 0.0
-            for name, value in (("Sum", row.sum), ("SampleCount", row.count), ("Average", average)):
-                self._datapoint.labels(endpoint, variant, row.metric, name).set(value)
-            self._datapoint.labels(endpoint, variant, row.metric, "Maximum").set(row.max)
+        return self.prometheus.render(self.hosting.repo.all_endpoints(), self.hosting.cost_per_hour)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

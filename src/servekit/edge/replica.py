@@ -20,32 +20,22 @@ the leader and its replicas.
 from __future__ import annotations
 
 import logging
-import os
-import random
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 from starlette.types import Receive, Scope, Send
 
-from servekit.aws import Api, ApiError, Call, Credentials
+from servekit.aws import Api, ApiError, Call
 from servekit.aws.errors import service_unavailable
-from servekit.aws.names import Account
 from servekit.aws.protocol import RestJsonProtocol
 from servekit.backends.local import InstanceHandle, InstanceSpec
 from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.plane import MAX_BODY, ControlPlane, read_body
-from servekit.errors import ConfigError
-from servekit.gateway.published import DEFAULT_POLL_S, RouteFollower
-from servekit.gateway.service import Gateway, RoutingTable
-from servekit.gateway.shadow import ShadowLog
-from servekit.hosting.artifacts import ArtifactResolver
-from servekit.hosting.instance_types import load_instance_types
-from servekit.hosting.service import HostingService, TableEnvelopes
-from servekit.state.database import StateDB
+from servekit.gateway.published import RouteFollower
+from servekit.gateway.service import Gateway
+from servekit.hosting.service import HostingService
 from servekit.state.gateway_routes import GatewayRoutes
-from servekit.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -187,52 +177,3 @@ async def _respond(send: Send, status: int, headers: list[tuple[str, str]], body
     out.append((b"content-length", b"%d" % len(body)))
     await send({"type": "http.response.start", "status": status, "headers": out})
     await send({"type": "http.response.body", "body": body})
-
-
-def build_replica(
-    home: Path,
-    *,
-    instance_types_file: str | None = None,
-    strict_output: bool = False,
-    poll_s: float = DEFAULT_POLL_S,
-    database_url: str | None = None,
-) -> GatewayReplica:
-    """A gateway replica of the leader that runs on ``home`` (the leader must have started there once: its
-    address and metrics resolution are read from the state database), or on ``database_url``'s database."""
-    db = StateDB.open(home, database_url=database_url)
-    routes = GatewayRoutes(db.conn)
-    leader = routes.leader()
-    if leader is None:
-        db.close()
-        if database_url is not None:
-            raise ConfigError(
-                f"no leader has run on the database {db.where}: start `servekit up --database-url …` on it first "
-                "(a gateway replica routes by what the leader records)"
-            )
-        raise ConfigError(
-            f"no leader has run on the home {home}: start `servekit up --home {home}` first (a gateway replica "
-            "routes by what the leader records)"
-        )
-    credentials = Credentials.load_or_create(home)
-    table = RoutingTable()
-    s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
-    artifacts = ArtifactResolver(home / "models", storage=storage)
-    gateway = Gateway(
-        table,
-        random.Random(),
-        shadow_sink=ShadowLog(home / "shadow"),  # one O_APPEND write per record: safe beside the leader's
-        resolve_artifact=lambda url: str(artifacts.resolve(url).base_path),
-    )
-    hosting = HostingService(  # read-only here: /metrics's endpoint gauges; its operations are the leader's
-        db.hosting,
-        NoInstances(),
-        table,
-        TableEnvelopes(load_instance_types(instance_types_file)),
-        lambda url: str(artifacts.resolve(url).base_path),
-        Account(),
-        cpus=(),
-    )
-    metrics = MetricsStore(db.metrics, resolution_s=leader.metrics_resolution_s)  # the leader's buckets
-    follower = RouteFollower(routes, table, poll_s)
-    return GatewayReplica(Api(credentials, strict_output=strict_output), hosting, gateway, follower, routes, metrics)

@@ -81,6 +81,7 @@ class HostingService:
         alarm_states: AlarmStates | None = None,
         preload: Preload | None = None,
         scaled_variants: Callable[[str], Collection[str]] | None = None,
+        model_packages: PackageResolver | None = None,
     ) -> None:
         """``alarm_states`` (alarm names → their states) is what a deployment's AutoRollbackConfiguration
         watches; without it, UpdateEndpoint refuses alarms (there is nothing to watch them with)."""
@@ -105,8 +106,8 @@ class HostingService:
         # endpoint -> its variants registered with Application Auto Scaling (their instance type is then fixed)
         self._scaled_variants = scaled_variants
         self._tasks: set[asyncio.Task[None]] = set()
-        # CreateModel's ModelPackageName -> the package's container (the model registry's, set by servekit up)
-        self.model_packages: PackageResolver | None = None
+        # CreateModel's ModelPackageName -> the package's container (the model registry's lookup)
+        self.model_packages = model_packages
 
     def handlers(self) -> dict[str, Handler]:
         """Operation name -> handler, for the API front."""

@@ -71,9 +71,10 @@ class FastPath:
         await self.app(scope, receive, send)
 
 
-def build_app(config: ServerConfig, core: ServingCore | None = None, backlog: Backlog | None = None) -> FastPath:
-    """``backlog``: the server's count of pending requests, where its transport keeps one (``serve`` does)."""
-    core = core or ServingCore(config)
+def build_app(config: ServerConfig, core: ServingCore, backlog: Backlog | None = None) -> FastPath:
+    """The REST front over ``core``, which the composition root built and whose lifecycle it runs
+    (:class:`servekit.protocols.lifespan.CoreLifespan`); the app's own lifespan closes only what it opened.
+    ``backlog``: the server's count of pending requests, where its transport keeps one (``serve`` does)."""
     ctx = AdapterContext(
         core.service,
         config.max_request_bytes,
@@ -101,11 +102,9 @@ def build_app(config: ServerConfig, core: ServingCore | None = None, backlog: Ba
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await core.start()
         try:
             yield
         finally:
-            await core.stop()
             ctx.large.close()
 
     tf, kserve, sagemaker = TfServingRest(ctx), KServeV2(ctx), SageMaker(ctx)

@@ -26,7 +26,7 @@ _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 class Backlog:
     """Requests the server has received whole and not yet answered, across its connections, as its HTTP transport
-    counts them (``serve``'s connection guard, cli/connections.py). Read by the adapters to tell the service
+    counts them (``serve``'s connection guard, launch/connections.py). Read by the adapters to tell the service
     when a request is alone: at that moment nothing else is parsed and waiting, so with batching on nothing
     could join its batch."""
 

@@ -32,6 +32,7 @@ from servekit.aws.names import Account
 from servekit.aws.timestamps import optional_epoch
 from servekit.registry.approval import IllegalApproval, ModelApproval, check_approval
 from servekit.registry.deploy import Deployer, rule_from_tags
+from servekit.registry.packages import container_for, find_package
 from servekit.state.registry import (
     AlreadyExists,
     GroupNotEmpty,
@@ -45,11 +46,6 @@ from servekit.state.registry import (
 log = logging.getLogger(__name__)
 
 
-# A package name, ARN or ``<name>/<version>`` as DescribeModelPackage and CreateModel's ModelPackageName take it.
-_PACKAGE_REF = re.compile(
-    r"(?:arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:model-package/)?(?P<name>[a-zA-Z0-9][a-zA-Z0-9\-]{0,62})"
-    r"(?:/(?P<version>[0-9]{1,9}))?"
-)
 _GROUP_REF = re.compile(
     r"(?:arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:model-package-group/)?(?P<name>[a-zA-Z0-9][a-zA-Z0-9\-]{0,62})"
 )
@@ -251,16 +247,7 @@ class RegistryService:
             next_token = page.next_token
 
     def _package(self, ref: str, field: str = "ModelPackageName") -> PackageRow:
-        match = _PACKAGE_REF.fullmatch(ref)
-        row: PackageRow | None = None
-        if match is not None:
-            if match["version"] is not None:
-                row = self.repo.get_version(match["name"], int(match["version"]))
-            else:
-                row = self.repo.get_unversioned(match["name"])
-        if row is None:
-            raise validation_exception(f"Model Package {ref} ({field}) does not exist.")
-        return row
+        return find_package(self.repo, ref, field)
 
     async def describe_model_package(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._package(p["ModelPackageName"])
@@ -390,20 +377,8 @@ class RegistryService:
 
     # ---- for hosting: CreateModel's ModelPackageName ---------------------------------------------------------------
     def container_for(self, ref: str) -> dict[str, Any]:
-        """The container CreateModel gets from ``PrimaryContainer.ModelPackageName``: the package's first inference
-        container (Image, ModelDataUrl, Environment) and its ARN as ``ModelPackageName``. ``ApiError`` for a
-        package that does not exist or a version that is not Approved."""
-        row = self._package(ref)
-        if row.group_name is not None and row.approval != ModelApproval.APPROVED:
-            raise validation_exception(
-                f"Model package {row.arn} is {row.approval}: only an Approved model package version can be "
-                "deployed. Approve it first (UpdateModelPackage with ModelApprovalStatus=Approved)."
-            )
-        spec = row.record.get("InferenceSpecification") or {}
-        first = dict((spec.get("Containers") or [{}])[0])
-        container = {k: first[k] for k in ("Image", "ModelDataUrl", "Environment") if first.get(k) is not None}
-        container["ModelPackageName"] = row.arn
-        return container
+        """:func:`servekit.registry.packages.container_for` over this registry's state."""
+        return container_for(self.repo, ref)
 
 
 def _check_containers(spec: Mapping[str, Any] | None) -> None:

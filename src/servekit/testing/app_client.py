@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from servekit.config.models import ServerConfig
 from servekit.protocols.app import build_app
+from servekit.protocols.lifespan import CoreLifespan
 from servekit.server.core import ServingCore
 
 LOOPBACK = ("127.0.0.1", 50000)
@@ -26,12 +27,19 @@ def wait_until_loaded(client: TestClient) -> None:
     client.portal.call(core.manager.wait_idle)
 
 
+def serving_app(config: ServerConfig, core: ServingCore | None = None) -> CoreLifespan:
+    """What ``servekit serve`` runs for ``config`` (REST only), in process: a core (``core``, or one built here)
+    under the REST app, started and stopped by the app's lifespan."""
+    core = core or ServingCore(config)
+    return CoreLifespan(build_app(config, core), core)
+
+
 @contextmanager
 def app_client(
     config: ServerConfig, core: ServingCore | None = None, client_address: tuple[str, int] = LOOPBACK
 ) -> Iterator[TestClient]:
     """The app for ``config`` started in process, every model loaded; errors answer as HTTP, not raise.
     Requests come from ``client_address`` (loopback by default, as a local ``curl`` would)."""
-    with TestClient(build_app(config, core), raise_server_exceptions=False, client=client_address) as client:
+    with TestClient(serving_app(config, core), raise_server_exceptions=False, client=client_address) as client:
         wait_until_loaded(client)
         yield client

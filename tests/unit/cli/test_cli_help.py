@@ -134,10 +134,10 @@ def test_bench_without_arguments_shows_its_verbs() -> None:
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
     """``servekit serve`` builds its config and stops where it would start the server."""
-    import servekit.cli.serve
+    import servekit.launch.serve
 
     configs: list[ServerConfig] = []
-    monkeypatch.setattr(servekit.cli.serve, "run_server", lambda config, log_level, *_: configs.append(config))
+    monkeypatch.setattr(servekit.launch.serve, "run_server", lambda config, log_level, *_: configs.append(config))
     return configs
 
 

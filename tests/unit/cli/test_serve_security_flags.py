@@ -17,10 +17,10 @@ TOKEN = "t" * 24
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
-    import servekit.cli.serve
+    import servekit.launch.serve
 
     configs: list[ServerConfig] = []
-    monkeypatch.setattr(servekit.cli.serve, "run_server", lambda config, log_level, *_: configs.append(config))
+    monkeypatch.setattr(servekit.launch.serve, "run_server", lambda config, log_level, *_: configs.append(config))
     return configs
 
 

@@ -13,8 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from servekit.aws import Call, Credentials
-from servekit.cli.up import build
 from servekit.edge.plane import ControlPlane
+from servekit.launch.up import build
 
 
 @pytest.fixture

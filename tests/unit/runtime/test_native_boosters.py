@@ -18,10 +18,9 @@ from starlette.testclient import TestClient
 
 from servekit.config.models import ModelConfig, RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
-from servekit.protocols.app import build_app
 from servekit.runtime.base import concurrency_of
 from servekit.runtime.registry import RuntimeRegistry
-from servekit.testing.app_client import LOOPBACK, wait_until_loaded
+from servekit.testing.app_client import LOOPBACK, serving_app, wait_until_loaded
 from servekit.types import CLASSIFY_METHOD, REGRESS_METHOD
 
 RNG = np.random.default_rng(7)
@@ -164,7 +163,7 @@ def test_a_corrupt_booster_is_a_config_error(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def client(models: dict[str, tuple[Path, Any]]) -> Iterator[TestClient]:
     configs = tuple(ModelConfig(n, str(models[n][0].parent)) for n in ("xgb_multi", "lgb_reg"))
-    app = build_app(ServerConfig(models=configs, file_system_poll_wait_seconds=0))
+    app = serving_app(ServerConfig(models=configs, file_system_poll_wait_seconds=0))
     with TestClient(app, raise_server_exceptions=False, client=LOOPBACK) as c:
         wait_until_loaded(c)
         yield c

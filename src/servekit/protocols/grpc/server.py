@@ -2,8 +2,9 @@
 core (models, batchers, metrics, capture). It serves TF Serving's PredictionService and ModelService, KServe V2's
 GRPCInferenceService, the ``grpc.health.v1`` health checks and server reflection.
 
-It starts once the REST app's startup has run (models loaded when the server waits for them) and stops before the
-core does, by following the ASGI lifespan of the REST app (:class:`WithGrpc`)."""
+It is handed the core the composition root built (``servekit.launch.serve``) and runs as one of the fronts of
+:class:`servekit.protocols.lifespan.CoreLifespan`: bound before the core starts, serving once the REST app's
+startup has run (models loaded when the server waits for them), stopped before the core stops."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from servekit.config.grpc import GrpcConfig
 from servekit.config.models import ModelConfig
 from servekit.errors import ConfigError
-from servekit.protocols.grpc.config import GrpcConfig
 from servekit.protocols.grpc.kserve import KServeV2Grpc
 from servekit.protocols.grpc.runner import GrpcContext
 from servekit.protocols.grpc.tfserving import TfServingGrpc
@@ -107,35 +108,3 @@ class GrpcFront:
         await self._health.enter_graceful_shutdown()
         await self._server.stop(self.config.grace_seconds)
         self._server = None
-
-
-class WithGrpc:
-    """An ASGI wrapper that runs a :class:`GrpcFront` alongside the app's lifespan: bound before the app starts
-    (a taken port fails the start at once), serving once the app's startup is complete (models loaded), stopped
-    before the app shuts down (in-flight RPCs finish while the core is still up)."""
-
-    def __init__(self, app: Any, front: GrpcFront) -> None:
-        self.app = app
-        self.state = getattr(app, "state", None)
-        self.front = front
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "lifespan":
-            await self.app(scope, receive, send)
-            return
-        front = self.front
-
-        async def receive_wrapped() -> Any:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                front.bind()
-            elif message["type"] == "lifespan.shutdown":
-                await front.stop()
-            return message
-
-        async def send_wrapped(message: Any) -> None:
-            if message["type"] == "lifespan.startup.complete":
-                await front.start()
-            await send(message)
-
-        await self.app(scope, receive_wrapped, send_wrapped)

@@ -1,4 +1,5 @@
-"""Run the HTTP server: one uvicorn server per worker process, all sharing the listening sockets.
+"""The serving process's composition root (``servekit serve``): the serving core built once and handed to its
+fronts (REST, and gRPC when asked), on one uvicorn server per worker process, all sharing the listening sockets.
 
 With ``--workers N`` a supervisor binds the REST (and SageMaker) sockets, starts N worker processes that
 each run their own event loop, models and batchers on those sockets, and replaces a worker that dies.
@@ -19,15 +20,17 @@ import tempfile
 import time
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import Any
 
 import uvicorn
 
-from servekit.cli.connections import GuardStats, guarded_protocol, resolve
-from servekit.cli.http_stack import HttpStack, http_stack
+from servekit.config.grpc import GrpcConfig
 from servekit.config.models import ServerConfig
+from servekit.launch.connections import GuardStats, guarded_protocol, resolve
+from servekit.launch.http_stack import HttpStack, http_stack
 from servekit.protocols.app import build_app
-from servekit.protocols.grpc.config import GrpcConfig
+from servekit.protocols.http import Backlog
+from servekit.protocols.lifespan import CoreLifespan, Front
+from servekit.server.core import ServingCore
 
 log = logging.getLogger("servekit")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -72,17 +75,25 @@ def _sockets(config: ServerConfig) -> list[socket.socket]:
     return sockets
 
 
+def served_app(config: ServerConfig, grpc: GrpcConfig | None = None, backlog: Backlog | None = None) -> CoreLifespan:
+    """What one serving process runs: the serving core, built once here, under the REST app and (with ``grpc``)
+    the gRPC server, each handed the same core and each with its own lifecycle."""
+    core = ServingCore(config)
+    fronts: list[Front] = []
+    if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
+        from servekit.protocols.grpc.server import GrpcFront
+
+        fronts.append(GrpcFront(core, grpc))
+    return CoreLifespan(build_app(config, core, backlog=backlog), core, fronts)
+
+
 def _uvicorn(
     config: ServerConfig, log_level: str, grpc: GrpcConfig | None = None, stack: HttpStack | None = None
 ) -> uvicorn.Server:
     stack = stack or http_stack()
     limits = resolve(config.connections)
     stats = GuardStats(limits)
-    app: Any = build_app(config, backlog=stats.backlog)  # the guard counts the requests the app may find alone
-    if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
-        from servekit.protocols.grpc.server import GrpcFront, WithGrpc
-
-        app = WithGrpc(app, GrpcFront(app.state.core, grpc))
+    app = served_app(config, grpc, backlog=stats.backlog)  # the guard counts the requests the app may find alone
     log.info("HTTP: %s", stack.describe())
     log.info(
         "connections: idle timeout %gs, request head %gs, body %gs, keep-alive %ds, at most %d open",

@@ -1,11 +1,14 @@
-"""``servekit up``: wire the control plane (state, credentials, backend, gateway, hosting, API) and serve it."""
+"""``servekit up``'s composition root: the control plane's services (state, credentials, backend, gateway, hosting,
+CloudWatch, autoscaling, registry, jobs, console) built once, each handed its collaborators, and served."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +20,10 @@ from servekit.aws import Api, Credentials, Handler
 from servekit.aws.names import Account
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
 from servekit.backends.ray_actors import RayBackend, RayBackendConfig
-from servekit.cli.console_api import console_for
 from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.metrics_api import CloudWatchMetrics
 from servekit.cloudwatch.store import MetricsStore
+from servekit.edge.metrics import EdgeMetrics
 from servekit.edge.plane import Background, ControlPlane
 from servekit.gateway.published import PublishedRoutingTable
 from servekit.gateway.service import Gateway, RoutingTable
@@ -30,10 +33,13 @@ from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
 from servekit.hosting.service import HostingService, TableEnvelopes
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances
+from servekit.launch.console import console_for
+from servekit.launch.gateway_replica import build_replica
 from servekit.monitor.schedules.api import MonitoringService
 from servekit.pipelines.api import PipelinesApi
 from servekit.recommend.api import RecommendationJobs
 from servekit.registry.api import RegistryService
+from servekit.registry.packages import container_for
 from servekit.state.database import StateDB
 from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
@@ -86,12 +92,10 @@ def build(
         shadow_sink=ShadowLog(home / "shadow"),
         resolve_artifact=lambda url: str(artifacts.resolve(url).base_path),  # multi-model TargetModels
     )
-    planes: list[ControlPlane] = []  # the plane, once built below (hosting comes first)
-
-    def instance_ready(endpoint: str, config: str, variant: str, instance_id: str, setup_s: float) -> None:
-        for plane in planes:  # CloudWatch's ModelSetupTime and its Prometheus histogram
-            plane.record_instance_ready(endpoint, config, variant, instance_id, setup_s)
-
+    # What InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it.
+    # /metrics's series come first: hosting reports each instance's setup time there (and to CloudWatch's store).
+    endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)
+    prometheus = EdgeMetrics(endpoint_metrics)
     hosting = HostingService(
         db.hosting,
         backend,
@@ -100,24 +104,27 @@ def build(
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
         alarm_states=lambda names: alarm_states(db, names),
-        on_instance_ready=instance_ready,
+        on_instance_ready=prometheus.record_instance_ready,
         preload=gateway.preload,
         scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
         cpus=() if ray is not None else None,  # Ray's nodes are not this machine's CPUs to pin
+        model_packages=functools.partial(container_for, db.registry),  # CreateModel's ModelPackageName
     )
-    # what InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it
-    endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)
-    alarms = AlarmService(db.alarms, endpoint_metrics, Account(), resolution_s=metrics_resolution_s)
     sampler = UtilizationSampler(lambda: hosting_instances(hosting), endpoint_metrics, disk_path=home)
-    cloudwatch_handlers = CloudWatchMetrics(endpoint_metrics).handlers()
-    cloudwatch = {**alarms.handlers(), **cloudwatch_handlers}
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
     # no less often than new datapoints arrive; alarms hand it their step-policy actions.
     resolution = endpoint_metrics.resolution_s
     scaler = Autoscaler(
         db.autoscaling, hosting, endpoint_metrics, period_s=resolution, tick_s=min(DEFAULT_TICK_S, resolution)
     )
-    alarms.action_handlers[ACTION_PREFIX] = scaler.alarm_action
+    alarms = AlarmService(
+        db.alarms,
+        endpoint_metrics,
+        Account(),
+        action_handlers={ACTION_PREFIX: scaler.alarm_action},
+        resolution_s=metrics_resolution_s,
+    )
+    cloudwatch = {**alarms.handlers(), **CloudWatchMetrics(endpoint_metrics).handlers()}
     # Inference Recommender jobs: measure a model on instances of their own, reports under the home
     recommender = RecommendationJobs(
         db.recommend_jobs,
@@ -126,35 +133,36 @@ def build(
         load_instance_types(instance_types_file),
         home / "recommendations",
     )
-    # SageMaker operations and background loops, one service per line: hosting first, then each service that
-    # adds operations (recommendation jobs, and any later one) extends these two.
-    sagemaker_ops: dict[str, Handler] = {**hosting.handlers()}
-    background: list[Background] = [scaler, sampler]
-    # desired and current instances per variant as a metric series (the console's autoscaling chart)
-    background.append(
-        InstanceCountSeries(lambda: list(hosting.controllers), hosting.describe_endpoint, endpoint_metrics)
-    )
-    sagemaker_ops.update(recommender.handlers())
-    background.append(recommender)
-    # Model registry: package groups, versions and their approval; CreateModel's ModelPackageName; deploy on approval
+    # Model registry: package groups, versions and their approval; deploy on approval through hosting's operations
     registry = RegistryService(db.registry, hosting.handlers(), Account())
-    hosting.model_packages = registry.container_for
-    sagemaker_ops.update(registry.handlers())
     # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture
     monitoring = MonitoringService(db.monitoring, db.hosting, endpoint_metrics, Account())
-    sagemaker_ops.update(monitoring.handlers())
-    background.append(monitoring)
     # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)
     pipelines_api = PipelinesApi(db.pipelines, home, Account(), plane_url=lambda: _leader_url(routes))
-    sagemaker_ops.update(pipelines_api.handlers())
-    background.append(pipelines_api)
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
     transform_jobs = TransformJobsApi(
         db.transform_jobs, db.hosting, lambda url: str(artifacts.resolve(url).base_path), home
     )
-    sagemaker_ops.update(transform_jobs.handlers())
-    background.append(transform_jobs)
-    plane = ControlPlane(
+    # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
+    sagemaker_ops: dict[str, Handler] = {
+        **hosting.handlers(),
+        **recommender.handlers(),
+        **registry.handlers(),
+        **monitoring.handlers(),
+        **pipelines_api.handlers(),
+        **transform_jobs.handlers(),
+    }
+    background: list[Background] = [
+        scaler,
+        sampler,
+        # desired and current instances per variant as a metric series (the console's autoscaling chart)
+        InstanceCountSeries(lambda: list(hosting.controllers), hosting.describe_endpoint, endpoint_metrics),
+        recommender,
+        monitoring,
+        pipelines_api,
+        transform_jobs,
+    ]
+    return ControlPlane(
         Api(credentials, strict_output=strict_output),
         hosting,
         gateway,
@@ -166,24 +174,31 @@ def build(
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
         background=background,
+        prometheus=prometheus,
+        collectors=[sampler],  # per-instance utilization gauges on /metrics
+        # the web console (docs/console.md) calls the plane's own API
+        mounts={"/console": lambda plane: console_for(plane, credentials, resolution)},
     )
-    plane.registry.register(sampler)  # per-instance utilization gauges on /metrics
-    plane.mounts["/console"] = console_for(plane, credentials, endpoint_metrics.resolution_s)  # docs/console.md
-    planes.append(plane)
-    return plane
 
 
-def run_up(
+@dataclass(frozen=True)
+class Prepared:
+    """A plane built and ready to serve, and what the command prints before it serves (the CLI prints)."""
+
+    app: Any
+    banner: str
+
+
+def prepare_leader(
     home: Path,
     host: str,
     port: int,
-    log_level: str = "info",
     instance_types_file: str | None = None,
     metrics_resolution_s: int = 60,
     ray: RayBackendConfig | None = None,
     database_url: str | None = None,
-) -> None:
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+) -> Prepared:
+    """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
     plane = build(
         home, instance_types_file, metrics_resolution_s=metrics_resolution_s, ray=ray, database_url=database_url
@@ -191,18 +206,18 @@ def run_up(
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
     record_leader(home, host, port, metrics_resolution_s, database_url)
-    if first:
-        print(f"servekit up: new home {home}; its admin key is in {home / 'credentials.json'} (mode 0600).")
-    print(
+    lines = (
+        [f"servekit up: new home {home}; its admin key is in {home / 'credentials.json'} (mode 0600)."] if first else []
+    )
+    lines.append(
         "To use boto3 against this control plane:\n"
         f"  export AWS_ENDPOINT_URL_SAGEMAKER={url} AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME={url}\n"
         f"  export AWS_ACCESS_KEY_ID={key.access_key_id} AWS_SECRET_ACCESS_KEY=<see {home / 'credentials.json'}>"
-        " AWS_DEFAULT_REGION=us-east-1",
-        flush=True,
+        " AWS_DEFAULT_REGION=us-east-1"
     )
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("servekit up listens on %s: every caller still needs a signed request (SigV4)", host)
-    _serve(plane, host, port, log_level)
+    return Prepared(plane, "\n".join(lines))
 
 
 def _leader_url(routes: GatewayRoutes) -> str | None:
@@ -220,25 +235,22 @@ def record_leader(home: Path, host: str, port: int, metrics_resolution_s: int, d
         GatewayRoutes(db.conn).record_leader(f"http://{reach}:{port}", metrics_resolution_s, os.getpid())
 
 
-def run_gateway_replica(
+def prepare_gateway_replica(
     home: Path,
     host: str,
     port: int,
-    log_level: str = "info",
     instance_types_file: str | None = None,
     database_url: str | None = None,
-) -> None:
+) -> Prepared:
     """``servekit up --role gateway``: InvokeEndpoint on this port from the leader's routes, every other
     operation forwarded to the leader (servekit.edge.replica)."""
-    from servekit.edge.replica import build_replica
-
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     plane = build_replica(home, instance_types_file=instance_types_file, database_url=database_url)
-    print(f"servekit up --role gateway: a gateway replica of the leader on {home}, at http://{host}:{port}", flush=True)
-    _serve(plane, host, port, log_level)
+    return Prepared(
+        plane, f"servekit up --role gateway: a gateway replica of the leader on {home}, at http://{host}:{port}"
+    )
 
 
-def _serve(app: Any, host: str, port: int, log_level: str) -> None:
+def serve(app: Any, host: str, port: int, log_level: str) -> None:
     """Serve a plane (the leader or a gateway replica) until stopped."""
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     config = uvicorn.Config(

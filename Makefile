@@ -75,7 +75,7 @@ fuzz: install
 
 # The long drift-power run: 1,000 no-drift windows of 100,000 rows (the default suite judges 100). ~3 minutes.
 monitor-power:
-	SERVEKIT_MONITOR_POWER=long $(PYTHON) -m pytest -q -s -p no:cacheprovider --timeout=0 tests/unit/monitor/test_drift_power.py
+	SERVEKIT_MONITOR_POWER=long $(PYTHON) -m pytest -q -s -p no:cacheprovider --timeout=0 tests/unit/monitor/drift/test_drift_power.py
 
 # gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/protos from
 # protos/descriptors.txtpb; protos-extract re-reads the descriptors from the upstream wheels first.

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from servekit.capture.decode import decode_record
-from servekit.monitor.sources import SourceStats, read
+from servekit.monitor.stream.sources import SourceStats, read
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from servekit.pipelines import Param, Pipeline, deploy, parameter, training
-from servekit.pipelines.context import StepContext
+from servekit.pipelines.access.context import StepContext
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

@@ -62,7 +62,7 @@ def _engine(kind: str, address: str | None) -> Iterator[Any]:
             raise _fail("--ray-address goes with --engine ray")
         yield None
         return
-    from servekit.pipelines.ray_engine import RayEngine
+    from servekit.pipelines.engine.ray_engine import RayEngine
 
     engine = RayEngine(address=address)
     try:
@@ -119,13 +119,13 @@ def _open(home: Path | None) -> tuple[Path, Any]:
 
 
 def _runner(root: Path, db: Any, url: str, engine: Any = None) -> Any:
-    from servekit.pipelines.runner import PipelineRunner
+    from servekit.pipelines.engine.runner import PipelineRunner
 
     return PipelineRunner(db, home=root, engine=engine, control=_ControlPlane(root, url))
 
 
 def _report(result: Any, db: Any, as_json: bool) -> None:
-    from servekit.pipelines.views import describe_run
+    from servekit.pipelines.runs.views import describe_run
 
     run = db.pipelines.get_run(result.run_id)
     _print_run(describe_run(db.pipelines, run), as_json)
@@ -152,8 +152,8 @@ def run_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a pipeline in the foreground; Ctrl-C stops it (resume continues it)."""
+    from servekit.pipelines.definition.loading import load_pipeline
     from servekit.pipelines.errors import PipelineError
-    from servekit.pipelines.loading import load_pipeline
 
     params = _params(param)
     if run_id is not None and not re.fullmatch(r"[a-z0-9]{1,64}", run_id):
@@ -207,7 +207,7 @@ def list_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Runs, newest first."""
-    from servekit.pipelines.views import run_summary
+    from servekit.pipelines.runs.views import run_summary
 
     _, db = _open(home)
     with db:
@@ -266,7 +266,7 @@ def describe_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A run: its status and reason, and each step's status, attempts, outputs and reason."""
-    from servekit.pipelines.views import describe_run
+    from servekit.pipelines.runs.views import describe_run
 
     _, db = _open(home)
     with db:
@@ -284,7 +284,7 @@ def stop_cmd(
 ) -> None:
     """Stop a run: its process kills the running steps (Stopping, then Stopped); resume continues it."""
     from servekit.pipelines.errors import RunConflict, RunNotFound
-    from servekit.pipelines.store import RunStore
+    from servekit.pipelines.runs.store import RunStore
 
     _, db = _open(home)
     with db:
@@ -307,9 +307,9 @@ def policy_cmd(
     home: HomeOpt = None,
 ) -> None:
     """Print each step's AWS IAM policy document: s3:GetObject on its read prefixes, s3:PutObject on its own."""
+    from servekit.pipelines.access.policy import policies
+    from servekit.pipelines.definition.loading import YAML_SUFFIXES, load_pipeline
     from servekit.pipelines.errors import PipelineError
-    from servekit.pipelines.loading import YAML_SUFFIXES, load_pipeline
-    from servekit.pipelines.policy import policies
 
     source = pipeline
     if ":" not in pipeline and not pipeline.endswith(YAML_SUFFIXES):  # a name: the source of its newest run
@@ -337,7 +337,7 @@ def lineage(
     as_json: JsonOpt = False,
 ) -> None:
     """Where an artifact or a model package came from (run, step, inputs, code hash) and which endpoints serve it."""
-    from servekit.pipelines.lineage import artifact_lineage, find_artifact, model_package_lineage
+    from servekit.pipelines.runs.lineage import artifact_lineage, find_artifact, model_package_lineage
 
     root, db = _open(home)
     with db:
@@ -394,7 +394,7 @@ def _print_artifact(node: dict[str, Any], depth: int) -> None:
 def _trigger_runner(
     source: str, root: Path, db: Any, url: str, artifact_root: str | None, params: Any, engine: Any
 ) -> Any:
-    from servekit.pipelines.loading import load_pipeline
+    from servekit.pipelines.definition.loading import load_pipeline
     from servekit.pipelines.triggers import TriggerRunner
 
     return TriggerRunner(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servekit.errors import ConfigError
-from servekit.monitor.thresholds import JUDGED_METRICS
-from servekit.monitor.values import EXACT_VALUES
-from servekit.monitor.verdict import ALPHA
+from servekit.monitor.drift.thresholds import JUDGED_METRICS
+from servekit.monitor.drift.values import EXACT_VALUES
+from servekit.monitor.drift.verdict import ALPHA
 
 Override = tuple[str, str, float]  # (feature, metric, fixed threshold)
 

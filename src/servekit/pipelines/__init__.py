@@ -2,7 +2,7 @@
 references to each other make a DAG, run with append-only artifacts, lineage, caching, retries, timeouts and
 least-privilege storage. See docs/pipelines.md."""
 
-from servekit.pipelines.conditions import (
+from servekit.pipelines.definition.conditions import (
     Condition,
     Equals,
     GreaterThan,
@@ -13,8 +13,7 @@ from servekit.pipelines.conditions import (
     Not,
     Or,
 )
-from servekit.pipelines.definition import Parameter, ParameterType, Pipeline, parameter
-from servekit.pipelines.dsl import (
+from servekit.pipelines.definition.dsl import (
     command,
     condition,
     deploy,
@@ -26,10 +25,11 @@ from servekit.pipelines.dsl import (
     training,
     transform,
 )
+from servekit.pipelines.definition.loading import load_pipeline
+from servekit.pipelines.definition.pipeline import Parameter, ParameterType, Pipeline, parameter
+from servekit.pipelines.definition.refs import Execution, Get, Join, Param
+from servekit.pipelines.definition.steps import CacheConfig, RetryPolicy, Step, StepKind
 from servekit.pipelines.errors import PipelineError, StepAccessDenied
-from servekit.pipelines.loading import load_pipeline
-from servekit.pipelines.refs import Execution, Get, Join, Param
-from servekit.pipelines.steps import CacheConfig, RetryPolicy, Step, StepKind
 
 __all__ = [
     "CacheConfig",

@@ -3,7 +3,7 @@ YAML document ``servekit.pipelines`` reads and ``Pipeline.to_document`` writes; 
 version 2020-12-01, is not accepted).
 
 - CreatePipeline / DescribePipeline / ListPipelines / DeletePipeline register a definition. CreatePipeline checks
-  it by loading it in a subprocess (``python -m servekit.pipelines.validate``) and keeps it as
+  it by loading it in a subprocess (``python -m servekit.pipelines.definition.validate``) and keeps it as
   ``<home>/pipelines/definitions/<name>.json``, the file its executions run.
 - StartPipelineExecution runs ``servekit pipeline run <that file> --run-id <id>`` as a **subprocess** of the plane
   (the control plane knows no pipeline code: it only reads the shared state database the run writes).
@@ -165,7 +165,7 @@ class PipelinesApi:
         proc = await asyncio.create_subprocess_exec(
             self._python,
             "-m",
-            "servekit.pipelines.validate",
+            "servekit.pipelines.definition.validate",
             str(path),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,

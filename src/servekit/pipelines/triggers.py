@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servekit.pipelines.access.guard import normalize
 from servekit.pipelines.cron import Cron, last_fire, next_fire
-from servekit.pipelines.definition import Pipeline
+from servekit.pipelines.definition.pipeline import Pipeline
+from servekit.pipelines.engine.runner import PipelineRunner, RunResult
 from servekit.pipelines.errors import PipelineError
-from servekit.pipelines.guard import normalize
-from servekit.pipelines.runner import PipelineRunner, RunResult
 from servekit.state.pipelines import AlreadyClaimed, Claim
 from servekit.storage import ObjectStorage, join
 

@@ -1,7 +1,7 @@
 """The pipelines aggregate: runs, their steps, and the artifacts they wrote with their lineage.
 
 The repository stores what it is given (statuses as text, documents as JSON); what statuses mean and which
-transitions are legal belong to ``servekit.pipelines.store`` above it. Run status changes are compare-and-set
+transitions are legal belong to ``servekit.pipelines.runs.store`` above it. Run status changes are compare-and-set
 (``expected``), so a ``stop`` from another process and the run's own end cannot both win. Artifact rows are only
 ever inserted: the system never rewrites or deletes what a step produced. **Time comes from the injected clock.**
 """

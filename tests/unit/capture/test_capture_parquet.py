@@ -14,7 +14,7 @@ from servekit.capture.reader import capture_layout, read_capture_file
 from servekit.capture.sink import CaptureWriter
 from servekit.config.models import CaptureConfig
 from servekit.errors import ConfigError
-from servekit.monitor.sources import SourceStats, read
+from servekit.monitor.stream.sources import SourceStats, read
 from servekit.storage import Storage
 
 WHEN = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)

@@ -9,13 +9,13 @@ import pyarrow as pa
 import pytest
 
 from servekit.errors import ConfigError
-from servekit.monitor import alarms
-from servekit.monitor.alarms import Judgement
+from servekit.monitor.alerts import alarms
+from servekit.monitor.alerts.alarms import Judgement
 from servekit.monitor.config import MonitorConfig
-from servekit.monitor.schema import to_categorical, to_numeric
-from servekit.monitor.sketch import Binning, summarise_categorical, summarise_numeric
-from servekit.monitor.thresholds import SHARE_MARGIN, Threshold, learn, parse_override
-from servekit.monitor.windows import (
+from servekit.monitor.drift.schema import to_categorical, to_numeric
+from servekit.monitor.drift.sketch import Binning, summarise_categorical, summarise_numeric
+from servekit.monitor.drift.thresholds import SHARE_MARGIN, Threshold, learn, parse_override
+from servekit.monitor.stream.windows import (
     default_range,
     format_time,
     pane_seconds,

@@ -26,7 +26,7 @@ from servekit.pipelines import (
     training,
     transform,
 )
-from servekit.pipelines.context import StepContext
+from servekit.pipelines.access.context import StepContext
 
 WAIT_S = 60.0
 

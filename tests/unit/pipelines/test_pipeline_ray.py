@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from servekit.pipelines.loading import load_pipeline
-from servekit.pipelines.ray_engine import RayEngine
-from servekit.pipelines.runner import PipelineRunner, RunResult
-from servekit.pipelines.status import RunStatus
+from servekit.pipelines.definition.loading import load_pipeline
+from servekit.pipelines.engine.ray_engine import RayEngine
+from servekit.pipelines.engine.runner import PipelineRunner, RunResult
+from servekit.pipelines.runs.status import RunStatus
 from servekit.state import StateDB
 
 pytest.importorskip("ray")

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from servekit.pipelines.definition.loading import load_pipeline
+from servekit.pipelines.engine.runner import PipelineRunner
 from servekit.pipelines.errors import RunConflict
-from servekit.pipelines.loading import load_pipeline
-from servekit.pipelines.runner import PipelineRunner
-from servekit.pipelines.status import RunStatus, StepStatus
-from servekit.pipelines.store import RunStore
+from servekit.pipelines.runs.status import RunStatus, StepStatus
+from servekit.pipelines.runs.store import RunStore
 from servekit.state import StateDB
 
 SAMPLES = Path(__file__).with_name("sample_pipelines.py")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from servekit.pipelines.loading import load_pipeline
-from servekit.pipelines.runner import PipelineRunner
+from servekit.pipelines.definition.loading import load_pipeline
+from servekit.pipelines.engine.runner import PipelineRunner
 from servekit.state import StateDB
 
 pytest.importorskip("sklearn")

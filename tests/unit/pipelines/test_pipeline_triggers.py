@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from servekit.pipelines.cron import last_fire, next_fire, parse_cron
+from servekit.pipelines.definition.loading import load_pipeline
+from servekit.pipelines.engine.runner import PipelineRunner
 from servekit.pipelines.errors import PipelineError
-from servekit.pipelines.loading import load_pipeline
-from servekit.pipelines.runner import PipelineRunner
 from servekit.pipelines.triggers import TriggerRunner, Watch, due_fire, ready_partitions, schedule, watch
 from servekit.state import StateDB
 from servekit.storage import Storage

@@ -28,7 +28,7 @@ from servekit.pipelines import (
     register_model,
     training,
 )
-from servekit.pipelines.context import StepContext
+from servekit.pipelines.access.context import StepContext
 
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 

@@ -1,0 +1,1 @@
+"""Data drift statistics (pure): feature types, summaries, drift metrics, profiles, thresholds, verdicts."""

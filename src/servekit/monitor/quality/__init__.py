@@ -1,0 +1,1 @@
+"""Model quality: labels joined to captured predictions, quality metrics, baselines, runs, outputs."""

@@ -392,6 +392,7 @@ def test_threads_deadline_and_cancellation_while_the_model_is_held(threads: Mode
     model = GatedModel()
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
         q = BatchQueue(model, cfg(), threads=threads)
         model.gate.clear()
         busy = asyncio.ensure_future(q.submit(x(0)))
@@ -399,9 +400,11 @@ def test_threads_deadline_and_cancellation_while_the_model_is_held(threads: Mode
         gone = asyncio.ensure_future(q.submit(x(1)))
         await asyncio.sleep(0)
         gone.cancel()
+        t0 = loop.time()
         with pytest.raises(ServekitError) as info:
             await q.submit(x(2), timeout=0.05)  # answered at its deadline, while the model is still held
         assert info.value.code is ErrorCode.DEADLINE_EXCEEDED
+        assert loop.time() - t0 == pytest.approx(0.05)  # virtual time: the gate holds the model thread meanwhile
         assert not busy.done() and model.calls == []
         kept = asyncio.ensure_future(q.submit(x(3)))
         model.gate.set()
@@ -409,7 +412,7 @@ def test_threads_deadline_and_cancellation_while_the_model_is_held(threads: Mode
         assert (await kept).outputs["y"].item() == 9.0
         assert q.queued_rows == 0
 
-    asyncio.run(main())
+    run_virtual(main)
     assert model.calls == [[0.0], [3.0]]  # the cancelled and the expired request never reached the model
 
 

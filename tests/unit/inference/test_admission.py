@@ -91,11 +91,11 @@ def test_a_departed_client_drops_its_waiting_request() -> None:
             return {"type": "http.disconnect"}
 
         first = adm.submit("m", model, ("first",), disconnected=disconnected)  # runs at once: not watched
-        await asyncio.to_thread(model.started.wait, 10)
+        await asyncio.to_thread(model.started.wait, 10)  # virtual time from here on: the thread stays held
         waiting = adm.submit("m", model, ("waiting",), disconnected=disconnected)
         client_gone.set()
         with pytest.raises(ServekitError) as err:
-            await waiting
+            await waiting  # watched once it has waited WATCH_AFTER_S: virtual seconds, not real ones
         assert err.value.code is ErrorCode.CANCELLED
         model.release.set()
         assert await first == "FIRST"
@@ -103,7 +103,7 @@ def test_a_departed_client_drops_its_waiting_request() -> None:
         assert adm.in_flight("m") == 0
 
     try:
-        asyncio.run(main())
+        run_virtual(main)
     finally:
         model.release.set()
         threads.shutdown()

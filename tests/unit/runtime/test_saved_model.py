@@ -1,12 +1,10 @@
 """The TensorFlow SavedModel runtime (``make test-extras``) against SavedModels built here: signatures from the
-SignatureDef map, outputs equal to TensorFlow's own in-process result, ``servekit inspect`` against
-``saved_model_cli show --all``, and TF Serving warmup records written with the real ``tensorflow-serving-api``
-messages."""
+SignatureDef map, outputs equal to TensorFlow's own in-process result, and TF Serving warmup records written with
+the real ``tensorflow-serving-api`` messages. ``servekit inspect`` against ``saved_model_cli show --all`` (a child
+process) is tests/integration/runtime/test_saved_model_cli.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,6 @@ tf = pytest.importorskip("tensorflow")
 
 from tests.extras_models import CLASSES, example, tf1_saved_model, tf2_saved_model  # noqa: E402
 
-from servekit.cli.inspect_cmd import render_signatures  # noqa: E402
 from servekit.errors import ConfigError, ErrorCode, ServekitError  # noqa: E402
 from servekit.runtime.base import concurrency_of  # noqa: E402
 from servekit.runtime.registry import RuntimeRegistry  # noqa: E402
@@ -98,38 +95,6 @@ def test_classify_and_regress_rows_become_examples(tf1: Path) -> None:
     with pytest.raises(ServekitError) as info:
         s.predict("classify", {"inputs": np.array([[0.5, 1.5]])})  # b is an int64 feature
     assert info.value.code is ErrorCode.INVALID_ARGUMENT and "feature 'b' takes int64 values" in info.value.message
-
-
-def _cli_show_all(path: Path) -> str:
-    script = Path(sys.executable).parent / "saved_model_cli"
-    if not script.exists():
-        pytest.skip("saved_model_cli is not installed beside this Python")
-    proc = subprocess.run(
-        [str(script), "show", "--dir", str(path), "--all"], capture_output=True, text=True, timeout=90
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def _ops(line: str) -> set[str]:
-    inner = line.split("contains the following ops: ", 1)[1].strip()
-    return {op.strip().strip("'") for op in inner.strip("{}").split(",")}
-
-
-@pytest.mark.parametrize("which", ["tf1", "tf2"])
-def test_inspect_prints_what_saved_model_cli_prints(which: str, request: pytest.FixtureRequest) -> None:
-    path = request.getfixturevalue(which)
-    s = RuntimeRegistry().load(path)
-    ours = render_signatures(s.signatures, s.platform)
-    assert ours.startswith("Runtime: tensorflow\n")
-    ours_body = ours.split("\n", 1)[1]
-    theirs = _cli_show_all(path)
-    # saved_model_cli goes on with the object graph's concrete functions, which serving does not restore
-    theirs_body = theirs.split("\nConcrete Functions:", 1)[0].rstrip("\n")
-    ours_head, ours_ops = ours_body.rsplit("\n", 1)
-    theirs_head, theirs_ops = theirs_body.rsplit("\n", 1)
-    assert ours_head == theirs_head
-    assert _ops(ours_ops) == _ops(theirs_ops)  # the cli prints a Python set, in hash order
 
 
 # ---- TF Serving warmup records -----------------------------------------------------------------------------

@@ -257,34 +257,3 @@ def test_a_reader_sees_committed_rows_while_a_writer_holds_its_lock(tmp_path: Pa
             writer.transform_jobs.insert("b", {}, "InProgress", created=2.0, owner_pid=1, owner_host="h", engine="x")
             assert [r.name for r in reader.transform_jobs.list()] == ["a"]  # WAL: no wait, no uncommitted row
         assert [r.name for r in reader.transform_jobs.list()] == ["a", "b"]
-
-
-def _open_at_barrier(barrier: object, home: str) -> None:
-    import os
-
-    barrier.wait()  # type: ignore[attr-defined]
-    try:
-        StateDB.open(Path(home)).close()
-    except StateError:
-        os._exit(1)
-    os._exit(0)
-
-
-def test_processes_opening_a_new_home_together_all_succeed(tmp_path: Path) -> None:
-    # SQLite answers "database is locked" at once (no busy handler) to the loser of two processes switching a new
-    # file to WAL together; two pipeline watchers started at once hit it in CI. Without the retry, about one
-    # round in six failed here.
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    failed = 0
-    for round_ in range(30):
-        home = tmp_path / f"home{round_}"
-        barrier = ctx.Barrier(4)
-        procs = [ctx.Process(target=_open_at_barrier, args=(barrier, str(home))) for _ in range(4)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=60)
-        failed += sum(p.exitcode != 0 for p in procs)
-    assert failed == 0

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
+import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,9 +16,12 @@ import pytest
 from servekit.aws import Api, Call, Credentials
 from servekit.state import StateDB
 from servekit.testing.aws import in_process_client
-from servekit.transform import JobStore, spec_from_request
+from servekit.transform import JobStore, spec_from_request, spec_to_request
 from servekit.transform.api import TransformJobsApi
 from servekit.transform.status import JobStatus, ObjectStatus
+
+# above the largest process id Linux (2**22) and macOS (99998) give: no process has it
+NO_SUCH_PID = 2**22 + 1
 
 
 class Clock:
@@ -81,15 +82,17 @@ def record(home: Path, tmp_path: Path, clock: Clock) -> None:
         store.set_total("live", 4)
         store.record_objects("live", [("d.csv", ObjectStatus.DONE, 0, 5, 0, "")])
         store.set_live("live", 7)
-    # a job whose process died mid-run: begun by a child process that has exited since
-    code = (
-        "import sys; from pathlib import Path; from servekit.transform import JobStore, spec_from_request;"
-        "import json; s = JobStore(Path(sys.argv[1])); s.begin(spec_from_request(json.loads(sys.argv[2])), 'local')"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    subprocess.run(
-        [sys.executable, "-c", code, str(home), json.dumps(request("orphan", tmp_path))], check=True, env=env
-    )
+    # a job whose process died mid-run: its row as JobStore.begin writes it, owned by a process that is gone
+    with StateDB.open(home) as db:
+        db.transform_jobs.insert(
+            "orphan",
+            spec_to_request(spec_from_request(request("orphan", tmp_path))),
+            JobStatus.IN_PROGRESS.value,
+            created=clock(),
+            owner_pid=NO_SUCH_PID,
+            owner_host=socket.gethostname(),
+            engine="local",
+        )
 
 
 def test_list_and_describe_read_the_jobs_servekit_transform_records(plane: Plane, tmp_path: Path) -> None:
@@ -106,7 +109,7 @@ def test_list_and_describe_read_the_jobs_servekit_transform_records(plane: Plane
     assert "2 record(s) failed" in listed[2]["FailureReason"]
     assert "process" in listed[1]["FailureReason"] and "resume" in listed[1]["FailureReason"]
     assert [j["TransformJobName"] for j in sm.list_transform_jobs(StatusEquals="Failed")["TransformJobSummaries"]] == [
-        "orphan",  # recorded last (real time), after the manual clock's jobs
+        "orphan",  # recorded last
         "scores-b",
     ]  # newest first by default
     assert [j["TransformJobName"] for j in sm.list_transform_jobs(NameContains="SCORES")["TransformJobSummaries"]] == [

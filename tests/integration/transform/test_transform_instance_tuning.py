@@ -1,5 +1,5 @@
 """How an instance process is tuned: freed heap pages stay for the next mini-batch (glibc), in a child process so
-this one's allocator is left as it was."""
+this one's allocator is left as it was (so not a unit test: it starts that process)."""
 
 from __future__ import annotations
 

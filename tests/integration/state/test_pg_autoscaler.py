@@ -1,9 +1,9 @@
 """The autoscaler's tests (tests/unit/autoscaling/test_autoscaler.py),
-with the state in PostgreSQL (tests/unit/state/pg_suite.py)."""
+with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
+from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
 from tests.unit.autoscaling.test_autoscaler import *  # noqa: F403
 from tests.unit.conftest import *  # noqa: F403  # its fixtures (boto_client, …)
-from tests.unit.state.pg_suite import state_on_postgres  # noqa: F401
 
 pytestmark = pytest.mark.postgres

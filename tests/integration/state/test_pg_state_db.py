@@ -1,14 +1,16 @@
-"""The state database's and transform jobs' tests (tests/unit/state/test_state_db.py),
-with the state in PostgreSQL (tests/unit/state/pg_suite.py)."""
+"""The state database's and transform jobs' tests (tests/unit/state/test_state_db.py and, with processes,
+tests/integration/state/test_state_db_processes.py), with the state in PostgreSQL
+(tests/integration/state/pg_suite.py)."""
 
 import pytest
-from tests.unit.state.pg_suite import state_on_postgres, without  # noqa: F401
+from tests.integration.state.pg_suite import state_on_postgres, without  # noqa: F401
+from tests.integration.state.test_state_db_processes import *  # noqa: F403
 from tests.unit.state.test_state_db import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres
 
 # SQLite's own: its pragmas and catalogue, a file written before migrations, an unwritable home's file, a file's
-# schema edited by hand. tests/unit/state/test_postgres_state.py checks what applies to PostgreSQL.
+# schema edited by hand. tests/integration/state/test_postgres_state.py checks what applies to PostgreSQL.
 without(
     globals(),
     "test_a_new_database_is_migrated_in_wal_with_foreign_keys",

@@ -1,12 +1,12 @@
 """The hosting repository's tests (tests/unit/state/test_hosting_state.py),
-with the state in PostgreSQL (tests/unit/state/pg_suite.py)."""
+with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
+from tests.integration.state.pg_suite import state_on_postgres, without  # noqa: F401
 from tests.unit.conftest import *  # noqa: F403  # its fixtures (boto_client, …)
-from tests.unit.state.pg_suite import state_on_postgres, without  # noqa: F401
 from tests.unit.state.test_hosting_state import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres
 
-# reads SQLite's catalogue (sqlite_master); tests/unit/state/test_postgres_state.py checks PostgreSQL's
+# reads SQLite's catalogue (sqlite_master); tests/integration/state/test_postgres_state.py checks PostgreSQL's
 without(globals(), "test_the_hosting_aggregate_is_migrated_with_its_tables")

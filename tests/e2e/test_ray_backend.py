@@ -5,6 +5,7 @@ node, and a request mix sent all along with botocore's own retry handling sees n
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -32,13 +33,38 @@ FAST = {"Delay": 1, "MaxAttempts": 120}
 GIB = 2**30
 # Each node: 4 logical CPUs and 8 GiB of logical memory, room for two ml.t2.medium (2 vCPU, 4 GiB) instances, so
 # either node alone can hold the endpoint; logical amounts are bookkeeping, not this machine's cores.
-NODE = ("--num-cpus", "4", "--memory", str(8 * GIB), "--object-store-memory", str(100 * 2**20))
+# Every node on loopback: the nodes, this test's driver, servekit up and the instances it starts all use 127.0.0.1.
+# Ray 2.x rewrites 127.0.0.1, given as --node-ip-address, as ray.init's _node_ip_address or as the host of an
+# address, to this machine's routable address (ray._private.services.resolve_ip_for_localhost), and its gRPC servers
+# then listen on every interface. With RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 "this node" is 127.0.0.1 instead and they
+# listen on 127.0.0.1 alone; but then `ray start --address` refuses to add a node, so a joining node's `ray start`
+# is JOIN: allowed to join, and keeping 127.0.0.1 as given.
+LOOPBACK = "127.0.0.1"
+NODE = (
+    "--num-cpus",
+    "4",
+    "--memory",
+    str(8 * GIB),
+    "--object-store-memory",
+    str(100 * 2**20),
+    "--node-ip-address",
+    LOOPBACK,
+)
 RAY_ENV = {
     "RAY_AUTH_MODE": "disabled",  # a token some other local Ray left in ~/.ray must not apply to this cluster
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_prestart_worker_first_driver": "0",  # no idle workers started ahead: two cores are shared
     "RAY_enable_worker_prestart": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # read when ray is imported: this node is 127.0.0.1
 }
+JOIN = (
+    "import sys\n"
+    "from ray._private import ray_constants, services\n"
+    "ray_constants.ENABLE_RAY_CLUSTER = True  # a node may join (RAY_ENV says no for everything else)\n"
+    "services.resolve_ip_for_localhost = lambda host: host  # and 127.0.0.1 stays 127.0.0.1\n"
+    "from ray.scripts.scripts import main\n"
+    "sys.exit(main())\n"
+)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -112,9 +138,11 @@ def _running(pid: int) -> bool:
 
 
 def start_node(name: str, args: list[str], log: Path) -> RayNode:
+    """``ray start`` with ``args`` (a head with ``--head``, else a node joining one through JOIN), this Python's Ray."""
+    ray_start = ["-m", "ray.scripts.scripts"] if "--head" in args else ["-c", JOIN]
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ray.scripts.scripts", "start", *args, "--disable-usage-stats"],  # this Python's Ray
+            [sys.executable, *ray_start, "start", *args, "--disable-usage-stats"],
             stdout=out,
             stderr=out,
             env={**os.environ, **RAY_ENV},
@@ -160,7 +188,7 @@ def cluster() -> Iterator[Cluster]:
         tmp / "head.log",
     )
     try:
-        address = f"127.0.0.1:{port}"
+        address = f"{LOOPBACK}:{port}"
         worker = start_node(
             "node_b",
             [
@@ -181,8 +209,17 @@ def cluster() -> Iterator[Cluster]:
     mp = pytest.MonkeyPatch()
     for k, v in RAY_ENV.items():
         mp.setenv(k, v)  # servekit up and this test's own driver see the cluster the same way
+    # this process imported ray before RAY_ENV was set: its driver is told so directly
+    mp.setattr(importlib.import_module("ray._private.ray_constants"), "ENABLE_RAY_CLUSTER", False)
     try:
-        ray.init(address=address, namespace="servekit", logging_level="WARNING", log_to_driver=False)
+        ray.init(
+            address=address,
+            namespace="servekit",
+            logging_level="WARNING",
+            log_to_driver=False,
+            _node_ip_address=LOOPBACK,
+        )
+        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {LOOPBACK}, ray.nodes()
         yield Cluster(address, head, worker)
     finally:
         ray.shutdown()

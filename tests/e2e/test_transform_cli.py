@@ -205,7 +205,13 @@ def test_ray_engine_matches_the_local_engine(tmp_path: Path, sum_model: Path) ->
               "--max-payload-mb", "1", "--instance-count", "2", "--home", str(tmp_path / "h")]  # fmt: skip
     local = cli("run", "--name", "local", "--output-path", str(tmp_path / "l"), *common)
     assert local.returncode == 3, local.stdout + local.stderr
-    ray = cli("run", "--name", "ray", "--engine", "ray", "--output-path", str(tmp_path / "r"), *common, timeout=300)
+    # the engine starts a local Ray: with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 its node is 127.0.0.1 and listens there
+    # alone (else Ray takes this machine's routable address, on every interface: see tests/e2e/test_ray_backend.py)
+    on_loopback = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    ray = cli(
+        "run", "--name", "ray", "--engine", "ray", "--output-path", str(tmp_path / "r"), *common,
+        env=on_loopback, timeout=300,
+    )  # fmt: skip
     assert ray.returncode == 3, ray.stdout + ray.stderr
     assert outputs(tmp_path / "r") == outputs(tmp_path / "l")
     doc = json.loads(cli("status", "ray", "--json", "--home", str(tmp_path / "h")).stdout)

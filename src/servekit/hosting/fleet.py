@@ -9,6 +9,10 @@ its alarms are watched; then blue drains and stops — or, on an alarm or the ti
 blue and green stops (``control.rollout`` decides, this module applies). ``set_capacity`` changes weights and
 counts in place; ``tick`` replaces dead instances. Shadow variants are fleets too, published as the gateway's
 shadow routes. Status changes are reported through ``on_status``: this module keeps no state on disk.
+
+Whether an instance is healthy is asked of an :class:`InstanceProbe` (by default :class:`HttpProbe`, the instance's
+own health and model-status routes over HTTP), and time is read and waited on through the ``clock`` and ``sleep``
+handed in, so the controller runs on a manual clock with fake instances in a unit test.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import aiohttp
 
@@ -107,6 +112,64 @@ class InstanceFailed(Exception):
     """An instance cannot serve its model: the message is the endpoint's FailureReason."""
 
 
+class InstanceProbe(Protocol):
+    """How the controller asks a starting instance whether it can serve."""
+
+    async def ready(self, url: str, path: str) -> bool:
+        """Whether the instance at ``url`` answers its readiness route ``path`` with success (False if unreachable)."""
+        ...
+
+    async def model_error(self, url: str, model: str) -> str | None:
+        """The load error of a model that will not serve on the instance at ``url``; None if none (yet)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class HttpProbe:
+    """:class:`InstanceProbe` over HTTP: the KServe v2 / SageMaker readiness routes and TF Serving's model status."""
+
+    def __init__(self, timeout_s: float = 5.0) -> None:
+        self._timeout_s = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+        return self._session
+
+    async def ready(self, url: str, path: str = "/v2/health/ready") -> bool:
+        try:
+            async with self._client().get(f"{url}{path}") as r:
+                return r.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    async def model_error(self, url: str, model: str) -> str | None:
+        """The load error of a version that will not serve (TF Serving status: END or ERROR with a message)."""
+        try:
+            async with self._client().get(f"{url}/v1/models/{model}") as r:
+                if r.status != 200:
+                    return None
+                doc = await r.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        statuses = doc.get("model_version_status", []) if isinstance(doc, dict) else []
+        if any(s.get("state") == "AVAILABLE" for s in statuses):
+            return None
+        errors = [
+            s["status"]["error_message"]
+            for s in statuses
+            if s.get("state") in ("END", "ERROR") and s.get("status", {}).get("error_message")
+        ]
+        return errors[0] if errors else None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
 StatusCallback = Callable[[str, str | None], Awaitable[None]]  # (EndpointStatus value, FailureReason)
 # (endpoint config, variant, instance id, seconds from start to healthy): CloudWatch's ModelSetupTime
 ReadyCallback = Callable[[str, str, str, float], None]
@@ -129,7 +192,10 @@ class EndpointController:
         on_instance_ready: ReadyCallback | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         preload: Preload | None = None,
+        probe: InstanceProbe | None = None,
     ) -> None:
+        """``probe`` (default: :class:`HttpProbe`) says whether a starting instance is healthy; ``clock`` and
+        ``sleep`` are all the controller reads and waits on for startup timeouts, bakes, polls and drains."""
         self.name = name
         self._on_ready = on_instance_ready
         self._sleep = sleep
@@ -146,7 +212,7 @@ class EndpointController:
         self.plan: EndpointPlan | None = None
         self.fleets: dict[str, Fleet] = {}
         self._lock = asyncio.Lock()  # one change at a time: create, update, capacity, delete, tick
-        self._session: aiohttp.ClientSession | None = None
+        self._probe: InstanceProbe = probe if probe is not None else HttpProbe()
 
     async def _on_status(self, status: str, reason: str | None) -> None:
         self.last_reason = reason
@@ -328,9 +394,7 @@ class EndpointController:
             self._table.remove_endpoint(self.name)
             await self._stop_fleets(self.fleets)
             self.fleets = {}
-            if self._session is not None:
-                await self._session.close()
-                self._session = None
+            await self._probe.close()
 
     async def tick(self) -> None:
         """Replace instances that died; the endpoint stays InService while the others serve."""
@@ -514,10 +578,10 @@ class EndpointController:
             if not self._backend.alive(instance.handle):
                 tail = self._backend.log_tail(instance.handle, 5)
                 raise InstanceFailed(f"{instance.handle.exit_reason} before it was healthy. Last log lines: {tail}")
-            error = None if v.multi_model else await self._model_error(url, v.model_name)
+            error = None if v.multi_model else await self._probe.model_error(url, v.model_name)
             if error is not None:
                 raise InstanceFailed(f"The model {v.model_name} failed to load: {error}")
-            if await self._ready(url, "/ping" if v.multi_model else "/v2/health/ready"):
+            if await self._probe.ready(url, "/ping" if v.multi_model else "/v2/health/ready"):
                 if v.multi_model and v.preload and self._preload is not None:
                     try:
                         await self._preload(instance.handle.spec.instance_id, url, v.model_dir, v.preload)
@@ -534,38 +598,7 @@ class EndpointController:
                     f"instance {instance.handle.spec.instance_id} did not pass its health check within "
                     f"{self._startup_timeout_s:.0f} s"
                 )
-            await asyncio.sleep(self._poll_s)
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
-        return self._session
-
-    async def _ready(self, url: str, path: str = "/v2/health/ready") -> bool:
-        try:
-            async with self._client().get(f"{url}{path}") as r:
-                return r.status == 200
-        except (aiohttp.ClientError, TimeoutError):
-            return False
-
-    async def _model_error(self, url: str, model: str) -> str | None:
-        """The load error of a version that will not serve (TF Serving status: END or ERROR with a message)."""
-        try:
-            async with self._client().get(f"{url}/v1/models/{model}") as r:
-                if r.status != 200:
-                    return None
-                doc = await r.json()
-        except (aiohttp.ClientError, TimeoutError, ValueError):
-            return None
-        statuses = doc.get("model_version_status", []) if isinstance(doc, dict) else []
-        if any(s.get("state") == "AVAILABLE" for s in statuses):
-            return None
-        errors = [
-            s["status"]["error_message"]
-            for s in statuses
-            if s.get("state") in ("END", "ERROR") and s.get("status", {}).get("error_message")
-        ]
-        return errors[0] if errors else None
+            await self._sleep(self._poll_s)
 
     def _routes(self) -> dict[str, InstanceRoute]:
         """The gateway's live route objects (with their outstanding counts) for this endpoint's instances."""
@@ -575,7 +608,7 @@ class EndpointController:
         """Stop an instance that no longer takes new traffic, once the requests it holds have finished."""
         deadline = self._clock() + drain_s
         while route is not None and route.outstanding > 0 and self._clock() < deadline:
-            await asyncio.sleep(self._poll_s)
+            await self._sleep(self._poll_s)
         await self._backend.stop(instance.handle)
 
     async def _stop_fleets(self, fleets: Mapping[str, Fleet]) -> None:

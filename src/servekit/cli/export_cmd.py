@@ -128,7 +128,7 @@ def k8s(
         kubernetes_manifests,
         to_yaml,
     )
-    from servekit.hosting.service import capture_args
+    from servekit.hosting.capture import capture_args
 
     envelopes = _envelopes(instance_types)
     try:

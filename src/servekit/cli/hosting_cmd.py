@@ -325,7 +325,7 @@ def endpoint_update(
     from datetime import UTC
     from datetime import datetime as dt
 
-    from servekit.hosting.service import STEPS_TAG
+    from servekit.hosting.api import STEPS_TAG
 
     if (model_dir is None) == (config is None):
         raise _fail("give one of --model-dir (a new model) or --config (an existing endpoint config)", code=2)

@@ -27,8 +27,8 @@ from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.metrics import EdgeMetrics
 from servekit.gateway.service import Gateway, GatewayError
+from servekit.hosting.api import HostingService
 from servekit.hosting.lifecycle import EndpointStatus
-from servekit.hosting.service import HostingService
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +107,18 @@ class ControlPlane:
         rows = self.hosting.repo.all_endpoints()
         for row in rows:
             if row.status in (EndpointStatus.IN_SERVICE, EndpointStatus.UPDATING, EndpointStatus.SYSTEM_UPDATING):
-                await self.hosting.recover(row)
+                await self.hosting.fleets.recover(row)
             elif row.status == EndpointStatus.CREATING:
-                await self.hosting.recover(row)
+                await self.hosting.fleets.recover(row)
             elif row.status == EndpointStatus.DELETING:
                 await self.hosting.delete_endpoint({"EndpointName": row.name})
-        await self.hosting.wait_idle()
+        await self.hosting.fleets.wait_idle()
 
     async def _supervise(self) -> None:
         while True:
             await asyncio.sleep(self._tick_s)
             try:
-                await self.hosting.tick()
+                await self.hosting.fleets.tick()
             except Exception:
                 log.exception("supervising instances failed")
 
@@ -133,7 +133,7 @@ class ControlPlane:
             await self.alarms.close()
         if self.endpoint_metrics is not None:
             await self.endpoint_metrics.close()
-        await self.hosting.close()
+        await self.hosting.fleets.close()
         await self.gateway.close()
 
     # ---- requests ----------------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class ControlPlane:
         return 0
 
     def metrics(self) -> bytes:
-        return self.prometheus.render(self.hosting.repo.all_endpoints(), self.hosting.cost_per_hour)
+        return self.prometheus.render(self.hosting.repo.all_endpoints(), self.hosting.fleets.cost_per_hour)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

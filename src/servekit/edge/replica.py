@@ -34,7 +34,7 @@ from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.plane import MAX_BODY, ControlPlane, read_body
 from servekit.gateway.published import RouteFollower
 from servekit.gateway.service import Gateway
-from servekit.hosting.service import HostingService
+from servekit.hosting.api import HostingService
 from servekit.state.gateway_routes import GatewayRoutes
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,7 +37,7 @@ from servekit.cloudwatch.store import INSTANCE_NAMESPACE, MetricsStore
 from servekit.state.metrics import Dimensions
 
 if TYPE_CHECKING:
-    from servekit.hosting.service import HostingService
+    from servekit.hosting.fleet import EndpointController
 
 log = logging.getLogger(__name__)
 
@@ -181,10 +181,11 @@ class Sample:
     disk_percent: float | None
 
 
-def hosting_instances(hosting: HostingService) -> list[InstanceRef]:
-    """Every instance with a process of every endpoint, the fleets of a deployment under way included."""
+def hosting_instances(controllers: Mapping[str, EndpointController]) -> list[InstanceRef]:
+    """Every instance with a process of every endpoint (``controllers``: the orchestrator's, by endpoint), the
+    fleets of a deployment under way included."""
     out: list[InstanceRef] = []
-    for name, controller in list(hosting.controllers.items()):
+    for name, controller in list(controllers.items()):
         fleets = list(controller.fleets.values())
         if controller.deployment is not None:
             fleets += [f for f in controller.deployment.fleets.values() if all(f is not g for g in fleets)]

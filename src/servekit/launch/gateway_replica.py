@@ -16,9 +16,11 @@ from servekit.errors import ConfigError
 from servekit.gateway.published import DEFAULT_POLL_S, RouteFollower
 from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
+from servekit.hosting.api import HostingService
 from servekit.hosting.artifacts import ArtifactResolver
+from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_types import load_instance_types
-from servekit.hosting.service import HostingService, TableEnvelopes
+from servekit.hosting.orchestrator import Orchestrator
 from servekit.state.database import StateDB
 from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
@@ -59,15 +61,12 @@ def build_replica(
         shadow_sink=ShadowLog(home / "shadow"),  # one O_APPEND write per record: safe beside the leader's
         resolve_artifact=lambda url: str(artifacts.resolve(url).base_path),
     )
-    hosting = HostingService(  # read-only here: /metrics's endpoint gauges; its operations are the leader's
-        db.hosting,
-        NoInstances(),
-        table,
-        TableEnvelopes(load_instance_types(instance_types_file)),
-        lambda url: str(artifacts.resolve(url).base_path),
-        Account(),
-        cpus=(),
+    envelopes = TableEnvelopes(load_instance_types(instance_types_file))
+    fleets = Orchestrator(  # runs nothing here: the leader's backend starts the instances
+        db.hosting, NoInstances(), table, envelopes, lambda url: str(artifacts.resolve(url).base_path), cpus=()
     )
+    # read-only here: /metrics's endpoint gauges; its operations are the leader's
+    hosting = HostingService(db.hosting, fleets, envelopes, Account())
     metrics = MetricsStore(db.metrics, resolution_s=leader.metrics_resolution_s)  # the leader's buckets
     follower = RouteFollower(routes, table, poll_s)
     return GatewayReplica(Api(credentials, strict_output=strict_output), hosting, gateway, follower, routes, metrics)

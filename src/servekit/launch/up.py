@@ -28,10 +28,12 @@ from servekit.edge.plane import Background, ControlPlane
 from servekit.gateway.published import PublishedRoutingTable
 from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
+from servekit.hosting.api import HostingService
 from servekit.hosting.artifacts import ArtifactResolver
+from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
-from servekit.hosting.service import HostingService, TableEnvelopes
+from servekit.hosting.orchestrator import Orchestrator
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
@@ -96,21 +98,29 @@ def build(
     # /metrics's series come first: hosting reports each instance's setup time there (and to CloudWatch's store).
     endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)
     prometheus = EdgeMetrics(endpoint_metrics)
-    hosting = HostingService(
+    envelopes = TableEnvelopes(load_instance_types(instance_types_file))
+    fleets = Orchestrator(
         db.hosting,
         backend,
         table,
-        TableEnvelopes(load_instance_types(instance_types_file)),
+        envelopes,
         lambda url: str(artifacts.resolve(url).base_path),
         Account(),
-        alarm_states=lambda names: alarm_states(db, names),
-        on_instance_ready=prometheus.record_instance_ready,
-        preload=gateway.preload,
-        scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
         cpus=() if ray is not None else None,  # Ray's nodes are not this machine's CPUs to pin
+        on_instance_ready=prometheus.record_instance_ready,
+        alarm_states=lambda names: alarm_states(db, names),
+        preload=gateway.preload,
+    )
+    hosting = HostingService(
+        db.hosting,
+        fleets,
+        envelopes,
+        Account(),
+        alarm_states=lambda names: alarm_states(db, names),
+        scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
         model_packages=functools.partial(container_for, db.registry),  # CreateModel's ModelPackageName
     )
-    sampler = UtilizationSampler(lambda: hosting_instances(hosting), endpoint_metrics, disk_path=home)
+    sampler = UtilizationSampler(lambda: hosting_instances(fleets.controllers), endpoint_metrics, disk_path=home)
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
     # no less often than new datapoints arrive; alarms hand it their step-policy actions.
     resolution = endpoint_metrics.resolution_s
@@ -156,7 +166,7 @@ def build(
         scaler,
         sampler,
         # desired and current instances per variant as a metric series (the console's autoscaling chart)
-        InstanceCountSeries(lambda: list(hosting.controllers), hosting.describe_endpoint, endpoint_metrics),
+        InstanceCountSeries(lambda: list(fleets.controllers), hosting.describe_endpoint, endpoint_metrics),
         recommender,
         monitoring,
         pipelines_api,

@@ -43,7 +43,7 @@ from typing import Any
 from servekit.aws.errors import ApiError
 from servekit.aws.front import Handler
 from servekit.hosting import rollout
-from servekit.hosting.service import STEPS_TAG
+from servekit.hosting.api import STEPS_TAG
 
 TAG_PREFIX = "servekit:DeployOnApproval:"
 ENDPOINT_TAG = TAG_PREFIX + "Endpoint"

@@ -40,6 +40,7 @@ from servekit.aws.offsets import offset_page
 from servekit.aws.timestamps import optional_epoch
 from servekit.state.hosting import Hosting
 from servekit.state.transform_jobs import TransformJobRow, TransformJobs
+from servekit.transform.status import JobStatus, ObjectStatus
 
 STARTED_TIMEOUT_S = 60.0  # a run records its job before it loads the model; this only bounds a stuck start
 STOP_GRACE_S = 10.0
@@ -111,17 +112,18 @@ class TransformJobsApi:
             raise validation_exception(f"Could not find requested job with name {name}")
         return row
 
-    def status(self, row: TransformJobRow) -> tuple[str, str]:
-        """SageMaker's status and failure reason of a job."""
-        if row.status in ("InProgress", "Stopping") and not self._running(row):
+    def status(self, row: TransformJobRow) -> tuple[JobStatus, str]:
+        """SageMaker's status and failure reason of a job (CompletedWithErrors is SageMaker's Completed)."""
+        status = JobStatus(row.status)
+        if status in (JobStatus.IN_PROGRESS, JobStatus.STOPPING) and not self._running(row):
             how = f"its process ({row.owner_pid}) ended before the job finished"
-            return "Failed", f"{how}; run it again with the same name to resume it{self._log_tail(row.name)}"
-        if row.status == "CompletedWithErrors":
-            return "Completed", (
+            return JobStatus.FAILED, f"{how}; run it again with the same name to resume it{self._log_tail(row.name)}"
+        if status is JobStatus.COMPLETED_WITH_ERRORS:
+            return JobStatus.COMPLETED, (
                 f"{row.errors} record(s) failed; they are in the *.out.errors.jsonl files under "
                 f"{row.request.get('TransformOutput', {}).get('S3OutputPath', 'the output path')}"
             )
-        return row.status, row.failure_reason
+        return status, row.failure_reason
 
     def _running(self, row: TransformJobRow) -> bool:
         child = self._children.get(row.name)
@@ -209,7 +211,7 @@ class TransformJobsApi:
         out["ServekitProgress"] = {
             "ObjectsTotal": row.objects_total,
             "ObjectsDone": row.objects_by_status.get("Done", 0),
-            "ObjectsFailed": row.objects_by_status.get("Failed", 0),
+            "ObjectsFailed": row.objects_by_status.get(ObjectStatus.FAILED, 0),
             "Records": row.records + row.records_live,
             "RecordErrors": row.errors,
         }
@@ -276,9 +278,9 @@ class TransformJobsApi:
     async def stop_transform_job(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._job(p["TransformJobName"])
         status, _ = self.status(row)
-        if status == "Stopping":
+        if status is JobStatus.STOPPING:
             return {}
-        if status != "InProgress" or row.owner_pid is None:
+        if status is not JobStatus.IN_PROGRESS or row.owner_pid is None:
             raise conflict(f"Transform job {row.name} is {status}; only an InProgress job stops")
         if row.owner_host and row.owner_host != socket.gethostname():
             raise validation_exception(f"Transform job {row.name} runs on {row.owner_host}; stop it there")

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from servekit.export import EndpointSpec, Envelope, endpoint_spec
-from servekit.hosting.service import capture_args
+from servekit.hosting.capture import capture_args
 
 ENVELOPES = {"ml.m5.xlarge": Envelope(4, 16.0), "ml.c5.large": Envelope(2, 4.0), "ml.local.half": Envelope(1, 0.5)}
 RESOURCE_A = "endpoint/churn/variant/A"

@@ -13,7 +13,10 @@ import pytest
 from servekit.backends.local import InstanceHandle, InstanceSpec, LocalProcessBackend
 from servekit.gateway.service import RoutingTable
 from servekit.hosting.instance_types import Machine
-from servekit.hosting.service import Envelope, HostingService, capture_args
+from servekit.hosting.api import HostingService
+from servekit.hosting.capture import capture_args
+from servekit.hosting.envelopes import Envelope
+from servekit.hosting.orchestrator import Orchestrator
 from servekit.state import StateDB
 from servekit.state.hosting_rows import VariantState
 
@@ -45,7 +48,7 @@ class NoBackend:
 @pytest.fixture
 def hosting(tmp_path: Path) -> Iterator[HostingService]:
     with StateDB.open(tmp_path / "home") as db:
-        yield HostingService(
+        fleets = Orchestrator(
             db.hosting,
             NoBackend(),
             RoutingTable(),
@@ -54,6 +57,7 @@ def hosting(tmp_path: Path) -> Iterator[HostingService]:
             machine=Machine(cpus=4, memory_gib=16.0),
             cpus=[0, 1, 2, 3],
         )
+        yield HostingService(db.hosting, fleets, Envelopes())
 
 
 def make_config(hosting: HostingService, capture: dict[str, Any] | None, variants: list[tuple[str, str, int]]) -> None:
@@ -108,7 +112,7 @@ def test_no_or_disabled_capture_adds_no_flags() -> None:
 
 def test_the_plan_carries_capture_flags_per_variant_and_the_envelope(hosting: HostingService) -> None:
     make_config(hosting, capture("Input", "Output", pct=100), [("A", "ml.t2.medium", 1), ("B", "ml.local.big", 2)])
-    plan = hosting._plan("ep", "cfg")
+    plan = hosting.fleets.plan("ep", "cfg")
     a, b = plan.variants
     assert a.extra_args[-2:] == ("--capture_partition_prefix", "ep/A")
     assert b.extra_args[-2:] == ("--capture_partition_prefix", "ep/B")
@@ -118,7 +122,7 @@ def test_the_plan_carries_capture_flags_per_variant_and_the_envelope(hosting: Ho
 
 def test_without_capture_the_plan_has_no_capture_flags(hosting: HostingService) -> None:
     make_config(hosting, None, [("A", "ml.t2.medium", 1)])
-    assert hosting._plan("ep", "cfg").variants[0].extra_args == ()
+    assert hosting.fleets.plan("ep", "cfg").variants[0].extra_args == ()
 
 
 def test_the_instance_command_runs_one_model_thread_per_vcpu_and_carries_the_extra_flags(tmp_path: Path) -> None:
@@ -134,17 +138,17 @@ def test_cost_per_hour_is_price_times_instances_over_variants(hosting: HostingSe
     make_config(hosting, None, [("A", "ml.t2.medium", 3), ("B", "ml.local.big", 2)])
     variants = [VariantState("A", 1.0, 1.0, 0, 3), VariantState("B", 1.0, 1.0, 0, 2)]
     row = hosting.repo.create_endpoint("ep", "arn:ep", "cfg", "Creating", variants)
-    assert hosting.cost_per_hour(row) == pytest.approx(3 * 0.056 + 2 * 1.5)
+    assert hosting.fleets.cost_per_hour(row) == pytest.approx(3 * 0.056 + 2 * 1.5)
     described = asyncio.run(hosting.describe_endpoint({"EndpointName": "ep"}))
     assert described["ServekitCostPerHour"] == pytest.approx(3.168)
     failed = hosting.repo.transition("ep", "Failed", expected="Creating", reason="test")
-    assert hosting.cost_per_hour(failed) == 0.0
+    assert hosting.fleets.cost_per_hour(failed) == 0.0
 
 
 def test_oversubscription_is_a_warning_in_describe_never_a_clamp(hosting: HostingService) -> None:
     make_config(hosting, None, [("A", "ml.local.big", 2)])  # 16 vCPUs and 128 GiB on a 4-CPU, 16 GiB machine
     hosting.repo.create_endpoint("ep", "arn:ep", "cfg", "Creating", [VariantState("A", 1.0, 1.0, 0, 2)])
-    plan = hosting._plan("ep", "cfg")
+    plan = hosting.fleets.plan("ep", "cfg")
     assert (plan.variants[0].vcpus, plan.variants[0].count) == (8, 2)  # as asked
     warnings = asyncio.run(hosting.describe_endpoint({"EndpointName": "ep"}))["ServekitWarnings"]
     assert any("ask for 16 vCPUs; this machine has 4" in w for w in warnings), warnings
@@ -154,7 +158,7 @@ def test_oversubscription_is_a_warning_in_describe_never_a_clamp(hosting: Hostin
 def test_a_plan_that_fits_has_no_warnings(hosting: HostingService) -> None:
     make_config(hosting, None, [("A", "ml.t2.medium", 1)])
     hosting.repo.create_endpoint("ep", "arn:ep", "cfg", "Creating", [VariantState("A", 1.0, 1.0, 0, 1)])
-    hosting._plan("ep", "cfg")
+    hosting.fleets.plan("ep", "cfg")
     assert "ServekitWarnings" not in asyncio.run(hosting.describe_endpoint({"EndpointName": "ep"}))
 
 

@@ -4,8 +4,6 @@ the fronts-free core stays free of HTTP even through indirect imports."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -230,19 +228,6 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     ]
 
 
-def _imported_after(code: str) -> set[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return set(out.stdout.split())
-
-
-HTTP = {"starlette", "uvicorn", "httpx", "fastapi", "h11", "httptools"}
-
-
 # What only a server process needs: the CLI hands serving to a composition root (servekit.launch) instead.
 SERVER_LIBRARIES = frozenset({"uvicorn", "starlette", "grpc", "socket", "aiohttp", "h11", "httptools"})
 
@@ -267,24 +252,3 @@ def test_no_front_constructs_the_serving_core() -> None:
     """The core is built once, by a composition root (or a test helper), and handed to every front."""
     for path in sorted((SRC / "protocols").rglob("*.py")):
         assert "ServingCore(" not in path.read_text(), path
-
-
-def test_the_serving_core_builds_without_http() -> None:
-    """A gRPC front (or a test) can take the core without Starlette: build one and look at sys.modules."""
-    loaded = _imported_after(
-        "from servekit.config.models import ServerConfig\n"
-        "from servekit.server.core import ServingCore\n"
-        "core = ServingCore(ServerConfig(models=()))\n"
-        "core.threads.shutdown()"
-    )
-    assert "servekit.server.core" in loaded
-    assert loaded & HTTP == set()
-
-
-def test_transform_and_monitor_load_no_http_server() -> None:
-    loaded = _imported_after(
-        "import servekit.transform.job, servekit.transform.invoke, servekit.transform.engine_local\n"
-        "import servekit.monitor.runs.run"
-    )
-    assert "servekit.transform.invoke" in loaded
-    assert loaded & (HTTP | {"servekit.protocols"}) == set()

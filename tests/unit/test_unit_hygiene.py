@@ -25,18 +25,8 @@ PROCESS_NAMES = frozenset({"Popen", "ProcessPoolExecutor", "create_subprocess_ex
 OS_PROCESS = ("fork", "forkpty", "system", "popen", "spawn", "exec", "posix_spawn")
 SERVERS = frozenset({"create_server", "start_server"})  # asyncio's: (callback, host, port, ...)
 
-LATER_SLICE = "moved by the restructure's later slice"
 # (path under tests/unit, rule) -> why it stays
-ALLOWED: dict[tuple[str, str], str] = {
-    ("test_layering.py", "process"): LATER_SLICE,
-    ("cli/test_cli_lazy.py", "process"): LATER_SLICE,
-    ("pipelines/sample_pipelines.py", "sleep"): LATER_SLICE,
-    ("pipelines/test_pipeline_runner.py", "sleep"): LATER_SLICE,
-    ("pipelines/test_pipeline_triggers.py", "process"): LATER_SLICE,
-    ("pipelines/test_pipeline_ray.py", "sleep"): LATER_SLICE,
-    ("pipelines/test_pipeline_ray.py", "ray"): LATER_SLICE,
-    ("monitor/schedules/test_monitoring_service.py", "sleep"): LATER_SLICE,
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _dotted(node: ast.AST) -> str:

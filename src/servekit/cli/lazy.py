@@ -5,7 +5,7 @@ Building the whole ``servekit`` tree imported every command's module (hosting, a
 registry, recommend, export, ...) and had typer evaluate every command's annotations: most of the start of a
 ``servekit transform run``, which needs none of them. Here the top-level group holds a table, name ->
 ``"module:attribute"`` and the help its listing shows; only the command being run is imported and built, the way
-``app.add_typer`` / ``app.command`` would have built it. tests/unit/cli/test_cli_lazy.py checks that the table's
+``app.add_typer`` / ``app.command`` would have built it. tests/integration/cli/test_cli_lazy.py checks that the table's
 help and the real commands' agree.
 """
 

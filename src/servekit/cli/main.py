@@ -2,9 +2,9 @@
 ``recommend`` and ``lineage`` stand alone).
 
 Each command lives in its own module, imported only when it runs (:class:`servekit.cli.lazy.LazyGroup`): the
-table below lists every command with the help ``servekit --help`` shows for it, and tests/unit/cli/test_cli_lazy.py
-keeps it equal to the commands' own. Older spellings stay as aliases for scripts: ``servekit inspect``
-(``servekit model inspect``) and ``servekit bench --…`` (``servekit bench run --…``).
+table below lists every command with the help ``servekit --help`` shows for it, and
+tests/integration/cli/test_cli_lazy.py keeps it equal to the commands' own. Older spellings stay as aliases for
+scripts: ``servekit inspect`` (``servekit model inspect``) and ``servekit bench --…`` (``servekit bench run --…``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from servekit.cli.lazy import Lazy, LazyGroup
 _CLI = "servekit.cli."
 
 # In the order `servekit --help` lists them: standalone commands, then the NOUN groups. The help is each command's
-# first paragraph (tests/unit/cli/test_cli_lazy.py compares them).
+# first paragraph (tests/integration/cli/test_cli_lazy.py compares them).
 COMMANDS = (
     Lazy(
         "serve",

@@ -38,6 +38,8 @@ from servekit.hosting.utilization import UtilizationSampler, hosting_instances
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
 from servekit.monitor.schedules.api import MonitoringService
+from servekit.monitor.schedules.plans import Planner
+from servekit.monitor.schedules.scheduler import Scheduler
 from servekit.pipelines.api import PipelinesApi
 from servekit.recommend.api import RecommendationJobs
 from servekit.registry.api import RegistryService
@@ -146,7 +148,9 @@ def build(
     # Model registry: package groups, versions and their approval; deploy on approval through hosting's operations
     registry = RegistryService(db.registry, hosting.handlers(), Account())
     # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture
-    monitoring = MonitoringService(db.monitoring, db.hosting, endpoint_metrics, Account())
+    planner = Planner(db.monitoring, db.hosting, Account())
+    scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, Account())
+    monitoring = MonitoringService(db.monitoring, planner, scheduler, Account())
     # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)
     pipelines_api = PipelinesApi(db.pipelines, home, Account(), plane_url=lambda: _leader_url(routes))
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
@@ -168,7 +172,7 @@ def build(
         # desired and current instances per variant as a metric series (the console's autoscaling chart)
         InstanceCountSeries(lambda: list(fleets.controllers), hosting.describe_endpoint, endpoint_metrics),
         recommender,
-        monitoring,
+        scheduler,
         pipelines_api,
         transform_jobs,
     ]

@@ -4,6 +4,5 @@ with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
 from tests.unit.cloudwatch.test_cloudwatch_metric_reads import *  # noqa: F403
-from tests.unit.conftest import *  # noqa: F403  # its fixtures (boto_client, …)
 
 pytestmark = pytest.mark.postgres

@@ -1,9 +1,9 @@
-"""Pipeline triggers' tests (tests/unit/pipelines/test_pipeline_triggers.py),
+"""Pipeline triggers' tests (tests/integration/pipelines/test_pipeline_triggers.py),
 with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
+from tests.integration.pipelines.test_pipeline_triggers import *  # noqa: F403
 from tests.integration.state.pg_suite import state_on_postgres, without  # noqa: F401
-from tests.unit.pipelines.test_pipeline_triggers import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres
 

@@ -3,7 +3,6 @@ with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
-from tests.unit.conftest import *  # noqa: F403  # its fixtures (boto_client, …)
 from tests.unit.registry.test_registry_api import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres

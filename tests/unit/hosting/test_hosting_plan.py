@@ -12,10 +12,10 @@ import pytest
 
 from servekit.backends.local import InstanceHandle, InstanceSpec, LocalProcessBackend
 from servekit.gateway.service import RoutingTable
-from servekit.hosting.instance_types import Machine
 from servekit.hosting.api import HostingService
 from servekit.hosting.capture import capture_args
 from servekit.hosting.envelopes import Envelope
+from servekit.hosting.instance_types import Machine
 from servekit.hosting.orchestrator import Orchestrator
 from servekit.state import StateDB
 from servekit.state.hosting_rows import VariantState

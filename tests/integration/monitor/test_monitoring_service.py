@@ -28,7 +28,9 @@ from servekit.aws.front import Call
 from servekit.aws.names import Account
 from servekit.cloudwatch.source import MetricQuery
 from servekit.cloudwatch.store import MetricsStore
-from servekit.monitor.schedules.api import MonitoringService, run_subprocess
+from servekit.monitor.schedules.api import MonitoringService
+from servekit.monitor.schedules.plans import Planner
+from servekit.monitor.schedules.scheduler import Scheduler, run_subprocess
 from servekit.state.database import StateDB
 from servekit.state.hosting import Hosting
 from servekit.state.hosting_rows import VariantState
@@ -128,6 +130,7 @@ class FakeMonitor:
 class World:
     sm: Any
     service: MonitoringService
+    scheduler: Scheduler
     clock: Clock
     monitor: FakeMonitor
     loop: LoopThread
@@ -138,8 +141,8 @@ class World:
 
     def tick(self, at: float) -> list[str]:
         self.clock.now = at
-        started = self.loop.call(self.service.tick())
-        self.loop.call(self.service.wait_idle())
+        started = self.loop.call(self.scheduler.tick())
+        self.loop.call(self.scheduler.wait_idle())
         return started
 
     def executions(self, **kw: Any) -> list[dict[str, Any]]:
@@ -178,9 +181,10 @@ def world(tmp_path: Path, boto_client: Callable[..., Any], api_keys: Credentials
     (baseline / "v0001" / "constraints.json").write_text("{}")
     metrics = MetricsStore(db.metrics, clock=clock, resolution_s=1)
     monitor = FakeMonitor()
-    service = MonitoringService(
-        Monitoring(db.conn, clock=clock), hosting, metrics, Account(), clock=clock, runner=monitor, python="python3"
-    )
+    repo = Monitoring(db.conn, clock=clock)
+    planner = Planner(repo, hosting, Account())
+    scheduler = Scheduler(repo, planner, metrics, Account(), clock=clock, runner=monitor, python="python3")
+    service = MonitoringService(repo, planner, scheduler, Account(), clock=clock)
     loop = LoopThread()
     handlers = service.handlers()
 
@@ -190,9 +194,9 @@ def world(tmp_path: Path, boto_client: Callable[..., Any], api_keys: Credentials
 
     sm = boto_client("sagemaker", api_keys.admin, dispatch=dispatch)
     try:
-        yield World(sm, service, clock, monitor, loop, metrics, hosting, tmp_path, baseline)
+        yield World(sm, service, scheduler, clock, monitor, loop, metrics, hosting, tmp_path, baseline)
     finally:
-        loop.call(service.close())
+        loop.call(scheduler.close())
         loop.stop()
         db.close()
 
@@ -563,13 +567,13 @@ def test_a_restart_marks_unfinished_executions_failed(world: World, tmp_path: Pa
         await asyncio.Event().wait()
         return 0
 
-    world.service._runner = stuck
+    world.scheduler._runner = stuck
     world.clock.now = at("2026-11-30T11:00:00")
-    assert len(world.loop.call(world.service.tick())) == 1
+    assert len(world.loop.call(world.scheduler.tick())) == 1
     until(lambda: world.executions()[0]["MonitoringExecutionStatus"] == "InProgress", "the execution to run")
     # a second servekit up on the same database (the first one "crashed")
     again = StateDB.open(tmp_path / "state")
-    MonitoringService(again.monitoring, Hosting(again.conn), None, Account(), clock=world.clock)
+    Scheduler(again.monitoring, Planner(again.monitoring, Hosting(again.conn)), None, Account(), clock=world.clock)
     again.close()
     [e] = world.executions()
     assert e["MonitoringExecutionStatus"] == "Failed" and "stopped while the execution ran" in e["FailureReason"]
@@ -585,9 +589,9 @@ def test_deleting_a_schedule_stops_its_running_execution(world: World) -> None:
         await asyncio.Event().wait()
         return 0
 
-    world.service._runner = stuck
+    world.scheduler._runner = stuck
     world.clock.now = at("2026-11-30T11:00:00")
-    world.loop.call(world.service.tick())
+    world.loop.call(world.scheduler.tick())
     sm.delete_monitoring_schedule(MonitoringScheduleName="s")
     [e] = world.executions()
     assert e["MonitoringExecutionStatus"] == "Stopped"

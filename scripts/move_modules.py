@@ -90,6 +90,20 @@ def main() -> None:
             lines.insert(0, f"{indent}from {pkg} import {', '.join(rest)}")
         return "\n".join(lines)
 
+    # One pass over both forms, so that a line ``fix_from`` wrote is never rewritten again (a new package may take
+    # an old module's name: ``monitor/quality.py`` -> ``monitor/quality/run.py`` beside ``monitor/quality/metrics.py``).
+    one_pass = re.compile(f"(?P<from>{from_re.pattern})|(?P<dotted>{mod_re.pattern})", re.M)
+
+    def rewrite(m: re.Match[str]) -> str:
+        if m.group("from") is not None:
+            line = from_re.fullmatch(m.group("from"))
+            assert line is not None
+            fixed = fix_from(line)
+            if fixed != m.group("from"):
+                return fixed
+            return mod_re.sub(lambda d: modules[d.group(1)], fixed)  # a package that moved whole
+        return modules[m.group("dotted")]
+
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     if not dry:
         for old, new in pairs:
@@ -105,8 +119,7 @@ def main() -> None:
             text = path.read_text()
         except UnicodeDecodeError:
             continue
-        new_text = from_re.sub(fix_from, text)
-        new_text = mod_re.sub(lambda m: modules[m.group(1)], new_text)
+        new_text = one_pass.sub(rewrite, text)
         new_text = path_re.sub(lambda m: paths[m.group(1)], new_text)
         if new_text != text:
             changed += 1

@@ -32,6 +32,7 @@ from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.offsets import offset_page
 from servekit.aws.timestamps import optional_epoch
+from servekit.pipelines.runs.status import RunStatus
 from servekit.state.paging import InvalidNextToken
 from servekit.state.pipelines import (
     ApiExecutionRow,
@@ -53,7 +54,6 @@ _FORMAT = (
     "SageMaker's own definition JSON is not supported)"
 )
 # what a run's status means to SageMaker (the same words) and which of them are final
-_FINAL = ("Succeeded", "Failed", "Stopped")
 _METADATA_KEYS = ("RegisterModel", "Condition", "Fail")
 
 
@@ -312,7 +312,7 @@ class PipelinesApi:
             raise resource_not_found(f"Pipeline execution '{ref}' does not exist.")
         return api, run
 
-    def _status(self, api: ApiExecutionRow | None, run: RunRow | None) -> tuple[str, str]:
+    def _status(self, api: ApiExecutionRow | None, run: RunRow | None) -> tuple[RunStatus, str]:
         """The execution's status and failure reason: the run's, unless its process ended without finishing it."""
         # gone: it exited, or (after a restart of this plane) its recorded process no longer runs; a pid not yet
         # recorded is a process being started
@@ -321,13 +321,13 @@ class PipelinesApi:
             and api.run_id not in self._children
             and (api.exit_code is not None or (api.pid is not None and not pid_alive(api.pid)))
         )
-        if run is not None and (run.status in _FINAL or not ended):
-            return run.status, run.failure_reason
+        if run is not None and (RunStatus(run.status).finished or not ended):
+            return RunStatus(run.status), run.failure_reason
         if not ended:
-            return "Executing", ""  # its process is starting the run
+            return RunStatus.EXECUTING, ""  # its process is starting the run
         assert api is not None
         how = f"exit status {api.exit_code}" if api.exit_code is not None else "servekit up restarted meanwhile"
-        return "Failed", f"its process ended ({how}) before the run finished{_tail(api.log)}"
+        return RunStatus.FAILED, f"its process ended ({how}) before the run finished{_tail(api.log)}"
 
     async def describe_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
         api, run = self._execution(p["PipelineExecutionArn"])
@@ -436,17 +436,21 @@ class PipelinesApi:
             await asyncio.sleep(0.1)
             api, run = self._execution(p["PipelineExecutionArn"])
         status, _ = self._status(api, run)
-        if run is None or status in _FINAL:
+        if run is None or status.finished:
             raise conflict(f"Pipeline execution {p['PipelineExecutionArn']} is {status}; only an executing one stops")
-        if status == "Stopping":
+        if status is RunStatus.STOPPING:
             return {"PipelineExecutionArn": run.arn}
         try:
             if not owner_alive(run.owner_pid, run.owner_host):  # its process is gone: nobody else will stop it
                 self.repo.set_run_status(
-                    run.run_id, "Stopped", reason="stopped (its process was gone)", final=True, expected=[status]
+                    run.run_id,
+                    RunStatus.STOPPED,
+                    reason="stopped (its process was gone)",
+                    final=True,
+                    expected=[status],
                 )
             else:  # its process polls for this and stops its steps
-                self.repo.set_run_status(run.run_id, "Stopping", expected=["Executing"])
+                self.repo.set_run_status(run.run_id, RunStatus.STOPPING, expected=[RunStatus.EXECUTING])
         except StaleRunStatus:
             raise conflict(f"Pipeline execution {run.arn} changed status meanwhile; describe it again") from None
         return {"PipelineExecutionArn": run.arn}

@@ -39,19 +39,20 @@ from servekit.aws.names import Account
 from servekit.aws.timestamps import optional_epoch
 from servekit.errors import ConfigError
 from servekit.hosting.instance_types import InstanceTypes
+from servekit.recommend.lifecycle import UNFINISHED, RecommendJobStatus, check_transition
 from servekit.recommend.run import recommend
 from servekit.recommend.spec import DEFAULT_BATCHING, DEFAULT_CONCURRENCY, RecommendSpec, parse_batching
 from servekit.state.hosting import Hosting
 from servekit.state.recommend_jobs import JobExists, RecommendJobRow, RecommendJobs
 
 log = logging.getLogger(__name__)
+_S = RecommendJobStatus
 
 Runner = Callable[[RecommendSpec, InstanceTypes, Path, str], Coroutine[Any, Any, dict[str, Any]]]
 BATCHING_PARAMETER = "SERVEKIT_BATCHING"
 UTILIZATION_TAG = "servekit:utilization"
 DEFAULT_SLO_MS = 100.0
 DEFAULT_PHASE_S = 5.0
-UNFINISHED = ("PENDING", "IN_PROGRESS")
 
 
 async def _default_runner(spec: RecommendSpec, table: InstanceTypes, out_dir: Path, job: str) -> dict[str, Any]:
@@ -78,7 +79,7 @@ class RecommendationJobs:
         self._runner = runner
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loops: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[dict[str, Any]]]] = {}
-        stale = repo.fail_unfinished(UNFINISHED, "FAILED", "servekit up stopped while the job ran")
+        stale = repo.fail_unfinished(UNFINISHED, _S.FAILED, "servekit up stopped while the job ran")
         if stale:
             log.warning("recommendation jobs left unfinished by a previous servekit up marked Failed: %s", stale)
 
@@ -101,7 +102,9 @@ class RecommendationJobs:
         spec = await self._spec(p)
         request = {k: v for k, v in p.items() if k != "Tags"}
         try:
-            self.repo.create(name, self._arn(name), spec.model_name, _jsonable(request), "PENDING")
+            self.repo.create(
+                name, self._arn(name), spec.model_name, _jsonable(request), check_transition(None, _S.PENDING)
+            )
         except JobExists:
             raise resource_in_use(f"Inference recommendations job {name} already exists.") from None
         self._tasks[name] = asyncio.get_running_loop().create_task(self._run(name, spec))
@@ -228,17 +231,25 @@ class RecommendationJobs:
         out.write_bytes(b"\n".join(b for b in bodies if b) + b"\n")
         return str(out)
 
+    def _move(
+        self, name: str, to: RecommendJobStatus, *, reason: str = "", result: dict[str, Any] | None = None
+    ) -> None:
+        """The job to ``to``, a legal edge from its stored status (IllegalTransition otherwise)."""
+        row = self.repo.get(name)
+        check_transition(RecommendJobStatus(row.status) if row is not None else None, to)
+        self.repo.set_status(name, to, reason=reason, result=result, final=to.final)
+
     async def _run(self, name: str, spec: RecommendSpec) -> None:
-        self.repo.set_status(name, "IN_PROGRESS")
+        self._move(name, _S.IN_PROGRESS)
         out_dir = self._work_dir / name
         try:
             report = await asyncio.to_thread(self._in_thread, name, spec, out_dir)
         except asyncio.CancelledError:
-            self.repo.set_status(name, "FAILED", reason="servekit up stopped while the job ran", final=True)
+            self._move(name, _S.FAILED, reason="servekit up stopped while the job ran")
             raise
         except Exception as exc:
             log.exception("recommendation job %s failed", name)
-            self.repo.set_status(name, "FAILED", reason=str(exc) or type(exc).__name__, final=True)
+            self._move(name, _S.FAILED, reason=str(exc) or type(exc).__name__)
             return
         finally:
             self._tasks.pop(name, None)
@@ -249,11 +260,9 @@ class RecommendationJobs:
         }
         if not report["InferenceRecommendations"]:
             reasons = "; ".join(f"{f['name']}: {f['reason']}" for f in report["types"])
-            self.repo.set_status(
-                name, "FAILED", reason=f"no instance type met the SLO ({reasons}); report in {out_dir}", final=True
-            )
+            self._move(name, _S.FAILED, reason=f"no instance type met the SLO ({reasons}); report in {out_dir}")
             return
-        self.repo.set_status(name, "COMPLETED", result=result, final=True)
+        self._move(name, _S.COMPLETED, result=result)
 
     def _in_thread(self, name: str, spec: RecommendSpec, out_dir: Path) -> dict[str, Any]:
         loop = asyncio.new_event_loop()

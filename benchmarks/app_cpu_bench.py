@@ -88,7 +88,7 @@ async def main_async(args: argparse.Namespace) -> None:
     startup: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     await startup.put({"type": "lifespan.startup"})
-    lifespan = asyncio.create_task(app.app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, events.put))
+    lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, events.put))
     assert (await events.get())["type"] == "lifespan.startup.complete"
     while not app.state.core.service.is_ready(args.model):
         await asyncio.sleep(0.05)

@@ -27,7 +27,7 @@ from servekit.config.grpc import GrpcConfig
 from servekit.config.models import ServerConfig
 from servekit.launch.connections import GuardStats, guarded_protocol, resolve
 from servekit.launch.http_stack import HttpStack, http_stack
-from servekit.protocols.app import build_app
+from servekit.protocols.app import FastPath, build_app
 from servekit.protocols.http import Backlog
 from servekit.protocols.lifespan import CoreLifespan, Front
 from servekit.server.core import ServingCore
@@ -75,7 +75,7 @@ def _sockets(config: ServerConfig) -> list[socket.socket]:
     return sockets
 
 
-def served_app(config: ServerConfig, grpc: GrpcConfig | None = None, backlog: Backlog | None = None) -> CoreLifespan:
+def served_app(config: ServerConfig, grpc: GrpcConfig | None = None, backlog: Backlog | None = None) -> FastPath:
     """What one serving process runs: the serving core, built once here, under the REST app and (with ``grpc``)
     the gRPC server, each handed the same core and each with its own lifecycle."""
     core = ServingCore(config)
@@ -84,7 +84,7 @@ def served_app(config: ServerConfig, grpc: GrpcConfig | None = None, backlog: Ba
         from servekit.protocols.grpc.server import GrpcFront
 
         fronts.append(GrpcFront(core, grpc))
-    return CoreLifespan(build_app(config, core, backlog=backlog), core, fronts)
+    return build_app(config, core, backlog=backlog, around=lambda app: CoreLifespan(app, core, fronts))
 
 
 def _uvicorn(

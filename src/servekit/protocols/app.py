@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.datastructures import State
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servekit.config.models import ServerConfig
 from servekit.observability.metrics import CONTENT_TYPE
@@ -35,14 +36,16 @@ class FastPath:
 
     def __init__(
         self,
-        app: Starlette,
+        app: ASGIApp,
         tf: TfServingRest,
         kserve: KServeV2,
         sagemaker: SageMaker,
         auth: BearerAuth | None = None,
+        state: State | None = None,
     ) -> None:
+        """``app``: every request that is not inference, and the lifespan; ``state``: the REST app's (its core)."""
         self.app = app
-        self.state = app.state
+        self.state = state if state is not None else getattr(app, "state", None)
         self._tf = tf.dispatch
         self._kserve = kserve.infer
         self._sagemaker = sagemaker.invocations
@@ -71,10 +74,17 @@ class FastPath:
         await self.app(scope, receive, send)
 
 
-def build_app(config: ServerConfig, core: ServingCore, backlog: Backlog | None = None) -> FastPath:
-    """The REST front over ``core``, which the composition root built and whose lifecycle it runs
-    (:class:`servekit.protocols.lifespan.CoreLifespan`); the app's own lifespan closes only what it opened.
-    ``backlog``: the server's count of pending requests, where its transport keeps one (``serve`` does)."""
+def build_app(
+    config: ServerConfig,
+    core: ServingCore,
+    backlog: Backlog | None = None,
+    around: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> FastPath:
+    """The REST front over ``core``, which the composition root built and whose lifecycle it runs; the app's own
+    lifespan closes only what it opened. ``around`` wraps the app's lifespan path (the root's
+    :class:`servekit.protocols.lifespan.CoreLifespan`: the core and the other fronts start around it) inside the
+    fast path, so inference requests never pass through it. ``backlog``: the server's count of pending requests,
+    where its transport keeps one (``serve`` does)."""
     ctx = AdapterContext(
         core.service,
         config.max_request_bytes,
@@ -117,4 +127,5 @@ def build_app(config: ServerConfig, core: ServingCore, backlog: Backlog | None =
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     app.state.core = core
-    return FastPath(app, tf, kserve, sagemaker, BearerAuth(config.auth) if config.auth is not None else None)
+    auth = BearerAuth(config.auth) if config.auth is not None else None
+    return FastPath(around(app) if around is not None else app, tf, kserve, sagemaker, auth, state=app.state)

@@ -33,8 +33,8 @@ class Front(Protocol):
 
 
 class CoreLifespan:
-    """The ASGI app a server runs: ``app`` (the REST front) for requests; the lifespan starts ``core`` and
-    ``fronts`` around the app's own. ``state`` is the REST app's (``state.core`` is the core)."""
+    """``app`` (the REST app) for its requests; the lifespan starts ``core`` and ``fronts`` around the app's own.
+    The REST front places it inside its fast path (``build_app(..., around=...)``), so inference requests skip it."""
 
     def __init__(self, app: ASGIApp, core: ServingCore, fronts: Sequence[Front] = ()) -> None:
         self.app = app

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from starlette.testclient import TestClient
 
 from servekit.config.models import ServerConfig
-from servekit.protocols.app import build_app
+from servekit.protocols.app import FastPath, build_app
 from servekit.protocols.lifespan import CoreLifespan
 from servekit.server.core import ServingCore
 
@@ -27,11 +27,11 @@ def wait_until_loaded(client: TestClient) -> None:
     client.portal.call(core.manager.wait_idle)
 
 
-def serving_app(config: ServerConfig, core: ServingCore | None = None) -> CoreLifespan:
+def serving_app(config: ServerConfig, core: ServingCore | None = None) -> FastPath:
     """What ``servekit serve`` runs for ``config`` (REST only), in process: a core (``core``, or one built here)
     under the REST app, started and stopped by the app's lifespan."""
     core = core or ServingCore(config)
-    return CoreLifespan(build_app(config, core), core)
+    return build_app(config, core, around=lambda app: CoreLifespan(app, core))
 
 
 @contextmanager

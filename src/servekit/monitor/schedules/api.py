@@ -177,6 +177,7 @@ class MonitoringService:
 
         return delete
 
+    # ---- schedules -----------------------------------------------------------------------------------------------
     async def create_monitoring_schedule(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["MonitoringScheduleName"]
         if self.repo.get_schedule(name) is not None:

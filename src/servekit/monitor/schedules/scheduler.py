@@ -126,6 +126,7 @@ class Scheduler(BackgroundLoop):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    # ---- the loop --------------------------------------------------------------------------------------------------
     async def close(self) -> None:
         await super().close()
         self._stop_reason = "servekit up stopped while the execution ran."

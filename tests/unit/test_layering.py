@@ -103,16 +103,26 @@ def _own_package(path: Path) -> str:
     return rel.parts[0]
 
 
-def _imports(path: Path) -> list[str]:
-    """Absolute ``servekit.*`` imports of a file (also those inside functions and TYPE_CHECKING blocks)."""
-    tree = ast.parse(path.read_text())
-    found = []
-    for node in ast.walk(tree):
+def _import_targets(path: Path) -> list[tuple[str, ...]]:
+    """Every absolute import of a file (also those inside functions and TYPE_CHECKING blocks), as what it may load,
+    most specific first: ``from a.b import c`` is ``a.b.c`` if that is a module, else ``a.b``; ``import a.b`` is
+    ``a.b``. The last item is always the module named."""
+    found: list[tuple[str, ...]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
+            found += [(a.name,) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append(node.module)
-    return [m for m in found if m == "servekit" or m.startswith("servekit.")]
+            found += [(f"{node.module}.{a.name}", node.module) for a in node.names]
+    return found
+
+
+def _is_servekit(module: str) -> bool:
+    return module == "servekit" or module.startswith("servekit.")
+
+
+def _imports(path: Path) -> list[str]:
+    """The ``servekit.*`` modules a file imports."""
+    return [t[-1] for t in _import_targets(path) if _is_servekit(t[-1])]
 
 
 def violations(path: Path, own: str) -> list[str]:
@@ -148,24 +158,12 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def _import_targets(path: Path) -> list[tuple[str, ...]]:
-    """For each ``servekit`` import of a file, what it may load, most specific first: ``from a.b import c`` is
-    ``a.b.c`` if that is a module, else ``a.b``; ``import a.b`` is ``a.b``."""
-    found: list[tuple[str, ...]] = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found += [(a.name,) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found += [(f"{node.module}.{a.name}", node.module) for a in node.names]
-    return [t for t in found if t[-1] == "servekit" or t[-1].startswith("servekit.")]
-
-
 def cycles(package_dir: Path, root: Path = SRC.parent) -> list[list[str]]:
     """Import cycles between the modules of one package (every import counts, TYPE_CHECKING ones too)."""
     mods = {_module_name(p, root): p for p in package_dir.rglob("*.py")}
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in mods.items():
-        for imported in _import_targets(path):
+        for imported in (t for t in _import_targets(path) if _is_servekit(t[-1])):
             # ``from servekit.x import y`` names a module x.y or an attribute y of x (x's own module, or the
             # package's face, which counts when it imports something of the package itself)
             for candidate in imported:
@@ -234,13 +232,7 @@ SERVER_LIBRARIES = frozenset({"uvicorn", "starlette", "grpc", "socket", "aiohttp
 
 def third_party_imports(path: Path) -> set[str]:
     """Top-level names of the modules ``path`` imports (function-local imports too), besides servekit's."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found - {"servekit"}
+    return {t[-1].split(".")[0] for t in _import_targets(path)} - {"servekit"}
 
 
 @pytest.mark.parametrize("path", sorted((SRC / "cli").rglob("*.py")), ids=lambda p: p.name)

@@ -124,6 +124,11 @@ class Account:
     def arn(self, kind: ResourceKind, name: str) -> str:
         """The ARN of the resource ``name`` of ``kind`` (checked against the kind's rule, lowercased)."""
         check_name(kind, name)
+        return self.arn_of(kind, name)
+
+    def arn_of(self, kind: str, name: str) -> str:
+        """SageMaker's ARN form for any resource kind (``transform-job``, ``model-package``, ...): the name as given,
+        lowercased, unchecked (the caller checked it, or names what does not exist)."""
         return f"arn:{self.partition}:sagemaker:{self.region}:{self.account_id}:{kind}/{name.lower()}"
 
 

@@ -98,10 +98,11 @@ class EdgeMetrics:
         variant: str,
         model_s: float | None,
         total_s: float,
-        instances: int,
+        instances: Callable[[str, str], int],
         config_name: str = "",
     ) -> None:
-        """A successful InvokeEndpoint: ModelLatency and OverheadLatency here and in CloudWatch's store."""
+        """A successful InvokeEndpoint: ModelLatency and OverheadLatency here and in CloudWatch's store.
+        ``instances``: (endpoint, variant) -> the variant's routed instances, asked only for the store."""
         overhead_s = max(0.0, total_s - model_s) if model_s is not None else None
         if model_s is not None:
             self.series(self._model_latency, endpoint, variant).observe(model_s)
@@ -111,7 +112,7 @@ class EdgeMetrics:
             self.store.record_invocation(
                 endpoint,
                 variant,
-                instances=instances,
+                instances=instances(endpoint, variant),
                 model_us=model_s * 1e6 if model_s is not None else None,
                 overhead_us=overhead_s * 1e6 if overhead_s is not None else None,
                 config_name=config_name or None,

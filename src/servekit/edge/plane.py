@@ -186,12 +186,7 @@ class ControlPlane:
             raise validation_error(exc.message, code if isinstance(code, str) else None) from None
         self.prometheus.invocation(endpoint, out.variant, "ok")
         self.prometheus.record_ok(
-            endpoint,
-            out.variant,
-            out.model_s,
-            time.perf_counter() - began,
-            self._instances(endpoint, out.variant),
-            out.config_name,
+            endpoint, out.variant, out.model_s, time.perf_counter() - began, self._instances, out.config_name
         )
         if out.model_load is not None:
             # servekit's: whether a multi-model request found its model loaded (clients see it in

@@ -55,15 +55,19 @@ def build_replica(
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     artifacts = ArtifactResolver(home / "models", storage=storage)
+
+    def model_dir(url: str) -> str:  # a ModelDataUrl as a local servekit model directory
+        return str(artifacts.resolve(url).base_path)
+
     gateway = Gateway(
         table,
         random.Random(),
         shadow_sink=ShadowLog(home / "shadow"),  # one O_APPEND write per record: safe beside the leader's
-        resolve_artifact=lambda url: str(artifacts.resolve(url).base_path),
+        resolve_artifact=model_dir,
     )
     envelopes = TableEnvelopes(load_instance_types(instance_types_file))
     fleets = Orchestrator(  # runs nothing here: the leader's backend starts the instances
-        db.hosting, NoInstances(), table, envelopes, lambda url: str(artifacts.resolve(url).base_path), cpus=()
+        db.hosting, NoInstances(), table, envelopes, model_dir, cpus=()
     )
     # read-only here: /metrics's endpoint gauges; its operations are the leader's
     hosting = HostingService(db.hosting, fleets, envelopes, Account())

@@ -90,35 +90,42 @@ def build(
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     artifacts = ArtifactResolver(home / "models", storage=storage)
+    account = Account()  # the account and region of every ARN this plane issues
+
+    def model_dir(url: str) -> str:  # a ModelDataUrl as a local servekit model directory
+        return str(artifacts.resolve(url).base_path)
+
+    states = functools.partial(alarm_states, db)  # what a deployment's auto-rollback watches
     gateway = Gateway(
         table,
         random.Random(),
         shadow_sink=ShadowLog(home / "shadow"),
-        resolve_artifact=lambda url: str(artifacts.resolve(url).base_path),  # multi-model TargetModels
+        resolve_artifact=model_dir,  # multi-model TargetModels
     )
     # What InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it.
     # /metrics's series come first: hosting reports each instance's setup time there (and to CloudWatch's store).
     endpoint_metrics = MetricsStore(db.metrics, resolution_s=metrics_resolution_s)
     prometheus = EdgeMetrics(endpoint_metrics)
-    envelopes = TableEnvelopes(load_instance_types(instance_types_file))
+    instance_types = load_instance_types(instance_types_file)  # read once: hosting and recommendations share it
+    envelopes = TableEnvelopes(instance_types)
     fleets = Orchestrator(
         db.hosting,
         backend,
         table,
         envelopes,
-        lambda url: str(artifacts.resolve(url).base_path),
-        Account(),
+        model_dir,
+        account,
         cpus=() if ray is not None else None,  # Ray's nodes are not this machine's CPUs to pin
         on_instance_ready=prometheus.record_instance_ready,
-        alarm_states=lambda names: alarm_states(db, names),
+        alarm_states=states,
         preload=gateway.preload,
     )
     hosting = HostingService(
         db.hosting,
         fleets,
         envelopes,
-        Account(),
-        alarm_states=lambda names: alarm_states(db, names),
+        account,
+        alarm_states=states,
         scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
         model_packages=functools.partial(container_for, db.registry),  # CreateModel's ModelPackageName
     )
@@ -132,7 +139,7 @@ def build(
     alarms = AlarmService(
         db.alarms,
         endpoint_metrics,
-        Account(),
+        account,
         action_handlers={ACTION_PREFIX: scaler.alarm_action},
         resolution_s=metrics_resolution_s,
     )
@@ -141,22 +148,20 @@ def build(
     recommender = RecommendationJobs(
         db.recommend_jobs,
         db.hosting,
-        lambda url: str(artifacts.resolve(url).base_path),
-        load_instance_types(instance_types_file),
+        model_dir,
+        instance_types,
         home / "recommendations",
     )
     # Model registry: package groups, versions and their approval; deploy on approval through hosting's operations
-    registry = RegistryService(db.registry, hosting.handlers(), Account())
+    registry = RegistryService(db.registry, hosting.handlers(), account)
     # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture
-    planner = Planner(db.monitoring, db.hosting, Account())
-    scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, Account())
-    monitoring = MonitoringService(db.monitoring, planner, scheduler, Account())
+    planner = Planner(db.monitoring, db.hosting, account)
+    scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, account)
+    monitoring = MonitoringService(db.monitoring, planner, scheduler, account)
     # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)
-    pipelines_api = PipelinesApi(db.pipelines, home, Account(), plane_url=lambda: _leader_url(routes))
+    pipelines_api = PipelinesApi(db.pipelines, home, account, plane_url=lambda: _leader_url(routes))
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
-    transform_jobs = TransformJobsApi(
-        db.transform_jobs, db.hosting, lambda url: str(artifacts.resolve(url).base_path), home
-    )
+    transform_jobs = TransformJobsApi(db.transform_jobs, db.hosting, model_dir, home)
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
     sagemaker_ops: dict[str, Handler] = {
         **hosting.handlers(),
@@ -183,7 +188,7 @@ def build(
         services={
             "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
-            "application-autoscaling": AutoscalingApi(db.autoscaling, Account()).handlers(),
+            "application-autoscaling": AutoscalingApi(db.autoscaling, account).handlers(),
         },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,

@@ -102,8 +102,7 @@ class PipelinesApi:
     # ---- names ------------------------------------------------------------------------------------------------
 
     def pipeline_arn(self, name: str) -> str:
-        a = self._account
-        return f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}:pipeline/{name.lower()}"
+        return self._account.arn_of("pipeline", name)
 
     def definition_file(self, name: str) -> Path:
         return self.home / "pipelines" / "definitions" / f"{name}.json"

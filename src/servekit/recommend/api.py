@@ -91,8 +91,7 @@ class RecommendationJobs:
         }
 
     def _arn(self, name: str) -> str:
-        a = self._account
-        return f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}:inference-recommendations-job/{name.lower()}"
+        return self._account.arn_of("inference-recommendations-job", name)
 
     # ---- operations ----------------------------------------------------------------------------------------------
     async def create(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -84,16 +84,11 @@ class RegistryService:
         }
 
     # ---- names -----------------------------------------------------------------------------------------------------
-    def _prefix(self) -> str:
-        a = self._account
-        return f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}"
-
     def group_arn(self, name: str) -> str:
-        return f"{self._prefix()}:model-package-group/{name.lower()}"
+        return self._account.arn_of("model-package-group", name)
 
     def package_arn(self, name: str, version: int | None = None) -> str:
-        tail = name.lower() if version is None else f"{name.lower()}/{version}"
-        return f"{self._prefix()}:model-package/{tail}"
+        return self._account.arn_of("model-package", name if version is None else f"{name}/{version}")
 
     def _who(self) -> str:
         return self._caller() or _UNKNOWN

@@ -103,8 +103,7 @@ class TransformJobsApi:
     # ---- names and status ---------------------------------------------------------------------------------------
 
     def job_arn(self, name: str) -> str:
-        a = self._account
-        return f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}:transform-job/{name.lower()}"
+        return self._account.arn_of("transform-job", name)
 
     def _job(self, name: str) -> TransformJobRow:
         row = self.jobs.get(name)

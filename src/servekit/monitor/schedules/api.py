@@ -88,8 +88,7 @@ class MonitoringService:
         return ops
 
     def _arn(self, kind: str, name: str) -> str:
-        a = self._account
-        return f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}:{kind}/{name.lower()}"
+        return self._account.arn_of(kind, name)
 
     # ---- job definitions -----------------------------------------------------------------------------------------
     def _create_definition_handler(self, type_: MonitoringType) -> Handler:

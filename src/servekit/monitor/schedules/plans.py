@@ -91,8 +91,7 @@ class Planner:
         exist or captures nothing."""
         row = self._hosting.get_endpoint(endpoint)
         if row is None:
-            a = self._account  # the name as given, unchecked: this names what is missing
-            arn = f"arn:{a.partition}:sagemaker:{a.region}:{a.account_id}:endpoint/{endpoint.lower()}"
+            arn = self._account.arn_of("endpoint", endpoint)  # unchecked: it names what is missing
             raise validation_exception(f'Could not find endpoint "{arn}".')
         config = self._hosting.get_endpoint_config(row.config_name)
         capture = config.data_capture if config is not None else None

@@ -53,11 +53,6 @@ _ST = ScheduleStatus
 _X = ExecutionStatus
 
 
-def processing_job_arn(account: Account, job_name: str) -> str:
-    """An execution's processing job: SageMaker's ARN form (lower-cased name)."""
-    return f"arn:{account.partition}:sagemaker:{account.region}:{account.account_id}:processing-job/{job_name.lower()}"
-
-
 async def run_subprocess(command: Sequence[str], log_path: Path, timeout_s: float) -> int:
     """Run ``command`` with its output in ``log_path``; past ``timeout_s`` (or when cancelled) its process group is
     terminated (killed after 5 s) and TimeoutError (or CancelledError) raised."""
@@ -215,7 +210,7 @@ class Scheduler(BackgroundLoop):
         job = {"since": since, "until": until, "max_runtime_s": plan.spec.max_runtime_s}
         try:
             self.repo.create_execution(
-                job_name, processing_job_arn(self._account, job_name), row, fire, _X.PENDING, f"file://{out}", job
+                job_name, self._account.arn_of("processing-job", job_name), row, fire, _X.PENDING, f"file://{out}", job
             )
         except AlreadyExists:  # made before a restart: never twice
             self.repo.mark_fired(row.name, fire)

@@ -35,6 +35,27 @@ def poll(what: Callable[[], Any], until: Callable[[Any], bool], timeout_s: float
     raise AssertionError(f"still {last!r} after {timeout_s}s")
 
 
+def wait_ended(sm: Any, up: UpProcess, name: str, attempts: int = 100) -> None:
+    """The waiter for an ended job; if it gives up, the failure says where the job's run process was (what a
+    flaky stop in CI left no trace of: its status, the run's log and its threads' kernel wait channels)."""
+    try:
+        sm.get_waiter("transform_job_completed_or_stopped").wait(
+            TransformJobName=name, WaiterConfig={"Delay": 1, "MaxAttempts": attempts}
+        )
+    except botocore.exceptions.WaiterError:
+        described = sm.describe_transform_job(TransformJobName=name)
+        log = up.home / "transform" / "api" / f"{name}.log"
+        pid = subprocess.run(["pgrep", "-f", f"transform/api/{name}.json"], capture_output=True, text=True).stdout
+        threads = {}
+        for p in pid.split():
+            for task in Path(f"/proc/{p}/task").glob("*"):
+                threads[f"{p}/{task.name}"] = (task / "wchan").read_text() if (task / "wchan").exists() else "?"
+        raise AssertionError(
+            f"{name} is {described['TransformJobStatus']}; run processes {pid.split()} threads {threads}; "
+            f"log: {log.read_text()[-2000:] if log.exists() else '(none)'}"
+        ) from None
+
+
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
     u = UpProcess(tmp_path_factory.mktemp("transform-api") / "home")
@@ -126,7 +147,7 @@ def test_stop_ends_a_running_job_stopped_and_the_cli_jobs_are_listed_too(up: UpP
         lambda s: s == "InProgress",
     )
     sm.stop_transform_job(TransformJobName="slow-1")
-    sm.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="slow-1", WaiterConfig=FAST)
+    wait_ended(sm, up, "slow-1")
     assert sm.describe_transform_job(TransformJobName="slow-1")["TransformJobStatus"] == "Stopped"
     with pytest.raises(botocore.exceptions.ClientError) as stopped:
         sm.stop_transform_job(TransformJobName="slow-1")

@@ -13,6 +13,7 @@ from servekit.state.alarms import Alarms
 from servekit.state.autoscaling import Autoscaling
 from servekit.state.connection import DEFAULT_TIMEOUT_S, Connection, connect
 from servekit.state.hosting import Hosting
+from servekit.state.logs import Logs
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
 from servekit.state.monitoring import Monitoring
@@ -83,6 +84,11 @@ class StateDB:
         """Pipeline runs, their steps, and the artifacts they wrote with their lineage, stamped with the
         wall clock."""
         return Pipelines(self.conn)
+
+    @cached_property
+    def logs(self) -> Logs:
+        """CloudWatch Logs' groups, streams and events, and the shipper's offsets, stamped with the wall clock."""
+        return Logs(self.conn)
 
     @classmethod
     def open(

@@ -6,7 +6,7 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 
 from __future__ import annotations
 
-from servekit.state import alarms, autoscaling, hosting, metrics, recommend_jobs, registry, transform_jobs
+from servekit.state import alarms, autoscaling, hosting, logs, metrics, recommend_jobs, registry, transform_jobs
 from servekit.state import monitoring as monitoring_schedules
 from servekit.state import pipelines as pipeline_runs
 from servekit.state.migrations import Migration, check_migrations
@@ -21,6 +21,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     registry.AGGREGATE: registry.MIGRATIONS,
     monitoring_schedules.AGGREGATE: monitoring_schedules.MIGRATIONS,
     pipeline_runs.AGGREGATE: pipeline_runs.MIGRATIONS,
+    logs.AGGREGATE: logs.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

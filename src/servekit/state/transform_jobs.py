@@ -113,6 +113,16 @@ class TransformJobs:
         rows = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM transform_jobs ORDER BY created, name").fetchall()
         return [self._job(r) for r in rows]
 
+    def names_with_status(self, statuses: Iterable[str]) -> builtins.list[str]:
+        """The names of the jobs in any of ``statuses`` (no per-job counts: cheap enough to ask often)."""
+        wanted = builtins.list(statuses)
+        if not wanted:
+            return []
+        rows = self._db.execute(
+            f"SELECT name FROM transform_jobs WHERE status IN ({', '.join('?' * len(wanted))}) ORDER BY name", wanted
+        )
+        return [str(r[0]) for r in rows]
+
     def objects(self, name: str) -> builtins.list[TransformObjectRow]:
         rows = self._db.execute(
             "SELECT key, status, instance, records, errors, message, updated FROM transform_objects "

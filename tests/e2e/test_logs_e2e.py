@@ -146,9 +146,11 @@ def test_an_endpoint_instances_output_is_in_the_endpoints_group(up: UpProcess, t
     sm.get_waiter("endpoint_in_service").wait(EndpointName="talk", WaiterConfig=FAST)
     group = "/aws/sagemaker/Endpoints/talk"
     found = poll(
-        lambda: logs.filter_log_events(logGroupName=group, filterPattern='"ep-marker loaded"')["events"]
-        if logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
-        else [],
+        lambda: (
+            logs.filter_log_events(logGroupName=group, filterPattern='"ep-marker loaded"')["events"]
+            if logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+            else []
+        ),
         lambda events: len(events) == 1,
     )
     assert found[0]["logStreamName"].startswith("AllTraffic/")

@@ -56,6 +56,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "backends": BASE,
     # InvokeEndpoint's routing, multi-model placement, shadows; the routing table it shares through the state.
     "gateway": BASE | {"state"},
+    # The embedded S3 store (objects as files under the home, written durably) and its rest-xml API.
+    "s3": BASE | {"aws"},
+    # STS: who the calling key is (GetCallerIdentity), in the home's account.
+    "sts": BASE | {"aws"},
+    # CloudWatch Logs: log groups and streams in the state, their operations, and the shipper that reads the
+    # output files of instances and jobs into them.
+    "logs": BASE | {"aws", "state"},
     # The endpoint metrics store, CloudWatch's metric and alarm operations.
     "cloudwatch": BASE | {"aws", "state"},
     # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.
@@ -65,7 +72,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The model registry; deploy on approval through the hosting operations.
     "registry": BASE | {"aws", "state", "hosting"},
     # servekit up's single port: each request to its service, InvokeEndpoint through the gateway.
-    "edge": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch", "hosting"},
+    "edge": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch", "hosting", "s3", "logs"},
     # Capacity recommendation: starts instances the control plane's way (its backend, instance types, API errors),
     # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
     # hands its API handlers to the control plane).

@@ -63,13 +63,16 @@ class ControlPlane:
         prometheus: EdgeMetrics | None = None,
         collectors: Sequence[Collector] = (),
         mounts: Mapping[str, Callable[[ControlPlane], ASGIApp]] | None = None,
+        fronts: Sequence[tuple[Callable[[Scope], bool], ASGIApp]] = (),
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
         the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
         the plane (its operations are registered through ``services``). ``endpoint_metrics``: where InvokeEndpoint
         records CloudWatch's hosting metrics; its minute flusher runs with the plane. ``prometheus``: the series of
         /metrics (built here when not given); ``collectors``: more of them (the utilization sampler's gauges);
-        ``mounts``: path prefix -> a function that builds the app served there from this plane."""
+        ``mounts``: path prefix -> a function that builds the app served there from this plane. ``fronts``: AWS
+        services with a wire handling of their own (S3 streams bodies to disk, STS speaks the query protocol), each
+        with the test that picks its requests (their SigV4 scope), asked before the body is read."""
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
         self.background = tuple(background)
@@ -89,6 +92,7 @@ class ControlPlane:
             self.prometheus.registry.register(collector)
         # other apps on this port by path prefix (the web console at /console), each built from the plane
         self.mounts: dict[str, ASGIApp] = {prefix: build(self) for prefix, build in (mounts or {}).items()}
+        self.fronts = tuple(fronts)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -244,6 +248,10 @@ class ControlPlane:
         for prefix, app in self.mounts.items():
             if path == prefix or path.startswith(prefix + "/"):
                 await app(scope, receive, send)
+                return
+        for picks, front in self.fronts:
+            if picks(scope):
+                await front(scope, receive, send)
                 return
         body = await read_body(receive, MAX_BODY)
         raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded

@@ -18,6 +18,7 @@ from servekit.autoscaling.api import AutoscalingApi
 from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.aws import Api, Credentials, Handler
 from servekit.aws.names import Account
+from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
 from servekit.backends.ray_actors import RayBackend, RayBackendConfig
 from servekit.cloudwatch.alarms import AlarmService
@@ -44,9 +45,12 @@ from servekit.pipelines.api import PipelinesApi
 from servekit.recommend.api import RecommendationJobs
 from servekit.registry.api import RegistryService
 from servekit.registry.packages import container_for
+from servekit.s3.api import S3Service, is_s3_request
+from servekit.s3.store import ObjectStore
 from servekit.state.database import StateDB
 from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
+from servekit.sts.api import StsService, is_sts_request
 from servekit.transform.api import TransformJobsApi
 
 log = logging.getLogger("servekit")
@@ -61,6 +65,21 @@ def scaled_variants(db: StateDB, endpoint: str) -> set[str]:
     """The endpoint's variants registered as Application Auto Scaling targets."""
     prefix = f"endpoint/{endpoint}/variant/"
     return {t.key[1][len(prefix) :] for t in db.autoscaling.targets("sagemaker") if t.key[1].startswith(prefix)}
+
+
+def default_bucket(account: Account) -> str:
+    """The bucket the SageMaker SDK uses by default, named as AWS names it (``sagemaker-<region>-<account>``)."""
+    return f"sagemaker-{account.region}-{account.account_id}"
+
+
+def open_object_store(home: Path, account: Account) -> ObjectStore:
+    """The home's S3 store, made whole after a crash, with the SDK's default bucket in it."""
+    store = ObjectStore(home / "s3")
+    repaired = store.reconcile()
+    if any(repaired.values()):
+        log.warning("S3 store: %(dropped)d index entries without a file dropped, %(refreshed)d re-read", repaired)
+    store.create_bucket(default_bucket(account))
+    return store
 
 
 def build(
@@ -91,6 +110,7 @@ def build(
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     artifacts = ArtifactResolver(home / "models", storage=storage)
     account = Account()  # the account and region of every ARN this plane issues
+    objects = open_object_store(home, account)
 
     def model_dir(url: str) -> str:  # a ModelDataUrl as a local servekit model directory
         return str(artifacts.resolve(url).base_path)
@@ -197,6 +217,11 @@ def build(
         collectors=[sampler],  # per-instance utilization gauges on /metrics
         # the web console (docs/console.md) calls the plane's own API
         mounts={"/console": lambda plane: console_for(plane, credentials, resolution)},
+        # S3 (bodies streamed to disk) and STS (the query protocol) on the same port, by their SigV4 scope
+        fronts=[
+            (is_s3_request, S3Service(objects, Verifier(credentials), account.region)),
+            (is_sts_request, StsService(account, Verifier(credentials))),
+        ],
     )
 
 

@@ -81,7 +81,10 @@ def sdk_read(logs: Any, group: str, job: str) -> list[str]:
     """What the SageMaker SDK's logs_for_job prints: the job's streams by name, each read from its head until
     GetLogEvents answers the same forward token twice."""
     request = {"logGroupName": group, "logStreamNamePrefix": job + "/", "orderBy": "LogStreamName", "limit": 1}
-    streams = logs.describe_log_streams(**request)
+    try:
+        streams = logs.describe_log_streams(**request)
+    except logs.exceptions.ResourceNotFoundException:
+        return []  # no group yet (nothing shipped so far): the SDK also reads it as no streams
     asked = 1
     while "nextToken" in streams:  # the SDK asks again without the token while one is answered
         asked += 1

@@ -2,7 +2,8 @@
 
 - Every instance of every endpoint (the fleets of a deployment under way included): its process's output file
   into ``/aws/sagemaker/Endpoints/<endpoint>``, stream ``<variant>/<instance-id>``.
-- Every batch transform job the API started that is InProgress or Stopping: its run's output
+- Every batch transform job the API started that is InProgress or Stopping, or ended in the last five minutes
+  (a short job may start and end between two passes of the shipper): its run's output
   (``<home>/transform/api/<job>.log``) into ``/aws/sagemaker/TransformJobs``, stream ``<job>/<instance-id>``
   (``i-`` and 17 hex digits, fixed per job name, as SageMaker names a transform instance).
 
@@ -13,6 +14,7 @@ Retention comes from the environment (:mod:`servekit.logs.retention`).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from servekit.transform.status import JobStatus
 __all__ = ["build_logs", "endpoint_sources", "transform_instance_id", "transform_sources"]
 
 _RUNNING = (str(JobStatus.IN_PROGRESS), str(JobStatus.STOPPING))
+ENDED_WINDOW_S = 300.0
 
 
 def endpoint_sources(controllers: Mapping[str, EndpointController]) -> list[LogSource]:
@@ -51,14 +54,17 @@ def transform_instance_id(job: str) -> str:
     return "i-" + hashlib.sha256(job.encode()).hexdigest()[:17]
 
 
-def transform_sources(jobs: TransformJobs, home: Path) -> Callable[[], list[LogSource]]:
-    """The output of each running transform job the API started (a job run from the CLI prints to its terminal)."""
+def transform_sources(
+    jobs: TransformJobs, home: Path, clock: Callable[[], float] = time.time
+) -> Callable[[], list[LogSource]]:
+    """The output of each transform job the API started that runs or ended in the last ``ENDED_WINDOW_S`` (a job
+    may start and end between two passes of the shipper; a job run from the CLI prints to its terminal)."""
     folder = home / "transform" / "api"
 
     def sources() -> list[LogSource]:
         return [
             LogSource(TRANSFORM_GROUP, f"{job}/{transform_instance_id(job)}", str(folder / f"{job}.log"))
-            for job in jobs.names_with_status(_RUNNING)
+            for job in jobs.names_running_or_ended_since(_RUNNING, clock() - ENDED_WINDOW_S)
         ]
 
     return sources

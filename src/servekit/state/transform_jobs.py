@@ -113,13 +113,13 @@ class TransformJobs:
         rows = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM transform_jobs ORDER BY created, name").fetchall()
         return [self._job(r) for r in rows]
 
-    def names_with_status(self, statuses: Iterable[str]) -> builtins.list[str]:
-        """The names of the jobs in any of ``statuses`` (no per-job counts: cheap enough to ask often)."""
-        wanted = builtins.list(statuses)
-        if not wanted:
-            return []
+    def names_running_or_ended_since(self, running: Iterable[str], since: float) -> builtins.list[str]:
+        """The names of the jobs in any of the ``running`` statuses or that ended at ``since`` or later (no per-job
+        counts: cheap enough to ask often)."""
+        wanted = builtins.list(running)
+        status = f"status IN ({', '.join('?' * len(wanted))}) OR " if wanted else ""
         rows = self._db.execute(
-            f"SELECT name FROM transform_jobs WHERE status IN ({', '.join('?' * len(wanted))}) ORDER BY name", wanted
+            f"SELECT name FROM transform_jobs WHERE {status}ended >= ? ORDER BY name", (*wanted, since)
         )
         return [str(r[0]) for r in rows]
 

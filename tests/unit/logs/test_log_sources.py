@@ -1,5 +1,5 @@
 """servekit up's log sources (servekit.launch.logs): every instance of every endpoint, the fleets of a deployment
-under way included, and the running transform jobs the API started."""
+under way included, and the transform jobs the API started that run or ended lately."""
 
 from __future__ import annotations
 
@@ -34,13 +34,15 @@ def test_every_instance_of_every_endpoint_goes_to_its_group() -> None:
 
 def test_running_transform_jobs_are_followed(tmp_path: Path) -> None:
     with StateDB.open(tmp_path / "home") as db:
-        for name, status in (("a", "InProgress"), ("b", "Completed"), ("c", "Stopping")):
+        for name, status in (("a", "InProgress"), ("b", "Completed"), ("c", "Stopping"), ("d", "Completed")):
             db.transform_jobs.insert(name, {}, status, created=1.0, owner_pid=1, owner_host="h", engine="local")
-        sources = transform_sources(db.transform_jobs, tmp_path / "home")()
+        db.transform_jobs.set_status("b", "Completed", reason="", ended=1000.0)
+        db.transform_jobs.set_status("d", "Completed", reason="", ended=1000.0 - 301)
+        sources = transform_sources(db.transform_jobs, tmp_path / "home", lambda: 1000.0)()
     folder = tmp_path / "home" / "transform" / "api"
     assert sources == [
         LogSource("/aws/sagemaker/TransformJobs", f"{job}/{transform_instance_id(job)}", str(folder / f"{job}.log"))
-        for job in ("a", "c")
+        for job in ("a", "b", "c")  # running, or ended in the last five minutes (b: a job shorter than a pass)
     ]
     assert transform_instance_id("a") == transform_instance_id("a") != transform_instance_id("c")
     assert len(transform_instance_id("a")) == 19 and transform_instance_id("a").startswith("i-")

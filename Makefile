@@ -2,7 +2,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
 .PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
-.PHONY: install-browser test-browser install-postgres test-postgres
+.PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk
 
 install:
 	$(PIP) install -q -e '.[test]'
@@ -24,7 +24,7 @@ typecheck:
 # `make test-browser`, the PostgreSQL tests (marked postgres) in `make test-postgres`, not here: the default suite
 # needs none of them.
 pytest:
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres"
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres and not sdk"
 
 test: install lint typecheck pytest
 
@@ -63,6 +63,16 @@ install-postgres: install
 
 test-postgres: install-postgres
 	SERVEKIT_REQUIRE_POSTGRES=1 $(PYTHON) -m pytest -q -p no:cacheprovider -m postgres
+
+# The SageMaker Python SDK against servekit up (tests/e2e/sdk): the SDK in a virtualenv of its own, as in a user's
+# notebook (it brings pandas and more that servekit's tests need not share), pinned to the 2.x line most code uses.
+SDK_VENV ?= build/sdk-venv
+install-sdk:
+	test -x $(SDK_VENV)/bin/python || $(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/python -m pip install -q 'sagemaker==2.257.7' 'boto3>=1.34,<1.43.118'
+
+test-sdk: install install-sdk
+	SERVEKIT_SDK_PYTHON=$(abspath $(SDK_VENV))/bin/python $(PYTHON) -m pytest -q -p no:cacheprovider -m sdk
 
 # Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
 bench:

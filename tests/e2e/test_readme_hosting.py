@@ -1,11 +1,12 @@
 """The README's boto3 hosting example, run as written: the python block after ``<!-- hosting-example`` goes to a
 real interpreter in a subprocess, against a real ``servekit up``, configured only through the environment the
-README's shell lines set up (endpoint URLs, region, and a key from ``eval "$(servekit keys create ...)"``)."""
+README's shell line sets up (``eval "$(servekit env)"``, run by bash)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,13 +28,6 @@ def example() -> str:
     return match.group(1) + "\n"
 
 
-def shell_exports(stdout: str) -> dict[str, str]:
-    """What ``eval`` of ``export NAME=value`` lines sets."""
-    found = dict(re.findall(r"^export (\w+)=(\S+)$", stdout, re.MULTILINE))
-    assert set(found) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, stdout
-    return found
-
-
 def test_the_block_is_marked_and_uses_the_environment_only() -> None:
     code = example()
     assert 'boto3.client("sagemaker")' in code and "endpoint_url" not in code
@@ -49,28 +43,20 @@ def test_the_readme_boto3_example_runs(up: UpProcess, tmp_path: Path) -> None:
     script = work / "hosting_example.py"
     script.write_text(example())
 
-    # The README's shell lines: a key from `servekit keys create` (eval'd), the endpoint URLs and the region.
-    created = subprocess.run(
-        [sys.executable, "-m", "servekit.cli.main", "keys", "create", "--scope", "admin", "--name", "notebook"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SERVEKIT_HOME": str(up.home)},
-        timeout=60,
-    )
-    assert created.returncode == 0, created.stderr
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # nothing from the caller's AWS setup
+    # The README's shell line, run by a shell: eval "$(servekit env)" with the home the README's servekit up made
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}  # nothing of the caller's
     env.update(
-        shell_exports(created.stdout),
-        AWS_ENDPOINT_URL_SAGEMAKER=up.url,
-        AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME=up.url,
-        AWS_DEFAULT_REGION="us-east-1",
+        SERVEKIT_HOME=str(up.home),
+        SERVEKIT=f"{sys.executable} -m servekit.cli.main",
         AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
         AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
         MODEL_DIR=str(scaling_model(tmp_path / "models", "v1", 2.0)),
         CANDIDATE_DIR=str(scaling_model(tmp_path / "models", "v2", 3.0)),
         PYTHONUNBUFFERED="1",
     )
-    run = subprocess.run([sys.executable, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=110)
+    assert 'eval "$(servekit env)"' in README.read_text()
+    shell = f'eval "$($SERVEKIT env)" && exec {shlex.quote(sys.executable)} {shlex.quote(str(script))}'
+    run = subprocess.run(["bash", "-c", shell], cwd=work, env=env, capture_output=True, text=True, timeout=110)
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}\n{up.log.read_text()[-3000:]}"
     lines = run.stdout.splitlines()
     assert lines[0] in ("('current', {'out': [2.0, 4.0]})", "('candidate', {'out': [3.0, 6.0]})"), run.stdout

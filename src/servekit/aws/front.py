@@ -47,7 +47,7 @@ from servekit.aws.sigv4 import KeyLookup, Verifier
 
 log = logging.getLogger(__name__)
 
-SERVICES = ("sagemaker", "sagemaker-runtime", "application-autoscaling", "cloudwatch")
+SERVICES = ("sagemaker", "sagemaker-runtime", "application-autoscaling", "cloudwatch", "logs")
 # The scope a key needs per service; anything not listed needs "admin".
 SCOPE_NEEDED: dict[str, Scope] = {"sagemaker-runtime": "invoke"}
 

@@ -1,5 +1,5 @@
-"""The ``servekit`` command line: ``servekit NOUN VERB`` (``serve``, ``up``, ``deploy``, ``demo``, ``optimize``,
-``recommend`` and ``lineage`` stand alone).
+"""The ``servekit`` command line: ``servekit NOUN VERB`` (``serve``, ``up``, ``env``, ``logs``, ``deploy``, ``demo``,
+``optimize``, ``recommend`` and ``lineage`` stand alone).
 
 Each command lives in its own module, imported only when it runs (:class:`servekit.cli.lazy.LazyGroup`): the
 table below lists every command with the help ``servekit --help`` shows for it, and
@@ -31,6 +31,18 @@ COMMANDS = (
         "up",
         _CLI + "up_cmd:up",
         "Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3.",
+    ),
+    Lazy(
+        "env",
+        _CLI + "env_cmd:env",
+        "Print shell lines that point boto3, the AWS CLI and the SageMaker SDK at a servekit up:\n"
+        'eval "$(servekit env)".',
+    ),
+    Lazy(
+        "logs",
+        _CLI + "up_cmd:logs",
+        "Print a log group's events (every stream's, each line after its stream's name) or one stream's, from a\n"
+        "running servekit up; --follow keeps printing what arrives.",
     ),
     Lazy(
         "deploy",

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from servekit.cli.hosting_cmd import model_describe, model_list
-from servekit.cli.inspect_cmd import render_signatures
 from servekit.errors import ConfigError
+from servekit.runtime.base import ListedSignatures
+from servekit.types import Signature, TensorSpec, tf_dtype
 
 model_app = typer.Typer(
     add_completion=False,
@@ -36,6 +38,36 @@ def inspect(version_dir: Annotated[Path, typer.Argument(help="A model version di
         typer.echo(render_signatures(servable.signatures, servable.platform))
     finally:
         servable.unload()
+
+
+# ---- a version's signatures as ``saved_model_cli show --all`` prints them -------------------------------------------
+def _tensor(kind: str, spec: TensorSpec) -> list[str]:
+    shape = "(" + ", ".join(str(d) for d in spec.shape) + ("," if len(spec.shape) == 1 else "") + ")"
+    return [
+        f"    {kind}['{spec.name}'] tensor_info:",
+        f"        dtype: {tf_dtype(spec.datatype)}",
+        f"        shape: {shape}",
+        f"        name: {spec.name}",
+    ]
+
+
+def render_signatures(signatures: Mapping[str, Signature], platform: str) -> str:
+    if isinstance(signatures, ListedSignatures):  # a SavedModel: saved_model_cli's own listing of its map
+        return f"Runtime: {platform}\n{signatures.listing}"
+    lines = [f"Runtime: {platform}", "", "Model contains the following SignatureDefs:"]
+    for name, sig in signatures.items():
+        lines += ["", f"signature_def['{name}']:", "  The given SignatureDef contains the following input(s):"]
+        for t in sig.inputs:
+            lines += _tensor("inputs", t)
+        lines.append("  The given SignatureDef contains the following output(s):")
+        for t in sig.outputs:
+            lines += _tensor("outputs", t)
+        lines.append(f"  Method name is: {sig.method}")
+        if sig.class_labels:
+            lines.append(f"  Class labels: {', '.join(sig.class_labels)}")
+        if sig.feature_names:
+            lines.append(f"  Feature names: {', '.join(sig.feature_names)}")
+    return "\n".join(lines)
 
 
 model_app.command("list")(model_list)

@@ -1,10 +1,11 @@
-"""``servekit up``: the hosting control plane, SageMaker's model/endpoint API and InvokeEndpoint for boto3."""
+"""``servekit up``: the hosting control plane, SageMaker's model/endpoint API and InvokeEndpoint for boto3; and
+``servekit logs``, which prints the log groups it keeps (CloudWatch Logs)."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -98,3 +99,86 @@ def up(
 
 def _log_to_stderr(log_level: str) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# ---- servekit logs: what servekit up keeps in CloudWatch Logs (docs/logs.md) -----------------------------------------
+LOGS_POLL_S = 1.0
+
+
+def logs(
+    group: Annotated[
+        str, typer.Argument(help="Log group: /aws/sagemaker/Endpoints/NAME, /aws/sagemaker/TransformJobs, or yours.")
+    ],
+    stream: Annotated[
+        str | None, typer.Argument(help="Log stream (default: every stream of the group, in time order).")
+    ] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C.")] = False,
+    url: Annotated[
+        str, typer.Option("--url", envvar="SERVEKIT_URL", show_envvar=False, help="servekit up's address.")
+    ] = "http://127.0.0.1:8765",
+    home: Annotated[
+        str | None, typer.Option("--home", help="servekit home with the keys (default $SERVEKIT_HOME or ./.servekit).")
+    ] = None,
+) -> None:
+    """Print a log group's events (every stream's, each line after its stream's name) or one stream's, from a
+    running servekit up; --follow keeps printing what arrives."""
+    from pathlib import Path
+
+    from servekit.cli.api_client import api_errors, client
+
+    logs_client = client("logs", url, Path(home) if home else None)
+    try:
+        with api_errors(url):
+            if stream is not None:
+                _print_stream(logs_client, group, stream, follow)
+            else:
+                _print_group(logs_client, group, follow)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _print_stream(logs_client: Any, group: str, stream: str, follow: bool) -> None:
+    import time
+
+    token: str | None = None
+    while True:
+        kwargs = {"nextToken": token} if token else {"startFromHead": True}
+        got = logs_client.get_log_events(logGroupName=group, logStreamName=stream, **kwargs)
+        for event in got["events"]:
+            typer.echo(event["message"])
+        if got["nextForwardToken"] == token:  # caught up
+            if not follow:
+                return
+            time.sleep(LOGS_POLL_S)  # polling the plane for what its shipper stores next
+        token = got["nextForwardToken"]
+
+
+def _print_group(logs_client: Any, group: str, follow: bool) -> None:
+    import time
+
+    start: int | None = None
+    seen: set[str] = set()  # the events at ``start`` already printed (the next search starts at their time)
+    while True:
+        token: str | None = None
+        last = start
+        while True:
+            kwargs: dict[str, object] = {"logGroupName": group}
+            if start is not None:
+                kwargs["startTime"] = start
+            if token:
+                kwargs["nextToken"] = token
+            page = logs_client.filter_log_events(**kwargs)
+            for event in page["events"]:
+                if event["eventId"] in seen:
+                    continue
+                typer.echo(f"{event['logStreamName']} {event['message']}")
+                if last is None or event["timestamp"] > last:
+                    last, seen = event["timestamp"], set()
+                seen.add(event["eventId"])
+            token = page.get("nextToken")
+            if not token:
+                break
+        if not follow:
+            return
+        start = last
+        time.sleep(LOGS_POLL_S)  # polling the plane for what its shipper stores next

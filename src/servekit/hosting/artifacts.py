@@ -88,8 +88,16 @@ class ArtifactResolver:
     """Resolves ``ModelDataUrl`` values into model directories under ``cache_dir``."""
 
     def __init__(
-        self, cache_dir: Path, *, storage: ObjectStorage | None = None, limits: ArchiveLimits | None = None
+        self,
+        cache_dir: Path,
+        *,
+        storage: ObjectStorage | None = None,
+        limits: ArchiveLimits | None = None,
+        local_objects: Callable[[str], Path | None] = lambda _: None,
     ) -> None:
+        """``local_objects``: an ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (read
+        from disk, no HTTP hop); None for a bucket elsewhere."""
+        self._local_objects = local_objects
         self._cache = Path(cache_dir)
         self._storage = storage if storage is not None else Storage()
         self._limits = limits or ArchiveLimits()
@@ -98,6 +106,8 @@ class ArtifactResolver:
         if not isinstance(model_data_url, str) or not model_data_url.strip():
             raise ArtifactError("ModelDataUrl is empty")
         local = _local_path(model_data_url)
+        if local is None and model_data_url.startswith("s3://"):
+            local = self._local_objects(model_data_url)
         if local is not None:
             if local.is_dir():
                 return self._local_dir(local, model_data_url)

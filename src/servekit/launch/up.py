@@ -16,7 +16,7 @@ import uvicorn
 
 from servekit.autoscaling.api import AutoscalingApi
 from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
-from servekit.aws import Api, Credentials, Handler
+from servekit.aws import AccessKey, Api, Credentials, Handler
 from servekit.aws.names import Account
 from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
@@ -38,6 +38,7 @@ from servekit.hosting.orchestrator import Orchestrator
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
+from servekit.launch.logs import build_logs
 from servekit.monitor.schedules.api import MonitoringService
 from servekit.monitor.schedules.plans import Planner
 from servekit.monitor.schedules.scheduler import Scheduler
@@ -72,6 +73,16 @@ def default_bucket(account: Account) -> str:
     return f"sagemaker-{account.region}-{account.account_id}"
 
 
+def s3_environment(url: str, key: AccessKey, account: Account) -> dict[str, str]:
+    """What a job process needs to reach the plane's S3 with boto3 or s3fs."""
+    return {
+        "AWS_ENDPOINT_URL_S3": url,
+        "AWS_ACCESS_KEY_ID": key.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": key.secret_access_key,
+        "AWS_DEFAULT_REGION": account.region,
+    }
+
+
 def open_object_store(home: Path, account: Account) -> ObjectStore:
     """The home's S3 store, made whole after a crash, with the SDK's default bucket in it."""
     store = ObjectStore(home / "s3")
@@ -89,7 +100,9 @@ def build(
     metrics_resolution_s: int = 60,
     ray: RayBackendConfig | None = None,
     database_url: str | None = None,
+    url: str | None = None,
 ) -> ControlPlane:
+    """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there)."""
     db = StateDB.open(home, database_url=database_url)
     credentials = Credentials.load_or_create(home)
     backend: ReplicaBackend
@@ -108,9 +121,10 @@ def build(
     # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
     s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
-    artifacts = ArtifactResolver(home / "models", storage=storage)
     account = Account()  # the account and region of every ARN this plane issues
     objects = open_object_store(home, account)
+    # s3:// model data in the plane's own store is read from disk; other buckets through `storage`
+    artifacts = ArtifactResolver(home / "models", storage=storage, local_objects=objects.local_path)
 
     def model_dir(url: str) -> str:  # a ModelDataUrl as a local servekit model directory
         return str(artifacts.resolve(url).base_path)
@@ -181,7 +195,11 @@ def build(
     # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)
     pipelines_api = PipelinesApi(db.pipelines, home, account, plane_url=lambda: _leader_url(routes))
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
-    transform_jobs = TransformJobsApi(db.transform_jobs, db.hosting, model_dir, home)
+    # (their s3:// input and output in the plane's own store, unless servekit up itself was pointed at another S3)
+    job_env = {} if s3_endpoint or url is None else s3_environment(url, credentials.admin, account)
+    transform_jobs = TransformJobsApi(db.transform_jobs, db.hosting, model_dir, home, account, environment=job_env)
+    # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
+    logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
     sagemaker_ops: dict[str, Handler] = {
         **hosting.handlers(),
@@ -192,6 +210,7 @@ def build(
         **transform_jobs.handlers(),
     }
     background: list[Background] = [
+        log_shipper,  # first: closed last, after the jobs it reads have stopped
         scaler,
         sampler,
         # desired and current instances per variant as a metric series (the console's autoscaling chart)
@@ -209,6 +228,7 @@ def build(
             "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
             "application-autoscaling": AutoscalingApi(db.autoscaling, account).handlers(),
+            "logs": logs.handlers(),
         },
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
@@ -244,8 +264,14 @@ def prepare_leader(
 ) -> Prepared:
     """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
+    reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
     plane = build(
-        home, instance_types_file, metrics_resolution_s=metrics_resolution_s, ray=ray, database_url=database_url
+        home,
+        instance_types_file,
+        metrics_resolution_s=metrics_resolution_s,
+        ray=ray,
+        database_url=database_url,
+        url=f"http://{f'[{reach}]' if ':' in reach else reach}:{port}",
     )
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
@@ -254,10 +280,11 @@ def prepare_leader(
         [f"servekit up: new home {home}; its admin key is in {home / 'credentials.json'} (mode 0600)."] if first else []
     )
     lines.append(
-        "To use boto3 against this control plane:\n"
-        f"  export AWS_ENDPOINT_URL_SAGEMAKER={url} AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME={url}\n"
-        f"  export AWS_ACCESS_KEY_ID={key.access_key_id} AWS_SECRET_ACCESS_KEY=<see {home / 'credentials.json'}>"
-        " AWS_DEFAULT_REGION=us-east-1"
+        "To point boto3, the AWS CLI and the SageMaker Python SDK at this plane (SageMaker, S3, STS, CloudWatch, "
+        "Logs, Application Auto Scaling on this one port):\n"
+        f'  eval "$(servekit env --home {home})"\n'
+        f"(it exports AWS_ENDPOINT_URL={url}, the key AWS_ACCESS_KEY_ID={key.access_key_id} with its secret from "
+        f"{home / 'credentials.json'}, AWS_DEFAULT_REGION=us-east-1 and SAGEMAKER_USER_CONFIG_OVERRIDE)"
     )
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("servekit up listens on %s: every caller still needs a signed request (SigV4)", host)

@@ -14,9 +14,7 @@ import base64
 import binascii
 import hashlib
 import logging
-import os
 import re
-import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -35,15 +33,22 @@ from servekit.aws.sigv4 import S3Signed, Verifier, verify_s3
 from servekit.s3 import wire
 from servekit.s3.body import receive as receive_body
 from servekit.s3.store import ObjectInfo, ObjectStore, StoreError, Upload
+from servekit.s3.transfer import (
+    assemble,
+    check_small,
+    copy_durably,
+    encode_headers,
+    parse_range,
+    send_file,
+    small_body,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_OBJECT = 5 * 2**30  # S3's largest single PUT and largest part
 MIN_PART = 5 * 2**20  # every part but the last
-MAX_XML = 2 * 2**20
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _STREAMED = {"PutObject", "UploadPart"}
-_SEND = 256 * 1024
 _OWNER = {"ID": "servekit", "DisplayName": "servekit"}
 _KEPT_HEADERS = ("CacheControl", "ContentDisposition", "ContentEncoding", "ContentLanguage")
 
@@ -65,23 +70,6 @@ def valid_bucket_name(name: str) -> bool:
 
 def _http_date(t: float) -> str:
     return format_datetime(datetime.fromtimestamp(t, UTC), usegmt=True)
-
-
-def _parse_range(text: str, size: int) -> tuple[int, int] | None:
-    """``bytes=a-b`` → (start, end inclusive); None when the header is not one S3 honours (whole object)."""
-    m = re.fullmatch(r"\s*bytes=(\d*)-(\d*)\s*", text)
-    if not m or (not m.group(1) and not m.group(2)):
-        return None
-    if not m.group(1):  # the last n bytes
-        n = int(m.group(2))
-        if n == 0:
-            raise StoreError("InvalidRange", "The requested range is not satisfiable", 416)
-        return max(0, size - n), size - 1
-    start = int(m.group(1))
-    end = int(m.group(2)) if m.group(2) else size - 1
-    if start >= size or end < start:
-        raise StoreError("InvalidRange", "The requested range is not satisfiable", 416)
-    return start, min(end, size - 1)
 
 
 class S3Service:
@@ -134,8 +122,8 @@ class S3Service:
             if op.name in _STREAMED:
                 params["_body"] = await self._stream_in(receive, headers, signed)
             else:
-                body = await _small_body(receive)
-                _check_small(body, signed)
+                body = await small_body(receive)
+                check_small(body, signed)
                 params.update(wire.parse_payload(op, body))
             result = await self._ops[op.name](params)
             await self._respond(send, op, result, method, rid)
@@ -210,9 +198,9 @@ class S3Service:
             assert stream is not None
             path, start, end = stream
             headers["Content-Length"] = str(end - start + 1 if end >= start else 0)
-            await send({"type": "http.response.start", "status": status, "headers": _encode(headers)})
+            await send({"type": "http.response.start", "status": status, "headers": encode_headers(headers)})
             if method != "HEAD":
-                await _send_file(send, path, start, end)
+                await send_file(send, path, start, end)
             else:
                 await send({"type": "http.response.body", "body": b""})
             return
@@ -221,7 +209,7 @@ class S3Service:
             body = b""
         else:
             headers["Content-Length"] = str(len(body))
-        await send({"type": "http.response.start", "status": status, "headers": _encode(headers)})
+        await send({"type": "http.response.start", "status": status, "headers": encode_headers(headers)})
         await send({"type": "http.response.body", "body": body})
 
     async def _error(
@@ -229,7 +217,7 @@ class S3Service:
     ) -> None:
         body = b"" if method == "HEAD" or status == 304 else wire.error_body(code, message, rid, resource)
         headers = {"Content-Type": "application/xml", "Content-Length": str(len(body)), "x-amz-request-id": rid}
-        await send({"type": "http.response.start", "status": status, "headers": _encode(headers)})
+        await send({"type": "http.response.start", "status": status, "headers": encode_headers(headers)})
         await send({"type": "http.response.body", "body": body})
 
     # ---- buckets -------------------------------------------------------------------------------------------------
@@ -327,7 +315,7 @@ class S3Service:
         out = self._described(info, p)
         start, end = 0, info.size - 1
         if p.get("Range") and info.size > 0:
-            rng = _parse_range(p["Range"], info.size)
+            rng = parse_range(p["Range"], info.size)
             if rng is not None:
                 start, end = rng
                 out["ContentRange"] = f"bytes {start}-{end}/{info.size}"
@@ -375,7 +363,7 @@ class S3Service:
                 "itself without changing the object's metadata.",
             )
         tmp = self.store.temp_path()
-        await asyncio.to_thread(_copy_durably, src_path, tmp)
+        await asyncio.to_thread(copy_durably, src_path, tmp)
         if replace_meta:
             info = self._info(p, src.size, src.etag, src.checksums, src.parts)
         else:
@@ -539,7 +527,7 @@ class S3Service:
                     f"last must be at least {MIN_PART} bytes.",
                 )
         tmp = self.store.temp_path()
-        await asyncio.to_thread(_assemble, [self.store.part_path(upload.id, c.number) for c in chosen], tmp)
+        await asyncio.to_thread(assemble, [self.store.part_path(upload.id, c.number) for c in chosen], tmp)
         digest = hashlib.md5(b"".join(c.md5 for c in chosen), usedforsecurity=False).hexdigest()
         info = _upload_info(upload, sum(c.size for c in chosen), f'"{digest}-{len(chosen)}"', len(chosen))
         info = await asyncio.to_thread(self.store.finish_upload, upload, tmp, info)
@@ -644,74 +632,3 @@ def _check_md5(claimed: str | None, md5: bytes, path: Path) -> None:
     if given != md5:
         path.unlink(missing_ok=True)
         raise StoreError("BadDigest", "The Content-MD5 you specified did not match what we received.")
-
-
-def _copy_durably(source: Path, target: Path) -> None:
-    with source.open("rb") as src, target.open("wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-        dst.flush()
-        os.fsync(dst.fileno())
-
-
-def _assemble(parts: list[Path], target: Path) -> None:
-    with target.open("wb") as dst:
-        for part in parts:
-            with part.open("rb") as src:
-                size = os.fstat(src.fileno()).st_size
-                offset = 0
-                while offset < size:  # in the kernel where it can (copy_file_range), else through a buffer
-                    try:
-                        n = os.copy_file_range(src.fileno(), dst.fileno(), size - offset)
-                    except OSError:
-                        src.seek(offset)
-                        shutil.copyfileobj(src, dst, 1 << 20)
-                        break
-                    if n == 0:
-                        break
-                    offset += n
-        dst.flush()
-        os.fsync(dst.fileno())
-
-
-async def _small_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise StoreError("IncompleteBody", "The client closed the connection before the body ended")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_XML:
-            raise StoreError("MaxMessageLengthExceeded", f"Your request was too big (over {MAX_XML} bytes).")
-        chunks.append(chunk)
-        more = message.get("more_body", False)
-    return b"".join(chunks)
-
-
-def _check_small(body: bytes, signed: S3Signed | None) -> None:
-    if signed is None or signed.payload.startswith("STREAMING-") or signed.payload == "UNSIGNED-PAYLOAD":
-        return
-    if hashlib.sha256(body).hexdigest() != signed.payload.lower():
-        raise StoreError(
-            "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed."
-        )
-
-
-def _encode(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(k.lower().encode("latin-1"), v.encode("utf-8")) for k, v in headers.items()]
-
-
-async def _send_file(send: Send, path: Path, start: int, end: int) -> None:
-    remaining = end - start + 1
-    with path.open("rb") as f:
-        f.seek(start)
-        while remaining > 0:
-            data = f.read(min(_SEND, remaining))
-            if not data:
-                break
-            remaining -= len(data)
-            await send({"type": "http.response.body", "body": data, "more_body": remaining > 0})
-    if remaining > 0:  # the file shrank under us (it cannot: objects are replaced by rename); end the body
-        await send({"type": "http.response.body", "body": b""})

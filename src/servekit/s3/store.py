@@ -298,6 +298,24 @@ class ObjectStore:
             out.append(_row_info(bucket, key, size, etag, modified, extra))
         return out
 
+    def local_path(self, uri: str) -> Path | None:
+        """The file (an object) or folder (a prefix whose keys are plain paths) an ``s3://`` URI of this store names,
+        so servekit's own components read it from disk; None when the bucket is not this store's."""
+        if not uri.startswith("s3://"):
+            return None
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        if self.bucket_created(bucket) is None:
+            return None
+        if key and not key.endswith("/"):
+            found = self.path(bucket, key)
+            if found is not None:
+                return found
+        segments = natural_path(key.rstrip("/")) if key.strip("/") else ()
+        if segments is None:
+            return None
+        folder = (self.root / bucket).joinpath(*segments)
+        return folder if folder.is_dir() else None
+
     # ---- multipart -----------------------------------------------------------------------------------------------
     def create_upload(self, info: ObjectInfo) -> str:
         upload = uuid.uuid4().hex

@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,12 @@ class TransformJobsApi:
         home: Path,
         account: Account | None = None,
         python: str = sys.executable,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         """``resolve``: a ModelDataUrl to a local servekit model base (``<base>/<version>/...``), raising with a
-        reason when it cannot (the hosting service's resolver)."""
+        reason when it cannot (the hosting service's resolver). ``environment``: variables the runs get beyond
+        this process's (the plane's own S3 endpoint and a key, so a job reads and writes ``s3://`` there)."""
+        self._environment = dict(environment or {})
         self.jobs = jobs
         self.models = models
         self._resolve = resolve
@@ -253,6 +256,7 @@ class TransformJobsApi:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, **self._environment} if self._environment else None,
                 start_new_session=True,  # a Ctrl-C on servekit up reaches it through close(), not twice
             )
         self._children[name] = proc

@@ -20,7 +20,7 @@ WIDTH = 100
 # The only commands that are not NOUN VERB: `up` and `deploy` are named so by the hosting issue (`deploy` is the
 # one-line path from a model directory to an InService endpoint); `optimize` and `recommend` are issue 12's
 # `servekit optimize` and `servekit recommend`; `lineage` is issue 14's `servekit lineage ARTIFACT_OR_MODEL_PACKAGE`.
-STANDALONE = {"serve", "up", "logs", "deploy", "demo", "optimize", "recommend", "lineage"}
+STANDALONE = {"serve", "up", "env", "logs", "deploy", "demo", "optimize", "recommend", "lineage"}
 
 
 def invoke(*args: str, width: int = WIDTH) -> Any:
@@ -89,6 +89,7 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
     assert listed == [
         "serve",
         "up",
+        "env",
         "logs",
         "deploy",
         "demo",

@@ -1,0 +1,85 @@
+"""The SageMaker Python SDK against a real ``servekit up``, with nothing but ``eval "$(servekit env)"``: the SDK
+runs in a virtualenv of its own (``make test-sdk`` builds it; ``SERVEKIT_SDK_PYTHON`` names its interpreter), as in a
+user's notebook beside a servekit installed elsewhere."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from servekit.testing.hosting import UpProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.sdk]
+HERE = Path(__file__).resolve().parent
+
+
+def model_tar(path: Path) -> Path:
+    """SageMaker's model.tar.gz: the weights and the handler's code/inference.py at the root."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in (
+            ("weights.json", json.dumps([2.0, 10.0]).encode()),
+            ("code/inference.py", (HERE / "inference.py").read_bytes()),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.timeout(600)
+def test_the_sdk_runs_unchanged_after_servekit_env(tmp_path: Path) -> None:
+    python = os.environ.get("SERVEKIT_SDK_PYTHON")
+    if not python:
+        pytest.fail("SERVEKIT_SDK_PYTHON names the SageMaker SDK's interpreter: run `make test-sdk`")
+    up = UpProcess(tmp_path / "home")
+    up.start()
+    try:
+        work = tmp_path / "work"
+        work.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
+        env.update(SERVEKIT_HOME=str(up.home), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
+        servekit = f"{shlex.quote(sys.executable)} -m servekit.cli.main"
+        script = " ".join(
+            shlex.quote(str(a))
+            for a in (
+                python,
+                HERE / "sdk_session.py",
+                model_tar(tmp_path / "model.tar.gz"),
+                HERE / "inference.py",
+                work,
+            )
+        )
+        run = subprocess.run(
+            ["bash", "-c", f'eval "$({servekit} env)" && exec {script}'],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
+        steps = {
+            line.split(" ", 2)[1]: json.loads(line.split(" ", 2)[2])
+            for line in run.stdout.splitlines()
+            if line.startswith("STEP ")
+        }
+        assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-6000:]}\n{up.log.read_text()[-3000:]}"
+        assert steps["bucket"] == "sagemaker-us-east-1-000000000000"
+        assert steps["upload_data"] == "s3://sagemaker-us-east-1-000000000000/sdk-test/input"
+        assert steps["read_file"] == "hello from the SDK"
+        assert steps["download_data"] == ["rows.jsonl"]
+        assert "s3://sagemaker-us-east-1-000000000000/sdk-test/hello.txt" in steps["list"]
+        assert steps["predict"] == [22.0, 46.0]
+        assert steps["transform"] == ["[22.0]", "[46.0]", "[70.0]"]
+        assert steps["deleted"] == []
+        # Transformer.transform(wait=True, logs=True) printed the job's own log (read from CloudWatch Logs): the
+        # run's summary lines, which nothing else in this process prints
+        assert "objects: 1 done, 0 failed" in run.stdout and "records: 3 out" in run.stdout, run.stdout
+    finally:
+        up.stop()

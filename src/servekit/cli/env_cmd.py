@@ -22,6 +22,7 @@ from servekit.cli.api_client import DEFAULT_URL, URL_ENV, credentials, fail, hom
 REGION = "us-east-1"
 ACCOUNT = "000000000000"
 SDK_CONFIG = "sagemaker-sdk-config.yaml"
+S3_ENDPOINT_FILE = "s3-endpoint"  # the name servekit.launch.up writes (the CLI does not import the launch layer)
 
 
 def default_bucket(region: str = REGION, account: str = ACCOUNT) -> str:
@@ -58,10 +59,14 @@ def leader_url(home: Path) -> str | None:
     return row.url if row is not None else None
 
 
-def lines(url: str, access_key_id: str, secret: str, config: Path, home: Path, region: str = REGION) -> list[str]:
+def lines(
+    url: str, access_key_id: str, secret: str, config: Path, home: Path, s3: str | None = None, region: str = REGION
+) -> list[str]:
+    """``s3``: the external S3 servekit up was started with (``--s3-endpoint``), if any."""
     q = shlex.quote
     return [
         f"export AWS_ENDPOINT_URL={q(url)}",
+        f"export AWS_ENDPOINT_URL_S3={q(s3)}" if s3 else "unset AWS_ENDPOINT_URL_S3",
         f"export AWS_ACCESS_KEY_ID={q(access_key_id)}",
         f"export AWS_SECRET_ACCESS_KEY={q(secret)}",
         f"export AWS_DEFAULT_REGION={q(region)}",
@@ -103,4 +108,6 @@ def env(
     text = sdk_config(default_bucket())
     if not config.exists() or config.read_text() != text:
         config.write_text(text)
-    typer.echo("\n".join(lines(address, key.access_key_id, key.secret_access_key, config, root)))
+    record = root / S3_ENDPOINT_FILE  # written by servekit up --s3-endpoint
+    s3 = record.read_text().strip() if record.exists() else None
+    typer.echo("\n".join(lines(address, key.access_key_id, key.secret_access_key, config, root, s3)))

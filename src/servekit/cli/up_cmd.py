@@ -59,6 +59,14 @@ def up(
             "(default $SERVEKIT_DATABASE_URL).",
         ),
     ] = None,
+    s3_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--s3-endpoint",
+            help="An external S3-compatible store (MinIO, Ceph, AWS) for s3:// data outside this plane's own "
+            "buckets; `servekit env` then points AWS_ENDPOINT_URL_S3 there (default: AWS_ENDPOINT_URL_S3).",
+        ),
+    ] = None,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.backends.ray_actors import config_from_cli
@@ -88,7 +96,7 @@ def up(
     else:
         try:
             prepared = prepare_leader(
-                resolve_home(home, os.environ), host, port, instance_types, metrics_resolution_s, ray, url
+                resolve_home(home, os.environ), host, port, instance_types, metrics_resolution_s, ray, url, s3_endpoint
             )
         except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
             typer.echo(f"servekit: {exc}", err=True)

@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,18 @@ def default_bucket(account: Account) -> str:
     return f"sagemaker-{account.region}-{account.account_id}"
 
 
+S3_ENDPOINT_FILE = "s3-endpoint"  # in the home: the external S3 servekit up uses, for `servekit env`
+
+
+def external_s3(given: str | None, env: Mapping[str, str], own_url: str | None) -> str | None:
+    """The S3-compatible store servekit up reads other buckets from: ``--s3-endpoint``, else the endpoint AWS's
+    variables name, unless that is this plane itself (a shell that ran ``eval "$(servekit env)"``)."""
+    found = given or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if not found or (own_url is not None and found.rstrip("/") == own_url.rstrip("/")):
+        return None
+    return found.rstrip("/")
+
+
 def s3_environment(url: str, key: AccessKey, account: Account) -> dict[str, str]:
     """What a job process needs to reach the plane's S3 with boto3 or s3fs."""
     return {
@@ -101,8 +113,10 @@ def build(
     ray: RayBackendConfig | None = None,
     database_url: str | None = None,
     url: str | None = None,
+    s3_endpoint: str | None = None,
 ) -> ControlPlane:
-    """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there)."""
+    """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there); ``s3_endpoint``: an
+    external S3-compatible store for ``s3://`` data outside the plane's own buckets (else AWS's variables name one)."""
     db = StateDB.open(home, database_url=database_url)
     credentials = Credentials.load_or_create(home)
     backend: ReplicaBackend
@@ -119,7 +133,7 @@ def build(
     routes.clear()
     table: RoutingTable = PublishedRoutingTable(routes)
     # s3:// model data from an S3-compatible store (MinIO, moto): the endpoint AWS's own variables name
-    s3_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    s3_endpoint = external_s3(s3_endpoint, os.environ, url)
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     account = Account()  # the account and region of every ARN this plane issues
     objects = open_object_store(home, account)
@@ -261,6 +275,7 @@ def prepare_leader(
     metrics_resolution_s: int = 60,
     ray: RayBackendConfig | None = None,
     database_url: str | None = None,
+    s3_endpoint: str | None = None,
 ) -> Prepared:
     """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
@@ -272,7 +287,14 @@ def prepare_leader(
         ray=ray,
         database_url=database_url,
         url=f"http://{f'[{reach}]' if ':' in reach else reach}:{port}",
+        s3_endpoint=s3_endpoint,
     )
+    external = external_s3(s3_endpoint, os.environ, f"http://{f'[{reach}]' if ':' in reach else reach}:{port}")
+    record = home / S3_ENDPOINT_FILE
+    if external:  # `servekit env` points AWS_ENDPOINT_URL_S3 there
+        record.write_text(external + "\n")
+    else:
+        record.unlink(missing_ok=True)
     key = Credentials.load_or_create(home).first("admin")
     url = f"http://{host}:{port}"
     record_leader(home, host, port, metrics_resolution_s, database_url)

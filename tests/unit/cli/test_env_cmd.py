@@ -65,3 +65,19 @@ def test_the_running_planes_address_comes_from_the_home(tmp_path: Path) -> None:
 def test_a_home_without_keys_says_how_to_make_one(tmp_path: Path) -> None:
     code, out = run("--home", str(tmp_path / "empty"))
     assert code == 1 and "start servekit up with this home first" in out
+
+
+def test_an_external_s3_of_servekit_up_goes_to_aws_endpoint_url_s3(tmp_path: Path) -> None:
+    Credentials.load_or_create(tmp_path)
+    assert "unset AWS_ENDPOINT_URL_S3" in run("--home", str(tmp_path))[1]
+    (tmp_path / "s3-endpoint").write_text("http://127.0.0.1:9000\n")  # what servekit up --s3-endpoint records
+    assert exports(run("--home", str(tmp_path))[1])["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:9000"
+
+
+def test_the_plane_never_takes_itself_for_an_external_s3() -> None:
+    from servekit.launch.up import external_s3
+
+    own = "http://127.0.0.1:8765"
+    assert external_s3(None, {"AWS_ENDPOINT_URL": own + "/"}, own) is None  # a shell after eval "$(servekit env)"
+    assert external_s3(None, {"AWS_ENDPOINT_URL_S3": "http://minio:9000"}, own) == "http://minio:9000"
+    assert external_s3("http://ceph:7480/", {}, own) == "http://ceph:7480"

@@ -72,3 +72,12 @@ def test_broken_frames_are_client_errors(tmp_path: Path, frame: bytes) -> None:
         "EntityTooLarge",
     )
     assert not (tmp_path / "obj").exists()
+
+
+def test_a_body_over_the_limit_is_entity_too_large_and_leaves_no_file(tmp_path: Path) -> None:
+    target = tmp_path / "obj"
+    signed = S3Signed(KEY, "UNSIGNED-PAYLOAD", SEED, DATE, SCOPE, SKEY)
+    with pytest.raises(StoreError) as err:
+        asyncio.run(receive(pieces(b"x" * 1000, 100), target, {}, signed, 999))
+    assert (err.value.code, err.value.status) == ("EntityTooLarge", 400)
+    assert not target.exists()

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from servekit.aws import Credentials
+from servekit.console.logview import log_time
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -551,6 +553,113 @@ def poll_until(what: Callable[[], Any], until: Callable[[Any], bool], timeout_s:
             return last
         time.sleep(0.2)
     raise AssertionError(f"still {last!r} after {timeout_s}s")
+
+
+HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> loaded'
+
+
+def talker(root: Path) -> Path:
+    """A model whose code prints a hostile line when it loads and a line per record (stdout and stderr)."""
+    version = root / "talker" / "1"
+    (version / "code").mkdir(parents=True)
+    (version / "code" / "inference.py").write_text(
+        textwrap.dedent(
+            f"""
+            import json, sys
+
+            def model_fn(model_dir):
+                print({HOSTILE!r}, flush=True)
+                return 1.0
+
+            def transform_fn(model, data, content_type, accept):
+                print("talker record", json.loads(data), file=sys.stderr, flush=True)
+                return json.dumps({{"out": json.loads(data)}}), "application/json"
+            """
+        )
+    )
+    return root / "talker"
+
+
+def stream_events(logs: Any, group: str, prefix: str = "") -> list[tuple[str, str, str]]:
+    """Every event of the group's streams (of ``prefix``), read from the head with GetLogEvents' forward tokens, as
+    the console shows a line: (time, stream, line); none while the group does not exist."""
+    request = {"logGroupName": group, **({"logStreamNamePrefix": prefix} if prefix else {})}
+    try:
+        streams = logs.describe_log_streams(**request)["logStreams"]
+    except logs.exceptions.ResourceNotFoundException:
+        return []
+    out = []
+    for s in streams:
+        token = None
+        while True:
+            kwargs: dict[str, Any] = {"nextToken": token} if token else {"startFromHead": True}
+            got = logs.get_log_events(logGroupName=group, logStreamName=s["logStreamName"], **kwargs)
+            out += [(log_time(e["timestamp"]), s["logStreamName"], e["message"].rstrip("\r\n")) for e in got["events"]]
+            if got["nextForwardToken"] == token:
+                break
+            token = got["nextForwardToken"]
+    return out
+
+
+def shown_lines(page: Any) -> list[tuple[str, str, str]]:
+    """The log section's rows as text (the DOM's text: what was escaped shows as the characters sent)."""
+    rows = page.locator(".logs tbody tr")
+    return [tuple(c.text_content() for c in rows.nth(i).locator("td").all()) for i in range(rows.count())]
+
+
+def test_a_jobs_and_an_endpoints_logs_show_as_the_logs_api_answers(tab: Page, up: UpProcess, tmp_path: Path) -> None:
+    sm, logs = up.sm(), up.client("logs")
+    sm.create_model(ModelName="talker", PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(talker(tmp_path))})
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("[1.0]\n[2.0]\n")
+    sm.create_transform_job(
+        TransformJobName="talk",
+        ModelName="talker",
+        TransformInput={
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": str(tmp_path / "in")}},
+            "ContentType": "application/json",
+            "SplitType": "Line",
+        },
+        TransformOutput={"S3OutputPath": str(tmp_path / "out"), "AssembleWith": "Line"},
+        TransformResources={"InstanceType": "ml.m5.large", "InstanceCount": 1},
+        BatchStrategy="SingleRecord",
+    )
+    sm.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="talk", WaiterConfig=FAST)
+    group = "/aws/sagemaker/TransformJobs"
+    poll_until(
+        lambda: stream_events(logs, group, "talk/"),
+        lambda ev: sum("talker record" in line for *_, line in ev) == 2 and any(HOSTILE == e[2] for e in ev),
+    )
+    page = tab.open("/console/jobs")
+    page.get_by_role("link", name="talk", exact=True).click()  # the list links the job's page
+    page.wait_for_url("**/console/jobs/talk")
+    tab.polled()  # the job's facts refresh live
+
+    def reread() -> tuple[list[Any], list[Any]]:
+        old = page.url
+        page.get_by_role("link", name="Refresh logs").first.click()  # a plain link: the page again, at its logs
+        page.wait_for_url(lambda url: url != old and "#h-logs" in url)
+        page.wait_for_load_state()
+        return shown_lines(page), stream_events(logs, group, "talk/")
+
+    shown, _ = poll_until(reread, lambda got: sorted(got[0]) == sorted(got[1]))  # the plane may still be shipping
+    assert [t for t, *_ in shown] == sorted(t for t, *_ in shown)  # in time order, the newest at the bottom
+    assert all(stream.startswith("talk/") for _, stream, _ in shown)
+    assert page.locator(".logs td code.line", has_text=HOSTILE).count() == 1  # the line as text, not markup
+    assert page.locator(".logs script, .logs img").count() == 0
+    assert page.evaluate("window.pwned === undefined")
+    assert "Completed" in page.locator('[data-live="job"]').inner_text()
+    tab.shot("transform-job")
+
+    # an endpoint's instances' lines (shop's instances print as they start and serve)
+    endpoint_group = "/aws/sagemaker/Endpoints/shop"
+    before = poll_until(lambda: stream_events(logs, endpoint_group), bool)
+    page = tab.open("/console/endpoints/shop")
+    shown = shown_lines(page)
+    after = set(stream_events(logs, endpoint_group))
+    assert shown and set(shown) <= after  # each line as GetLogEvents answers it
+    assert shown[-1][0] >= max(t for t, *_ in before)  # up to the newest line there was before the page loaded
+    assert {stream.split("/")[0] for _, stream, _ in shown} <= {"A", "B"}  # streams VARIANT/INSTANCE
 
 
 WRITER = "import os, sys; open(os.path.join(os.environ['SERVEKIT_OUTPUT_OUT'], 'words.txt'), 'w').write(sys.argv[1])"

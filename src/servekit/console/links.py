@@ -19,3 +19,11 @@ def report_href(job: str, file: str) -> str:
 
 def execution_href(arn: str) -> str:
     return "/console/pipelines/execution?arn=" + quote(arn, safe="")
+
+
+def job_href(name: str) -> str:
+    return "/console/jobs/" + quote(name, safe="")
+
+
+def job_data_href(name: str) -> str:
+    return "/console/api/jobs/" + quote(name, safe="")

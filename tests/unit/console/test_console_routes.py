@@ -27,6 +27,8 @@ ROUTES = [
     ("/console/monitoring/report", ["GET", "HEAD"]),
     ("/console/jobs", ["GET", "HEAD"]),
     ("/console/api/jobs", ["GET", "HEAD"]),
+    ("/console/jobs/{name}", ["GET", "HEAD"]),
+    ("/console/api/jobs/{name}", ["GET", "HEAD"]),
     ("/console/pipelines", ["GET", "HEAD"]),
     ("/console/api/pipelines", ["GET", "HEAD"]),
     ("/console/pipelines/execution", ["GET", "HEAD"]),

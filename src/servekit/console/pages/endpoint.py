@@ -1,5 +1,6 @@
 """An endpoint's page (``/console/endpoints/{name}``): status, variants (and the form that shifts their weights),
-traffic and latency charts over the range picked, the rollout, autoscaling; its JSON for live updates."""
+traffic and latency charts over the range picked, the rollout, autoscaling, the instances' newest log lines; its
+JSON for live updates (all but the logs, which a plain link refreshes)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
-from servekit.console import data
+from servekit.console import data, logview
 from servekit.console.charts import RANGES_S, charts_json
 from servekit.console.client import ApiFailure
 from servekit.console.links import endpoint_href
@@ -37,9 +38,17 @@ async def endpoint(console: Console, request: Request) -> Response:
         body = f'<p role="alert" class="error">No endpoint named {esc(name)}.</p>'
         return console.html(request, "Not found", body, status=404)
     s = console.session(request)
-    sections = endpoint_sections(detail, s.csrf if s else None, console.config.clock())
+    now = console.config.clock()
+    sections = endpoint_sections(detail, s.csrf if s else None, now)
+    range_s = console.range_of(request)
+    logs = await logview.recent_logs(console.api, logview.endpoint_group(name))
+    sections["logs"] = logview.logs_section(
+        logs,
+        f"{endpoint_href(name)}?range={range_s}&refresh={int(now * 1000)}#h-logs",
+        "Each instance's output appears here a few seconds after it prints it.",
+    )
     flash = request.query_params.get("flash", "")
-    return console.html(request, f"Endpoint {name}", endpoint_body(name, sections, console.range_of(request), flash))
+    return console.html(request, f"Endpoint {name}", endpoint_body(name, sections, range_s, flash))
 
 
 async def endpoint_json(console: Console, request: Request) -> Response:
@@ -208,6 +217,8 @@ def endpoint_body(name: str, sections: dict[str, str], range_s: int, flash: str 
         + "DescribeEndpoint); dashed lines mark scaling activities, listed in the table below.</p>"
         + '<div class="charts" id="scaling-charts"></div>'
         + f'<div data-live="autoscaling" aria-live="polite">{sections["autoscaling"]}</div></section>'
+        + '<section aria-labelledby="h-logs"><h2 id="h-logs">Logs</h2>'
+        + f"{sections.get('logs', '')}</section>"
         + "</div>"
     )
 

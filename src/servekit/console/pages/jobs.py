@@ -1,5 +1,5 @@
 """The batch jobs page (``/console/jobs``): transform jobs with their progress, refreshed live from
-``/console/api/jobs``."""
+``/console/api/jobs``; each job's name links to its own page (:mod:`servekit.console.pages.job`, with its logs)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from servekit.console import data
+from servekit.console.links import job_href
 from servekit.console.render import badge, esc, table, when
 from servekit.console.web import HEADERS, Console
 
@@ -56,7 +57,7 @@ def transform_table(jobs: Sequence[dict[str, Any]]) -> str:
             objects += f'<div class="reason">{esc(failed)} failed</div>'
         rows.append(
             (
-                f'<span data-job="{esc(name)}">{esc(name)}</span>',
+                f'<a href="{esc(job_href(name))}" data-job="{esc(name)}">{esc(name)}</a>',
                 status,
                 objects,
                 esc(progress.get("Records", "—")),

@@ -5,6 +5,7 @@ Nothing reaches the object's path unless every check passed (the caller commits 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -19,6 +20,7 @@ from servekit.aws.sigv4 import S3Signed
 from servekit.s3.store import StoreError
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_BATCH = 1 << 20
 CHECKSUMS = ("crc32", "crc32c", "sha1", "sha256")
 _MAX_CHUNK_LINE = 4096
 
@@ -89,18 +91,33 @@ def wanted_checksums(headers: Mapping[str, str]) -> dict[str, str | None]:
 
 
 class _Sink:
+    """Writes and hashes in a worker thread, a megabyte at a time, so a large upload never holds the event loop
+    (other requests, InvokeEndpoint among them, share it)."""
+
     def __init__(self, out: BinaryIO, limit: int, algorithms: list[str], sha256: bool) -> None:
         self.out = out
         self.limit = limit
         self.size = 0
+        self.pending = bytearray()
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.sha256 = hashlib.sha256() if sha256 else None
         self.sums = {a: hasher(a) for a in algorithms}
 
-    def write(self, data: bytes) -> None:
+    async def write(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.limit:
             raise StoreError("EntityTooLarge", f"Your proposed upload exceeds the maximum allowed size ({self.limit})")
+        self.pending += data
+        if len(self.pending) >= _BATCH:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self.pending:
+            block = bytes(self.pending)
+            self.pending.clear()
+            await asyncio.to_thread(self._consume, block)
+
+    def _consume(self, data: bytes) -> None:  # hashlib and zlib release the GIL on blocks this size
         self.out.write(data)
         self.md5.update(data)
         if self.sha256 is not None:
@@ -126,9 +143,9 @@ async def receive(
                 trailers = await _dechunk(chunks, sink, mode, signed)
             else:
                 async for data in chunks:
-                    sink.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+                    await sink.write(data)
+            await sink.flush()
+            await asyncio.to_thread(_sync, f)
         if declared is not None and declared.isdigit() and int(declared) != sink.size:
             raise StoreError("IncompleteBody", "The body is shorter or longer than x-amz-decoded-content-length")
         if hex_claim is not None and sink.sha256 is not None and sink.sha256.hexdigest() != hex_claim:
@@ -149,6 +166,11 @@ async def receive(
     except BaseException:
         path.unlink(missing_ok=True)
         raise
+
+
+def _sync(f: BinaryIO) -> None:
+    f.flush()
+    os.fsync(f.fileno())
 
 
 async def _dechunk(chunks: AsyncIterator[bytes], sink: _Sink, mode: str, signed: S3Signed | None) -> dict[str, str]:
@@ -214,7 +236,7 @@ async def _dechunk(chunks: AsyncIterator[bytes], sink: _Sink, mode: str, signed:
         if buf[size : size + 2] != b"\r\n":
             raise StoreError("IncompleteBody", "An aws-chunked chunk is not followed by CRLF")
         del buf[: size + 2]
-        sink.write(data)
+        await sink.write(data)
     trailers: dict[str, str] = {}
     raw: list[bytes] = []
     while True:

@@ -3,6 +3,7 @@ durably, files streamed back."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -16,7 +17,7 @@ from servekit.aws.sigv4 import S3Signed
 from servekit.s3.store import StoreError
 
 MAX_XML = 2 * 2**20
-_SEND = 256 * 1024
+_SEND = 1024 * 1024
 
 
 def parse_range(text: str, size: int) -> tuple[int, int] | None:
@@ -94,11 +95,14 @@ def encode_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
 
 
 async def send_file(send: Send, path: Path, start: int, end: int) -> None:
+    """Bytes ``start..end`` of ``path`` as the response body; a small object is read on the loop, larger ones in a
+    worker thread a block at a time (a disk read never holds the loop)."""
     remaining = end - start + 1
     with path.open("rb") as f:
         f.seek(start)
         while remaining > 0:
-            data = f.read(min(_SEND, remaining))
+            n = min(_SEND, remaining)
+            data = f.read(n) if remaining <= _SEND else await asyncio.to_thread(f.read, n)
             if not data:
                 break
             remaining -= len(data)

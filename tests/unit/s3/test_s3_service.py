@@ -267,3 +267,14 @@ def test_aws_chunked_bodies_with_trailing_checksums_as_botocore_sends_them_over_
     assert sent[0].get("Content-Encoding") in (b"aws-chunked", "aws-chunked")  # the path under test was taken
     assert (home / "s3" / "tls" / "c.bin").read_bytes() == data
     assert out["ChecksumCRC32"] == base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+
+
+def test_virtual_host_style_requests_name_the_bucket_in_the_host(service: S3Service, creds: Credentials) -> None:
+    virtual = Config(s3={"addressing_style": "virtual"})
+    s3 = asgi_client(service, "s3", creds.admin, virtual, endpoint_url="http://localhost:8765")
+    sent: list[str] = []
+    s3.meta.events.register_first("before-send.s3", lambda request, **_: sent.append(request.url))
+    s3.create_bucket(Bucket="vhost")
+    s3.put_object(Bucket="vhost", Key="k/v.txt", Body=b"virtual")
+    assert s3.get_object(Bucket="vhost", Key="k/v.txt")["Body"].read() == b"virtual"
+    assert sent[-1].startswith("http://vhost.localhost:8765/k/v.txt")  # the style under test was used

@@ -57,12 +57,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     # InvokeEndpoint's routing, multi-model placement, shadows; the routing table it shares through the state.
     "gateway": BASE | {"state"},
     # The embedded S3 store (objects as files under the home, written durably) and its rest-xml API.
-    "s3": BASE | {"aws"},
+    "s3": BASE | {"aws", "storage"},
     # STS: who the calling key is (GetCallerIdentity), in the home's account.
     "sts": BASE | {"aws"},
     # CloudWatch Logs: log groups and streams in the state, their operations, and the shipper that reads the
     # output files of instances and jobs into them.
     "logs": BASE | {"aws", "state"},
+    # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in.
+    "training": BASE | {"aws", "state"},
     # The endpoint metrics store, CloudWatch's metric and alarm operations.
     "cloudwatch": BASE | {"aws", "state"},
     # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.

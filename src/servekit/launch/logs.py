@@ -103,3 +103,20 @@ def build_logs(
     shipper.add_provider(lambda: endpoint_sources(controllers))
     shipper.add_provider(transform_sources(db.transform_jobs, home))
     return LogsService(db.logs, account), shipper
+
+
+class JobLogFiles:
+    """What a job runner needs of the shipper (servekit.training.runner.JobLogs): follow a job's log file, read it
+    to its end when the job ends, let it go."""
+
+    def __init__(self, shipper: LogShipper) -> None:
+        self._shipper = shipper
+
+    def register(self, group: str, stream: str, path: Path) -> None:
+        self._shipper.register(group, stream, path)
+
+    def unregister(self, path: Path) -> None:
+        self._shipper.unregister(path)
+
+    def flush(self, group: str, stream: str, path: Path) -> None:
+        self._shipper.drain(LogSource(group, stream, str(path)))

@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import random
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from servekit.hosting.orchestrator import Orchestrator
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
-from servekit.launch.logs import build_logs
+from servekit.launch.logs import JobLogFiles, build_logs
 from servekit.monitor.schedules.api import MonitoringService
 from servekit.monitor.schedules.plans import Planner
 from servekit.monitor.schedules.scheduler import Scheduler
@@ -47,11 +48,14 @@ from servekit.recommend.api import RecommendationJobs
 from servekit.registry.api import RegistryService
 from servekit.registry.packages import container_for
 from servekit.s3.api import S3Service, is_s3_request
+from servekit.s3.objects import Objects
 from servekit.s3.store import ObjectStore
 from servekit.state.database import StateDB
 from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
 from servekit.sts.api import StsService, is_sts_request
+from servekit.training.api import TrainingJobsApi
+from servekit.training.runner import TrainingRunner
 from servekit.transform.api import TransformJobsApi
 
 log = logging.getLogger("servekit")
@@ -214,6 +218,11 @@ def build(
     transform_jobs = TransformJobsApi(db.transform_jobs, db.hosting, model_dir, home, account, environment=job_env)
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)
+    # Training jobs: scripts in a bubblewrap sandbox that shows them /opt/ml; channels linked from the plane's S3
+    training_runner = TrainingRunner(
+        db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
+    )
+    training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
     sagemaker_ops: dict[str, Handler] = {
         **hosting.handlers(),
@@ -222,6 +231,7 @@ def build(
         **monitoring.handlers(),
         **pipelines_api.handlers(),
         **transform_jobs.handlers(),
+        **training.handlers(),
     }
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
@@ -233,6 +243,7 @@ def build(
         scheduler,
         pipelines_api,
         transform_jobs,
+        training,
     ]
     return ControlPlane(
         Api(credentials, strict_output=strict_output),

@@ -148,6 +148,23 @@ class LogShipper(BackgroundLoop):
         with self._lock:
             return self._pass(list(sources), final)
 
+    def drain(self, source: LogSource) -> None:
+        """Read ``source``'s file to its end now, its last partial line included, and store it: a job that ended
+        has its whole output in its stream before its status says it ended (the SDK reads once more, then stops)."""
+        with self._lock:
+            now = self.clock()
+            tail = self._tails.get(source.path)
+            if tail is None:
+                tail = self._tails[source.path] = self._new_tail(source, now)
+            more = True
+            while more:
+                events, more, moved = self._read(tail, int(self.clock() * 1000), whole=True)
+                batches = [StreamBatch(source.group, source.stream, events)] if events else []
+                if moved:
+                    tail.quiet_since = now
+                    offsets = [OffsetRow(source.path, source.group, source.stream, tail.inode, tail.position, False)]
+                    self.repo.put(batches, offsets)
+
     def ship_once(self, final: bool = False) -> bool:
         """One pass over what is announced now (tests, benchmarks: the loop does this every ``interval_s``)."""
         return self.ship(self.announced(), final)

@@ -21,6 +21,7 @@ from servekit.state.pipelines import Pipelines
 from servekit.state.postgres import connect_postgres, is_database_url, redact
 from servekit.state.recommend_jobs import RecommendJobs
 from servekit.state.registry import Registry
+from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.state.schema import MIGRATIONS
 from servekit.state.transform_jobs import TransformJobs
 
@@ -84,6 +85,11 @@ class StateDB:
         """Pipeline runs, their steps, and the artifacts they wrote with their lineage, stamped with the
         wall clock."""
         return Pipelines(self.conn)
+
+    @cached_property
+    def sagemaker_jobs(self) -> SageMakerJobs:
+        """SageMaker's training, processing and tuning jobs, stamped with the wall clock."""
+        return SageMakerJobs(self.conn)
 
     @cached_property
     def logs(self) -> Logs:

@@ -6,7 +6,17 @@ here; changing an existing aggregate appends to its tuple, never edits a step al
 
 from __future__ import annotations
 
-from servekit.state import alarms, autoscaling, hosting, logs, metrics, recommend_jobs, registry, transform_jobs
+from servekit.state import (
+    alarms,
+    autoscaling,
+    hosting,
+    logs,
+    metrics,
+    recommend_jobs,
+    registry,
+    sagemaker_jobs,
+    transform_jobs,
+)
 from servekit.state import monitoring as monitoring_schedules
 from servekit.state import pipelines as pipeline_runs
 from servekit.state.migrations import Migration, check_migrations
@@ -22,6 +32,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     monitoring_schedules.AGGREGATE: monitoring_schedules.MIGRATIONS,
     pipeline_runs.AGGREGATE: pipeline_runs.MIGRATIONS,
     logs.AGGREGATE: logs.MIGRATIONS,
+    sagemaker_jobs.AGGREGATE: sagemaker_jobs.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

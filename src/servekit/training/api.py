@@ -1,0 +1,207 @@
+"""SageMaker's training-job operations on ``servekit up``: CreateTrainingJob (checked, recorded, run by
+:class:`~servekit.training.runner.TrainingRunner` as a task of the plane), DescribeTrainingJob, ListTrainingJobs,
+StopTrainingJob. Describe answers in botocore's output shape: the request's members, the job's statuses, times,
+transitions, artifacts and final metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from servekit.aws.errors import ApiError, validation_exception
+from servekit.aws.front import Handler
+from servekit.aws.models import service_model
+from servekit.aws.names import Account
+from servekit.aws.timestamps import optional_epoch
+from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
+from servekit.training import contract
+from servekit.training.images import framework_of, unknown_image
+from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus
+from servekit.training.runner import KIND, TrainingRunner
+
+_UNFINISHED = (TrainingJobStatus.IN_PROGRESS.value, TrainingJobStatus.STOPPING.value)
+
+
+def _when(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC)
+
+
+def _described_members() -> frozenset[str]:
+    shape = service_model("sagemaker").operation_model("DescribeTrainingJob").output_shape
+    return frozenset(shape.members) if shape is not None else frozenset()
+
+
+class TrainingJobsApi:
+    def __init__(self, jobs: SageMakerJobs, runner: TrainingRunner, account: Account) -> None:
+        self.jobs = jobs
+        self.runner = runner
+        self.account = account
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._members = _described_members()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "CreateTrainingJob": self.create_training_job,
+            "DescribeTrainingJob": self.describe_training_job,
+            "ListTrainingJobs": self.list_training_jobs,
+            "StopTrainingJob": self.stop_training_job,
+        }
+
+    # ---- the plane's background ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Jobs a previous servekit up left running cannot go on (their sandboxes died with it)."""
+        for name in self.jobs.unfinished(KIND, _UNFINISHED):
+            self.jobs.update(
+                KIND,
+                name,
+                status=TrainingJobStatus.FAILED.value,
+                secondary=SecondaryStatus.FAILED.value,
+                reason="servekit up stopped while the job ran; start the job again",
+                final=True,
+            )
+
+    async def close(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ---- operations ------------------------------------------------------------------------------------------
+    async def create_training_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["TrainingJobName"]
+        spec = p.get("AlgorithmSpecification") or {}
+        image = spec.get("TrainingImage")
+        if not image:
+            raise validation_exception(
+                "AlgorithmSpecification.TrainingImage is required: servekit does not run AlgorithmName or "
+                "marketplace algorithms"
+            )
+        if framework_of(image) is None:
+            raise validation_exception(unknown_image(image))
+        if contract.script_of(p.get("HyperParameters") or {}) is None:
+            raise validation_exception(
+                f"{image} runs in script mode here: give the job a sagemaker_program hyperparameter (the SDK's "
+                "entry_point) and its sagemaker_submit_directory; SageMaker's built-in algorithm mode is not "
+                "supported yet"
+            )
+        for ch in p.get("InputDataConfig") or []:
+            source = (ch.get("DataSource") or {}).get("S3DataSource")
+            if source is None:
+                raise validation_exception(f"Channel {ch.get('ChannelName')}: only S3DataSource channels are supported")
+            if not str(source.get("S3Uri", "")).startswith("s3://"):
+                raise validation_exception(f"Channel {ch.get('ChannelName')}: S3Uri must be an s3:// URI")
+        if not str(p["OutputDataConfig"].get("S3OutputPath", "")).startswith("s3://"):
+            raise validation_exception("OutputDataConfig.S3OutputPath must be an s3:// URI")
+        arn = self.account.arn_of("training-job", name)
+        try:
+            self.jobs.create(KIND, name, arn, p, TrainingJobStatus.IN_PROGRESS.value, SecondaryStatus.STARTING.value)
+        except JobExists:
+            raise ApiError(
+                "ResourceInUse",
+                "Training job names must be unique within an AWS account and region, and a "
+                f"training job with this name already exists ({arn})",
+                400,
+            ) from None
+        starting = {
+            "Status": SecondaryStatus.STARTING.value,
+            "StartTime": self.runner.clock(),
+            "StatusMessage": "Preparing the instances for training",
+        }
+        self.jobs.update(KIND, name, details={"SecondaryStatusTransitions": [starting]})
+        task = asyncio.create_task(self.runner.run(name))
+        self._tasks[name] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(name, None))
+        return {"TrainingJobArn": arn}
+
+    def _row(self, name: str) -> SageMakerJobRow:
+        row = self.jobs.get(KIND, name)
+        if row is None:
+            raise validation_exception(f"Requested resource not found: training job {name} does not exist")
+        return row
+
+    async def describe_training_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["TrainingJobName"])
+        return self.describe(row)
+
+    def describe(self, row: SageMakerJobRow) -> dict[str, Any]:
+        req, d = row.request, row.details
+        base = str((req.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")
+        out: dict[str, Any] = {k: v for k, v in req.items() if k in self._members and k != "Tags"}
+        out.update(
+            TrainingJobName=row.name,
+            TrainingJobArn=row.arn,
+            TrainingJobStatus=row.status,
+            SecondaryStatus=row.secondary,
+            CreationTime=_when(row.created),
+            LastModifiedTime=_when(row.modified),
+            ModelArtifacts=d.get("ModelArtifacts") or {"S3ModelArtifacts": f"{base}/{row.name}/output/model.tar.gz"},
+            StoppingCondition=req.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400},
+        )
+        out.setdefault("ResourceConfig", {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 30})
+        for key in ("TrainingStartTime", "TrainingEndTime"):
+            if d.get(key) is not None:
+                out[key] = _when(d[key])
+        for key in ("TrainingTimeInSeconds", "BillableTimeInSeconds"):
+            if d.get(key) is not None:
+                out[key] = d[key]
+        if row.failure_reason:
+            out["FailureReason"] = row.failure_reason
+        transitions = d.get("SecondaryStatusTransitions") or []
+        out["SecondaryStatusTransitions"] = [
+            {k: (_when(v) if k.endswith("Time") else v) for k, v in t.items()} for t in transitions
+        ]
+        if d.get("FinalMetricDataList"):
+            out["FinalMetricDataList"] = [{**m, "Timestamp": _when(m["Timestamp"])} for m in d["FinalMetricDataList"]]
+        return out
+
+    async def list_training_jobs(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            page = self.jobs.list(
+                KIND,
+                name_contains=p.get("NameContains"),
+                status=p.get("StatusEquals"),
+                created_after=optional_epoch(p.get("CreationTimeAfter")),
+                created_before=optional_epoch(p.get("CreationTimeBefore")),
+                modified_after=optional_epoch(p.get("LastModifiedTimeAfter")),
+                modified_before=optional_epoch(p.get("LastModifiedTimeBefore")),
+                sort_by=p.get("SortBy", "CreationTime"),
+                sort_order=p.get("SortOrder", "Descending"),
+                max_results=p.get("MaxResults", 10),
+                next_token=p.get("NextToken"),
+            )
+        except ValueError as exc:
+            raise validation_exception(str(exc)) from None
+        summaries = [
+            {
+                "TrainingJobName": r.name,
+                "TrainingJobArn": r.arn,
+                "CreationTime": _when(r.created),
+                "TrainingEndTime": _when(r.ended),
+                "LastModifiedTime": _when(r.modified),
+                "TrainingJobStatus": r.status,
+                "SecondaryStatus": r.secondary,
+            }
+            for r in page.items
+        ]
+        out: dict[str, Any] = {
+            "TrainingJobSummaries": [{k: v for k, v in s.items() if v is not None} for s in summaries]
+        }
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def stop_training_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["TrainingJobName"])
+        status = TrainingJobStatus(row.status)
+        if status is TrainingJobStatus.STOPPING:
+            return {}
+        if status is not TrainingJobStatus.IN_PROGRESS:
+            raise validation_exception(f"The training job {row.name} is {status}; only an InProgress job stops")
+        self.jobs.update(
+            KIND, row.name, status=TrainingJobStatus.STOPPING.value, secondary=SecondaryStatus.STOPPING.value
+        )
+        self.runner.stop(row.name, "Stopped by the user")
+        return {}

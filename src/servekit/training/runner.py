@@ -1,0 +1,366 @@
+"""One training job from start to end, as SageMaker runs it: download (here: link) the channels and the source,
+write ``/opt/ml/input/config``, run the script in the sandbox with its log going to CloudWatch Logs, stop it at
+``MaxRuntimeInSeconds`` or on StopTrainingJob (SIGTERM, then SIGKILL after the grace), tar ``/opt/ml/model`` to
+``<S3OutputPath>/<job>/output/model.tar.gz``, and record every status on the way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from servekit.state.sagemaker_jobs import SageMakerJobs
+from servekit.training import contract, sandbox
+from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
+
+log = logging.getLogger(__name__)
+
+KIND = "training"
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+STOP_GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL two minutes later
+_FAILURE_MAX = 1024
+
+
+class JobFiles(Protocol):
+    """``s3://`` objects for jobs (servekit.s3.objects.Objects)."""
+
+    def fetch(self, uri: str, dest: Path) -> int: ...
+
+    def put_file(self, uri: str, path: Path, content_type: str = ...) -> str: ...
+
+
+class JobLogs(Protocol):
+    """Where a job's output goes (the CloudWatch Logs shipper, adapted by the launch layer)."""
+
+    def register(self, group: str, stream: str, path: Path) -> None: ...
+
+    def unregister(self, path: Path) -> None: ...
+
+    def flush(self, group: str, stream: str, path: Path) -> None: ...
+
+
+class JobFailed(Exception):
+    """The job cannot go on; the message is its FailureReason."""
+
+
+@dataclass
+class _Running:
+    proc: asyncio.subprocess.Process | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    reason: str = ""
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")  # refuses absolute paths, .., links out of dest
+
+
+def _tar(folder: Path, archive: Path) -> None:
+    with tarfile.open(archive, "w:gz") as tar:
+        for item in sorted(folder.iterdir()):
+            tar.add(item, arcname=item.name)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 8192))
+            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) -> list[dict[str, Any]]:
+    """``MetricDefinitions`` over the job's log: each metric's last match (its first group, else the match)."""
+    out = []
+    for d in definitions:
+        try:
+            matches = list(re.finditer(d["Regex"], text))
+        except re.error:
+            continue
+        for m in reversed(matches):
+            try:
+                value = float(m.group(1) if m.groups() else m.group(0))
+            except ValueError:
+                continue
+            out.append({"MetricName": d["Name"], "Value": value, "Timestamp": when})
+            break
+    return out
+
+
+class TrainingRunner:
+    def __init__(
+        self,
+        jobs: SageMakerJobs,
+        home: Path,
+        files: JobFiles,
+        logs: JobLogs,
+        python: str,
+        environment: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        stop_grace_s: float = STOP_GRACE_S,
+    ) -> None:
+        self.jobs = jobs
+        self.root = home / "training"
+        self.home = home
+        self.files = files
+        self.logs = logs
+        self.python = python
+        self.environment = dict(environment or {})
+        self.clock = clock
+        self.stop_grace_s = stop_grace_s
+        self.running: dict[str, _Running] = {}
+
+    # ---- status ----------------------------------------------------------------------------------------------
+    def _move(
+        self,
+        name: str,
+        secondary: SecondaryStatus,
+        message: str,
+        status: TrainingJobStatus | None = None,
+        reason: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        row = self.jobs.get(KIND, name)
+        assert row is not None
+        if status is not None and status.value != row.status:
+            check_transition(TrainingJobStatus(row.status), status)
+        now = self.clock()
+        transitions = list(row.details.get("SecondaryStatusTransitions", []))
+        if transitions and "EndTime" not in transitions[-1]:
+            transitions[-1]["EndTime"] = now
+        transitions.append({"Status": secondary.value, "StartTime": now, "StatusMessage": message})
+        final = status is not None and status.terminal
+        if final:
+            transitions[-1]["EndTime"] = now
+        self.jobs.update(
+            KIND,
+            name,
+            status=status.value if status is not None else None,
+            secondary=secondary.value,
+            reason=reason,
+            details={"SecondaryStatusTransitions": transitions, **(details or {})},
+            final=final,
+        )
+
+    # ---- a job -----------------------------------------------------------------------------------------------
+    def stop(self, name: str, reason: str = "") -> bool:
+        run = self.running.get(name)
+        if run is None:
+            return False
+        run.reason = reason
+        run.stop.set()
+        return True
+
+    async def run(self, name: str) -> None:
+        run = self.running[name] = _Running()
+        try:
+            await self._run(name, run)
+        except JobFailed as exc:
+            self._move(
+                name, SecondaryStatus.FAILED, str(exc)[:_FAILURE_MAX], TrainingJobStatus.FAILED, str(exc)[:_FAILURE_MAX]
+            )
+        except asyncio.CancelledError:  # servekit up is stopping: the sandbox dies with it
+            if run.proc is not None and run.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self._move(
+                    name,
+                    SecondaryStatus.FAILED,
+                    "servekit up stopped while the job ran",
+                    TrainingJobStatus.FAILED,
+                    "servekit up stopped while the job ran; start the job again",
+                )
+            raise
+        except Exception as exc:
+            log.exception("training job %s failed in servekit", name)
+            self._move(
+                name,
+                SecondaryStatus.FAILED,
+                "internal error",
+                TrainingJobStatus.FAILED,
+                f"InternalServerError: {exc}"[:_FAILURE_MAX],
+            )
+        finally:
+            self.running.pop(name, None)
+
+    async def _run(self, name: str, run: _Running) -> None:
+        row = self.jobs.get(KIND, name)
+        assert row is not None
+        req = row.request
+        script = contract.script_of(req.get("HyperParameters") or {})
+        if script is None:
+            raise JobFailed("ClientError: the job names no sagemaker_program (script mode)")
+        job_dir = self.root / name
+        ml = job_dir / "ml"
+        self._move(name, SecondaryStatus.DOWNLOADING, "Downloading input data")
+        channels = await asyncio.to_thread(self._prepare, req, script, job_dir, ml)
+        if run.stop.is_set():
+            self._move(
+                name,
+                SecondaryStatus.STOPPED,
+                "Stopped before training",
+                TrainingJobStatus.STOPPED,
+                run.reason or "Stopped by the user",
+            )
+            return
+        log_path = job_dir / "algo-1.log"
+        stream = f"{name}/algo-1-{int(self.clock())}"
+        self.logs.register(LOG_GROUP, stream, log_path)
+        started = self.clock()
+        self._move(
+            name,
+            SecondaryStatus.TRAINING,
+            "Training image download completed. Training in progress.",
+            TrainingJobStatus.IN_PROGRESS,
+            details={"TrainingStartTime": started},
+        )
+        try:
+            rc, stopped = await self._train(req, script, job_dir, ml, channels, log_path, run)
+        finally:
+            await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
+            self.logs.unregister(log_path)
+        ended = self.clock()
+        times = {"TrainingEndTime": ended, "TrainingTimeInSeconds": max(1, int(ended - started))}
+        times["BillableTimeInSeconds"] = times["TrainingTimeInSeconds"]
+        if stopped:
+            timed_out = run.reason == "MaxRuntimeExceeded"
+            self._move(
+                name,
+                SecondaryStatus.MAX_RUNTIME_EXCEEDED if timed_out else SecondaryStatus.STOPPED,
+                "Training job stopped",
+                TrainingJobStatus.STOPPED,
+                "Training job reached the MaxRuntimeInSeconds of its StoppingCondition" if timed_out else "",
+                times,
+            )
+            return
+        if rc != 0:
+            failure = ml / "output" / "failure"
+            text = failure.read_text(errors="replace").strip() if failure.is_file() else ""
+            reason = text or f"AlgorithmError: {_last_line(log_path) or 'the script failed'}, exit code: {rc}"
+            raise JobFailed(reason)
+        self._move(name, SecondaryStatus.UPLOADING, "Uploading generated training model", details=times)
+        artifacts = await asyncio.to_thread(self._upload, req, name, job_dir, ml)
+        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        metrics = final_metrics((req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or [], text, ended)
+        self._move(
+            name,
+            SecondaryStatus.COMPLETED,
+            "Training job completed",
+            TrainingJobStatus.COMPLETED,
+            details={"ModelArtifacts": {"S3ModelArtifacts": artifacts}, "FinalMetricDataList": metrics},
+        )
+
+    def _prepare(self, req: Mapping[str, Any], script: contract.Script, job_dir: Path, ml: Path) -> dict[str, Path]:
+        for sub in ("input/config", "model", "output/data", "output/intermediate", "checkpoints"):
+            (ml / sub).mkdir(parents=True, exist_ok=True)
+        for fname, doc in contract.config_files(req).items():
+            (ml / "input" / "config" / fname).write_text(json.dumps(doc, indent=2))
+        channels: dict[str, Path] = {}
+        for ch in req.get("InputDataConfig") or []:
+            source = (ch.get("DataSource") or {}).get("S3DataSource") or {}
+            uri = source.get("S3Uri", "")
+            target = job_dir / "channels" / ch["ChannelName"]
+            try:
+                self.files.fetch(uri, target)
+            except (OSError, ValueError) as exc:
+                raise JobFailed(f"ClientError: channel {ch['ChannelName']}: {exc}") from None
+            channels[ch["ChannelName"]] = target
+        code = job_dir / "code"
+        code.mkdir(parents=True, exist_ok=True)
+        if script.submit_directory:
+            source_dir = job_dir / "source"
+            try:
+                self.files.fetch(script.submit_directory, source_dir)
+            except (OSError, ValueError) as exc:
+                raise JobFailed(f"ClientError: sagemaker_submit_directory {script.submit_directory}: {exc}") from None
+            archives = [p for p in source_dir.rglob("*") if p.is_file()]
+            for archive in archives:
+                try:
+                    _extract(archive, code)
+                except (tarfile.TarError, OSError) as exc:
+                    raise JobFailed(
+                        f"ClientError: the source archive {archive.name} cannot be unpacked: {exc}"
+                    ) from None
+        if not (code / script.program).is_file():
+            raise JobFailed(f"ClientError: the entry point {script.program} is not in the source directory")
+        if (code / "requirements.txt").exists():
+            log.info("training job %s: requirements.txt not installed (the job uses servekit's Python)", req)
+        return channels
+
+    async def _train(
+        self,
+        req: Mapping[str, Any],
+        script: contract.Script,
+        job_dir: Path,
+        ml: Path,
+        channels: Mapping[str, Path],
+        log_path: Path,
+        run: _Running,
+    ) -> tuple[int, bool]:
+        try:
+            bwrap = sandbox.bwrap()
+        except sandbox.SandboxUnavailable as exc:
+            raise JobFailed(f"ClientError: {exc}") from None
+        layout = sandbox.Layout(ml, channels, job_dir / "code", hidden=[self.home])
+        argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": "/tmp",
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            **self.environment,
+            **contract.environment(req, script, os.cpu_count() or 1),
+        }
+        limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+        with log_path.open("ab") as out:
+            run.proc = await asyncio.create_subprocess_exec(
+                *sandbox.command(layout, argv, bwrap),
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        proc = run.proc
+        waiter = asyncio.create_task(proc.wait())
+        stopper = asyncio.create_task(run.stop.wait())
+        done, _ = await asyncio.wait({waiter, stopper}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if waiter in done:
+            return waiter.result(), False
+        if not run.stop.is_set():
+            run.reason = "MaxRuntimeExceeded"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), self.stop_grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await waiter
+        return proc.returncode or 0, True
+
+    def _upload(self, req: Mapping[str, Any], name: str, job_dir: Path, ml: Path) -> str:
+        base = str((req.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")
+        model_uri = f"{base}/{name}/output/model.tar.gz"
+        archive = job_dir / "model.tar.gz"
+        _tar(ml / "model", archive)
+        self.files.put_file(model_uri, archive, "application/x-tar")
+        output = ml / "output" / "data"
+        if any(output.iterdir()):
+            out_archive = job_dir / "output.tar.gz"
+            _tar(output, out_archive)
+            self.files.put_file(f"{base}/{name}/output/output.tar.gz", out_archive, "application/x-tar")
+        return model_uri

@@ -1,0 +1,53 @@
+"""The sandbox a job runs in: a private mount namespace (bubblewrap) where ``/opt/ml`` is the job's own folder, the
+channels are read-only, the servekit home is hidden, and the rest of the machine is read-only (a script that writes
+outside ``/opt/ml`` and ``/tmp`` fails with EROFS, as it would on a read-only container image)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servekit.training.contract import CODE, DATA, ML
+
+INSTALL_HINT = (
+    "servekit runs training jobs in a bubblewrap sandbox that shows them /opt/ml, and bwrap is not installed: "
+    "install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) and start the job again"
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+def bwrap() -> str:
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxUnavailable(INSTALL_HINT)
+    return found
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a job's folders are on the host."""
+
+    ml: Path  # mounted as /opt/ml (read-write)
+    channels: Mapping[str, Path] = field(default_factory=dict)  # name -> a folder, mounted read-only
+    code: Path | None = None  # mounted read-only at /opt/ml/code
+    hidden: Sequence[Path] = ()  # folders the job must not see (the servekit home)
+
+
+def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
+    """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
+    out = [bwrap_path, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    out += ["--tmpfs", "/tmp"]
+    for folder in layout.hidden:
+        out += ["--tmpfs", str(folder)]
+    out += ["--tmpfs", "/opt", "--bind", str(layout.ml), ML]
+    for name, folder in layout.channels.items():
+        out += ["--ro-bind", str(folder), f"{DATA}/{name}"]
+    if layout.code is not None:
+        out += ["--ro-bind", str(layout.code), CODE]
+    out += ["--chdir", CODE if layout.code is not None else ML, "--", *argv]
+    return out

@@ -1,0 +1,217 @@
+"""Training jobs on a real ``servekit up`` through boto3, as the SageMaker SDK sends them: a script-mode job on the
+scikit-learn image sees SageMaker's contract at its real paths (``/opt/ml/...``, ``SM_*``, ``--name value``),
+its model lands in S3 as model.tar.gz and its output in CloudWatch Logs; a failing script, a script writing outside
+``/opt/ml``, MaxRuntimeInSeconds and StopTrainingJob end the job as SageMaker does."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+import pytest
+
+from servekit.aws import Credentials
+from servekit.testing.hosting import UpProcess
+
+pytestmark = pytest.mark.e2e
+IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+BUCKET = "sagemaker-us-east-1-000000000000"
+ROLE = "arn:aws:iam::000000000000:role/trainer"
+FAST = {"Delay": 1, "MaxAttempts": 120}
+
+TRAIN = """
+import argparse, json, os, sys
+p = argparse.ArgumentParser()
+p.add_argument("--alpha", type=float)
+p.add_argument("--tag", type=str)
+a = p.parse_args()
+rows = open(os.path.join(os.environ["SM_CHANNEL_TRAIN"], "data.csv")).read().split()
+seen = {
+    "alpha": a.alpha, "tag": a.tag, "rows": len(rows),
+    "channels": json.loads(os.environ["SM_CHANNELS"]), "hosts": json.loads(os.environ["SM_HOSTS"]),
+    "hp_file": json.load(open("/opt/ml/input/config/hyperparameters.json"))["alpha"],
+    "cwd": os.getcwd(), "home_visible": os.path.exists(os.path.join(os.environ.get("SERVEKIT_PROBE", "/nonexistent"), "credentials.json")),
+}
+print("training with", json.dumps(seen))
+print("validation:accuracy=0.75")
+print("validation:accuracy=0.91")
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
+    json.dump(seen, f)
+"""
+
+
+def tar_gz(files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    u = UpProcess(tmp_path_factory.mktemp("training") / "home")
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()
+
+
+def clients(up: UpProcess) -> tuple[Any, Any, Any]:
+    key = Credentials.load_or_create(up.home).admin
+    kw = dict(
+        endpoint_url=up.url,
+        region_name="us-east-1",
+        aws_access_key_id=key.access_key_id,
+        aws_secret_access_key=key.secret_access_key,
+    )
+    session = boto3.session.Session()
+    return session.client("sagemaker", **kw), session.client("s3", **kw), session.client("logs", **kw)
+
+
+def job(s3: Any, name: str, script: str, **extra: Any) -> dict[str, Any]:
+    s3.put_object(Bucket=BUCKET, Key=f"{name}/source/sourcedir.tar.gz", Body=tar_gz({"train.py": script}))
+    s3.put_object(Bucket=BUCKET, Key=f"data/{name}/data.csv", Body=b"1,2\n3,4\n5,6\n")
+    hps = {
+        "alpha": json.dumps(0.5),
+        "tag": json.dumps("first run"),
+        "sagemaker_program": json.dumps("train.py"),
+        "sagemaker_submit_directory": json.dumps(f"s3://{BUCKET}/{name}/source/sourcedir.tar.gz"),
+        "sagemaker_region": json.dumps("us-east-1"),
+    }
+    request: dict[str, Any] = {
+        "TrainingJobName": name,
+        "RoleArn": ROLE,
+        "AlgorithmSpecification": {
+            "TrainingImage": IMAGE,
+            "TrainingInputMode": "File",
+            "MetricDefinitions": [{"Name": "validation:accuracy", "Regex": "validation:accuracy=([0-9.]+)"}],
+        },
+        "HyperParameters": hps,
+        "InputDataConfig": [
+            {
+                "ChannelName": "train",
+                "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/data/{name}"}},
+            }
+        ],
+        "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/output"},
+        "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 10},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+    }
+    request.update(extra)
+    return request
+
+
+def test_a_script_mode_job_sees_sagemakers_contract_and_its_model_lands_in_s3(up: UpProcess) -> None:
+    sm, s3, logs = clients(up)
+    sm.create_training_job(**job(s3, "fit-1", TRAIN, Environment={"SERVEKIT_PROBE": str(up.home)}))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="fit-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="fit-1")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    assert d["SecondaryStatus"] == "Completed"
+    assert [t["Status"] for t in d["SecondaryStatusTransitions"]] == [
+        "Starting",
+        "Downloading",
+        "Training",
+        "Uploading",
+        "Completed",
+    ]
+    assert d["FinalMetricDataList"][0]["MetricName"] == "validation:accuracy"
+    assert d["FinalMetricDataList"][0]["Value"] == pytest.approx(0.91)
+    artifacts = d["ModelArtifacts"]["S3ModelArtifacts"]
+    assert artifacts == f"s3://{BUCKET}/output/fit-1/output/model.tar.gz"
+    body = s3.get_object(Bucket=BUCKET, Key="output/fit-1/output/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        seen = json.load(tar.extractfile("model.json"))  # type: ignore[arg-type]
+    assert seen == {
+        "alpha": 0.5,
+        "tag": "first run",
+        "rows": 3,
+        "channels": ["train"],
+        "hosts": ["algo-1"],
+        "hp_file": "0.5",
+        "cwd": "/opt/ml/code",
+        "home_visible": False,
+    }
+    streams = logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="fit-1/")
+    stream = streams["logStreams"][0]["logStreamName"]
+    assert stream.startswith("fit-1/algo-1-")
+    events = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream, startFromHead=True)
+    assert any("validation:accuracy=0.91" in e["message"] for e in events["events"])
+    listed = sm.list_training_jobs(NameContains="fit-")["TrainingJobSummaries"]
+    assert [j["TrainingJobName"] for j in listed] == ["fit-1"]
+
+
+def test_a_failing_script_fails_the_job_with_its_last_line(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    failing = "import sys\nprint('about to fail')\nraise ValueError('the learning rate must be positive')\n"
+    sm.create_training_job(**job(s3, "fail-1", failing))
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="fail-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="fail-1")
+    assert d["TrainingJobStatus"] == "Failed"
+    assert "ValueError: the learning rate must be positive" in d["FailureReason"]
+    assert "exit code: 1" in d["FailureReason"]
+
+
+def test_the_failure_file_and_writes_outside_opt_ml(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    script = textwrap.dedent(
+        """
+        try:
+            open("/usr/evil.txt", "w")
+        except OSError as exc:
+            open("/opt/ml/output/failure", "w").write(f"refused: {exc.strerror}")
+            raise SystemExit(2)
+        """
+    )
+    sm.create_training_job(**job(s3, "outside-1", script))
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="outside-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="outside-1")
+    assert (d["TrainingJobStatus"], d["FailureReason"]) == ("Failed", "refused: Read-only file system")
+
+
+def test_max_runtime_and_stop_end_the_job_stopped(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    forever = "import time\nprint('working', flush=True)\nwhile True:\n    time.sleep(0.1)\n"
+    sm.create_training_job(**job(s3, "slow-1", forever, StoppingCondition={"MaxRuntimeInSeconds": 2}))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="slow-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="slow-1")
+    assert (d["TrainingJobStatus"], d["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    sm.create_training_job(**job(s3, "slow-2", forever))
+    sm.stop_training_job(TrainingJobName="slow-2")
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="slow-2", WaiterConfig=FAST)
+    assert sm.describe_training_job(TrainingJobName="slow-2")["TrainingJobStatus"] == "Stopped"
+
+
+def test_bad_requests_get_clear_errors(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    bad_image = job(s3, "bad-1", TRAIN)
+    bad_image["AlgorithmSpecification"]["TrainingImage"] = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"
+    with pytest.raises(botocore.exceptions.ClientError) as image:
+        sm.create_training_job(**bad_image)
+    assert "not an image servekit runs" in image.value.response["Error"]["Message"]
+    sm.create_training_job(**job(s3, "dup-1", TRAIN))
+    with pytest.raises(botocore.exceptions.ClientError) as dup:
+        sm.create_training_job(**job(s3, "dup-1", TRAIN))
+    assert dup.value.response["Error"]["Code"] == "ResourceInUse"
+    missing = job(s3, "nochannel-1", TRAIN)
+    missing["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] = f"s3://{BUCKET}/no/such/prefix"
+    sm.create_training_job(**missing)
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="nochannel-1", WaiterConfig=FAST)
+    reason = sm.describe_training_job(TrainingJobName="nochannel-1")["FailureReason"]
+    assert "channel train" in reason and "no such object or prefix" in reason
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="dup-1", WaiterConfig=FAST)

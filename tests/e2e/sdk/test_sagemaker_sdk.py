@@ -83,3 +83,39 @@ def test_the_sdk_runs_unchanged_after_servekit_env(tmp_path: Path) -> None:
         assert "objects: 1 done, 0 failed" in run.stdout and "records: 3 out" in run.stdout, run.stdout
     finally:
         up.stop()
+
+
+@pytest.mark.timeout(600)
+def test_an_sklearn_estimator_fits_unchanged(tmp_path: Path) -> None:
+    python = os.environ.get("SERVEKIT_SDK_PYTHON")
+    if not python:
+        pytest.fail("SERVEKIT_SDK_PYTHON names the SageMaker SDK's interpreter: run `make test-sdk`")
+    up = UpProcess(tmp_path / "home")
+    up.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
+        env.update(SERVEKIT_HOME=str(up.home), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
+        servekit = f"{shlex.quote(sys.executable)} -m servekit.cli.main"
+        args = (python, HERE / "sdk_training.py", HERE / "train.py", tmp_path / "work")
+        script = " ".join(shlex.quote(str(a)) for a in args)
+        run = subprocess.run(
+            ["bash", "-c", f'eval "$({servekit} env)" && exec {script}'],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
+        assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-6000:]}\n{up.log.read_text()[-3000:]}"
+        steps = {
+            line.split(" ", 2)[1]: json.loads(line.split(" ", 2)[2])
+            for line in run.stdout.splitlines()
+            if line.startswith("STEP ")
+        }
+        assert steps["status"] == "Completed"
+        assert steps["model_data"].startswith("s3://sagemaker-us-east-1-000000000000/")
+        assert steps["model_data"].endswith("/output/model.tar.gz")
+        assert steps["metrics"] == {"train:r2": 1.0}
+        # fit(logs="All") printed the script's own lines, read back from CloudWatch Logs
+        assert "note=from the sdk hosts=['algo-1']" in run.stdout, run.stdout
+    finally:
+        up.stop()

@@ -1,0 +1,39 @@
+"""The SageMaker SDK's script-mode training, run unchanged (make test-sdk): an SKLearn estimator fits on data
+uploaded with the SDK and prints the script's log; the job's model data and metrics come back through the SDK."""
+
+import json
+import sys
+from pathlib import Path
+
+import sagemaker
+from sagemaker.sklearn import SKLearn
+
+ROLE = "arn:aws:iam::000000000000:role/servekit-sdk-test"
+
+
+def step(name, value):
+    print("STEP", name, json.dumps(value), flush=True)
+
+
+train_py, work = Path(sys.argv[1]), Path(sys.argv[2])
+session = sagemaker.Session()
+data = work / "train"
+data.mkdir(parents=True)
+(data / "train.csv").write_text("".join(f"{2 * x + 1},{x}\n" for x in range(20)))
+train_uri = session.upload_data(str(data), key_prefix="sdk-training/train")
+
+estimator = SKLearn(
+    entry_point=str(train_py),
+    framework_version="1.2-1",
+    instance_type="ml.m5.large",
+    instance_count=1,
+    role=ROLE,
+    hyperparameters={"fit_intercept": True, "note": "from the sdk"},
+    metric_definitions=[{"Name": "train:r2", "Regex": "r2=([0-9.]+)"}],
+    sagemaker_session=session,
+)
+estimator.fit({"train": train_uri}, logs="All")
+step("model_data", estimator.model_data)
+described = session.sagemaker_client.describe_training_job(TrainingJobName=estimator.latest_training_job.name)
+step("status", described["TrainingJobStatus"])
+step("metrics", {m["MetricName"]: m["Value"] for m in described.get("FinalMetricDataList", [])})

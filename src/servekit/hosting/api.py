@@ -9,6 +9,7 @@ the reason) when it is so.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from servekit.hosting import rollout
 from servekit.hosting.capture import with_capture_format
 from servekit.hosting.envelopes import Envelopes
 from servekit.hosting.fleet import AlarmStates
+from servekit.hosting.framework import FrameworkError
 from servekit.hosting.lifecycle import EndpointStatus, predecessors
 from servekit.hosting.orchestrator import Orchestrator, no_config
 from servekit.hosting.rollout import RolloutPolicy
@@ -82,11 +84,16 @@ class HostingService:
             p = {**p, key: container if key == "PrimaryContainer" else [container, *p["Containers"][1:]]}
         if not container.get("ModelDataUrl"):
             raise validation_exception("The container must name its model artifacts: ModelDataUrl is required.")
+        spec = ContainerSpec.from_json(container)
+        try:  # a framework model's script (SAGEMAKER_PROGRAM in SAGEMAKER_SUBMIT_DIRECTORY), read, never run
+            await asyncio.to_thread(self.fleets.framework.check, spec)
+        except FrameworkError as exc:
+            raise validation_exception(exc.message) from None
         arn = self._arn(ResourceKind.MODEL, name)
         record = {k: v for k, v in p.items() if k not in ("Tags",)}
         record["ModelArn"] = arn
         try:
-            self.repo.create_model(name, arn, ContainerSpec.from_json(container), record)
+            self.repo.create_model(name, arn, spec, record)
         except AlreadyExists:
             raise validation_exception(f'Cannot create already existing model "{arn}".') from None
         return {"ModelArn": arn}

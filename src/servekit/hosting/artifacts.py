@@ -205,23 +205,27 @@ class ArtifactResolver:
         return ResolvedModel(final, digest, made)
 
     def _once(self, final: Path, make: Callable[[Path], None]) -> bool:
-        """Build ``final`` with ``make(temp_dir)`` unless it exists; one builder at a time (a lock file beside it),
-        published by renaming a whole temporary directory. True when this call built it."""
+        return build_once(final, make)
+
+
+def build_once(final: Path, make: Callable[[Path], None]) -> bool:
+    """Build the folder ``final`` with ``make(temp_dir)`` unless it exists; one builder at a time (a lock file beside
+    it), published by renaming a whole temporary directory. True when this call built it."""
+    if final.is_dir():
+        return False
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(final.parent / f"{final.name}.lock"):
         if final.is_dir():
             return False
-        final.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(final.parent / f"{final.name}.lock"):
-            if final.is_dir():
-                return False
-            tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
-            try:
-                make(tmp)
-                if not _publish(tmp, final):
-                    raise ArtifactError(f"{final} appeared while it was being built")
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-        return True
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+        try:
+            make(tmp)
+            if not _publish(tmp, final):
+                raise ArtifactError(f"{final} appeared while it was being built")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return True
 
 
 # ---- unpacking -------------------------------------------------------------------------------------------------

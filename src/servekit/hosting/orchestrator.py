@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from servekit.aws.errors import ApiError, validation_exception
@@ -21,6 +22,7 @@ from servekit.gateway.service import RoutingTable
 from servekit.hosting.capture import capture_args
 from servekit.hosting.envelopes import Envelopes
 from servekit.hosting.fleet import AlarmStates, EndpointController, EndpointPlan, Preload, VariantPlan
+from servekit.hosting.framework import FrameworkError, FrameworkModels
 from servekit.hosting.instance_types import InstanceType, Machine, oversubscription, this_machine
 from servekit.hosting.lifecycle import EndpointStatus, check_transition
 from servekit.hosting.rollout import RolloutPhase, RolloutPolicy, RolloutState
@@ -56,10 +58,12 @@ class Orchestrator:
         on_instance_ready: Callable[[str, str, str, str, float], None] | None = None,
         alarm_states: AlarmStates | None = None,
         preload: Preload | None = None,
+        framework_dir: Path | None = None,
     ) -> None:
         """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
         this process may run on) are handed out to instances as their own CPU sets while enough are free.
-        ``alarm_states`` (alarm names -> their states) is what a deployment's AutoRollbackConfiguration watches."""
+        ``alarm_states`` (alarm names -> their states) is what a deployment's AutoRollbackConfiguration watches.
+        ``framework_dir``: where framework models' version folders are composed (None: such models are refused)."""
         self.repo = repo
         if cpus is None:
             cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -69,6 +73,7 @@ class Orchestrator:
         self._table = table
         self._envelopes = envelopes
         self._resolve_model = resolve_model
+        self.framework = FrameworkModels(resolve_model, framework_dir)  # SAGEMAKER_PROGRAM on a framework image
         self.account = account or Account()
         self._startup_timeout_s = startup_timeout_s
         self.controllers: dict[str, EndpointController] = {}
@@ -223,6 +228,11 @@ class Orchestrator:
                 model_dir = self._resolve_model(model.container.model_data_url)
             except Exception as exc:
                 raise _Unservable(f"the model data of {model.name} cannot be used: {exc}") from exc
+            try:
+                model_dir = self.framework.model_dir(model.container, model_dir, model.name)
+            except (FrameworkError, OSError) as exc:
+                reason = exc.message if isinstance(exc, FrameworkError) else f"{type(exc).__name__}: {exc}"
+                raise _Unservable(f"the model {model.name} cannot be served: {reason}") from exc
         return VariantPlan(
             name=v["VariantName"],
             model_name=model.name,

@@ -1,8 +1,15 @@
 """SageMaker's ``inference.py`` contract (sagemaker-inference-toolkit's Transformer).
 
-``<version>/code/inference.py`` may define ``model_fn``, ``input_fn``, ``predict_fn``, ``output_fn`` or
-``transform_fn``, each with an optional trailing ``context``. The module is loaded from its file with
-``importlib`` under a unique name; ``sys.path`` is never changed.
+``<version>/code/inference.py`` (or the script ``servekit.toml``'s ``entry_point`` names in ``code/``: a framework
+model's ``SAGEMAKER_PROGRAM``) must define ``model_fn`` and may define ``input_fn``, ``predict_fn``, ``output_fn`` or
+``transform_fn``, each with an optional trailing ``context``. Where it lacks them, the toolkit's defaults apply:
+``input_fn`` decodes JSON, CSV and NPY into a numpy array, ``predict_fn`` calls ``model.predict(data)`` (as the
+scikit-learn and XGBoost containers do), ``output_fn`` encodes to the Accept type (JSON by default, CSV, NPY).
+
+The module is loaded from its file with ``importlib`` under a unique name (a training script's
+``if __name__ == "__main__":`` block does not run). ``inference.py`` is loaded with ``sys.path`` unchanged; an
+``entry_point`` script, as the framework containers import it, finds the modules beside it: ``code/`` is on
+``sys.path`` while it is imported (and removed after, so modules it imports lazily are not found).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import inspect
 import io
 import itertools
 import json
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +92,11 @@ def default_output_fn(prediction: Any, accept: str) -> tuple[bytes, str]:
     raise UnsupportedFormatError(accept, "accept type")
 
 
+def default_predict_fn(data: Any, model: Any) -> Any:
+    """The scikit-learn and XGBoost containers' default: the model's own ``predict``."""
+    return model.predict(data)
+
+
 def _arity_call(fn: Callable[..., Any], args: tuple[Any, ...], context: HandlerContext) -> Any:
     """Call ``fn`` with the trailing context argument only when its signature takes one more argument."""
     try:
@@ -154,23 +167,30 @@ class HandlerServable:
     # The user's Python code: assume it holds the GIL and uses one thread.
     concurrency = UNKNOWN_CONCURRENCY
 
-    def __init__(self, module: ModuleType, model_dir: Path, manifest: Manifest) -> None:
+    def __init__(self, module: ModuleType, model_dir: Path, manifest: Manifest, script: str = "inference.py") -> None:
         self._ctx = HandlerContext(model_dir=str(model_dir))
         self._transform_fn = getattr(module, "transform_fn", None)
         pipeline = [n for n in ("input_fn", "predict_fn", "output_fn") if hasattr(module, n)]
         if self._transform_fn is not None and pipeline:
             raise ConfigError(
-                f"inference.py defines transform_fn together with {', '.join(pipeline)}; "
+                f"{script} defines transform_fn together with {', '.join(pipeline)}; "
                 "define transform_fn alone or the input/predict/output functions"
             )
         model_fn = getattr(module, "model_fn", None)
         if model_fn is None:
-            raise ConfigError("inference.py must define model_fn(model_dir)")
+            raise ConfigError(f"{script} must define model_fn(model_dir)")
         try:
             self._model = _arity_call(model_fn, (str(model_dir),), self._ctx)
         except Exception as exc:
             raise ConfigError(f"model_fn raised {type(exc).__name__}: {exc}") from exc
-        self._predict_fn = getattr(module, "predict_fn", None)
+        self._predict_fn: Callable[..., Any] | None = getattr(module, "predict_fn", None)
+        if self._predict_fn is None and self._transform_fn is None:
+            if not callable(getattr(self._model, "predict", None)):
+                raise ConfigError(
+                    f"{script} defines no predict_fn and the model its model_fn returned "
+                    f"({type(self._model).__name__}) has no predict method; define predict_fn(data, model)"
+                )
+            self._predict_fn = default_predict_fn
         self._input_fn = getattr(module, "input_fn", None)
         self._output_fn = getattr(module, "output_fn", None)
         default = Signature(
@@ -222,7 +242,7 @@ class HandlerServable:
                 raise ServekitError(
                     ErrorCode.INVALID_ARGUMENT, f"the {ct} body is not UTF-8 text (byte {exc.start})"
                 ) from None
-        if self._input_fn is None:
+        if self._input_fn is None:  # the toolkit's default decoders
             try:
                 decoded = default_input_fn(body, content_type)
             except ServekitError:
@@ -238,8 +258,8 @@ class HandlerServable:
                 raise _undecodable(content_type, exc) from exc
             except Exception as exc:
                 raise _model_raised("input_fn", exc) from exc
-        if self._predict_fn is None:
-            raise ServekitError(ErrorCode.MODEL_ERROR, "inference.py defines no predict_fn")
+        if self._predict_fn is None:  # pragma: no cover - __init__ sets a default unless transform_fn is defined
+            raise ServekitError(ErrorCode.MODEL_ERROR, "the handler defines no predict_fn")
         try:
             prediction = _arity_call(self._predict_fn, (decoded, self._model), ctx)
         except ServekitError:
@@ -262,16 +282,23 @@ class HandlerServable:
         self._model = None
 
 
-def load_module(path: Path) -> ModuleType:
+def load_module(path: Path, search: Path | None = None) -> ModuleType:
+    """Import the file ``path`` under a unique name; ``search`` is on ``sys.path`` while it runs (None: unchanged)."""
     name = f"servekit_handler_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ConfigError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    entry = str(search) if search is not None else None
+    if entry is not None:
+        sys.path.insert(0, entry)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         raise ConfigError(f"importing {path} raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        if entry is not None and entry in sys.path:
+            sys.path.remove(entry)
     return module
 
 
@@ -282,7 +309,16 @@ class HandlerRuntime:
         return (path / HANDLER_FILE).is_file()
 
     def load(self, path: Path, manifest: Manifest, options: RuntimeOptions) -> HandlerServable:
-        handler = path / HANDLER_FILE
-        if not handler.is_file():
-            raise ConfigError(f"no {HANDLER_FILE} in {path}")
-        return HandlerServable(load_module(handler), path, manifest)
+        if not manifest.entry_point:
+            handler = path / HANDLER_FILE
+            if not handler.is_file():
+                raise ConfigError(f"no {HANDLER_FILE} in {path}")
+            return HandlerServable(load_module(handler), path, manifest)
+        code = (path / HANDLER_FILE.parent).resolve()
+        script = (code / manifest.entry_point).resolve()
+        if not script.is_relative_to(code):
+            raise ConfigError(f"entry_point {manifest.entry_point!r} of {path} leaves its code folder")
+        if not script.is_file():
+            where = HANDLER_FILE.parent / manifest.entry_point
+            raise ConfigError(f"no {where} in {path} (the entry_point servekit.toml names)")
+        return HandlerServable(load_module(script, search=code), path, manifest, script=manifest.entry_point)

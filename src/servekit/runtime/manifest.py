@@ -1,4 +1,6 @@
-"""``servekit.toml`` beside a version's files: names the runtime and may declare signatures."""
+"""``servekit.toml`` beside a version's files: names the runtime and may declare signatures; for the ``python``
+(handler) runtime, ``entry_point`` names the script in ``code/`` (default ``inference.py``): a SageMaker framework
+model's ``SAGEMAKER_PROGRAM``, written by hosting (:mod:`servekit.hosting.framework`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ class Manifest:
     signatures: tuple[Signature, ...] = ()
     feature_names: tuple[str, ...] = ()
     class_labels: tuple[str, ...] = ()
+    entry_point: str = ""  # the handler runtime's script, relative to code/
 
 
 def _tensor(raw: Any, where: str) -> TensorSpec:
@@ -56,4 +59,5 @@ def read_manifest(version_dir: Path) -> Manifest:
         signatures=tuple(sigs),
         feature_names=tuple(str(f) for f in data.get("feature_names", [])),
         class_labels=tuple(str(c) for c in data.get("class_labels", [])),
+        entry_point=str(data.get("entry_point", "")),
     )

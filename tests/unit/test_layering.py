@@ -65,6 +65,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "logs": BASE | {"aws", "state"},
     # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in.
     "training": BASE | {"aws", "state"},
+    # SageMaker processing jobs: the training jobs' sandbox and process runner, inputs and outputs at LocalPath.
+    "processing": BASE | {"aws", "state", "training"},
     # The endpoint metrics store, CloudWatch's metric and alarm operations.
     "cloudwatch": BASE | {"aws", "state"},
     # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.

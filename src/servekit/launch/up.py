@@ -44,6 +44,8 @@ from servekit.monitor.schedules.api import MonitoringService
 from servekit.monitor.schedules.plans import Planner
 from servekit.monitor.schedules.scheduler import Scheduler
 from servekit.pipelines.api import PipelinesApi
+from servekit.processing.api import ProcessingJobsApi
+from servekit.processing.runner import ProcessingRunner
 from servekit.recommend.api import RecommendationJobs
 from servekit.registry.api import RegistryService
 from servekit.registry.packages import container_for
@@ -223,6 +225,10 @@ def build(
         db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
+    processing_runner = ProcessingRunner(
+        db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
+    )
+    processing = ProcessingJobsApi(db.sagemaker_jobs, processing_runner, account)
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
     sagemaker_ops: dict[str, Handler] = {
         **hosting.handlers(),
@@ -232,6 +238,7 @@ def build(
         **pipelines_api.handlers(),
         **transform_jobs.handlers(),
         **training.handlers(),
+        **processing.handlers(),
     }
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
@@ -244,6 +251,7 @@ def build(
         pipelines_api,
         transform_jobs,
         training,
+        processing,
     ]
     return ControlPlane(
         Api(credentials, strict_output=strict_output),

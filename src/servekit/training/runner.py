@@ -54,7 +54,7 @@ class JobFailed(Exception):
 
 
 @dataclass
-class _Running:
+class Running:
     proc: asyncio.subprocess.Process | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     reason: str = ""
@@ -79,6 +79,52 @@ def _last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1].strip() if lines else ""
+
+
+async def run_sandboxed(
+    argv: list[str], env: Mapping[str, str], log_path: Path, limit_s: float, run: Running, grace_s: float
+) -> tuple[int, bool]:
+    """Run ``argv`` (a sandbox command) with its output appended to ``log_path``; stop it when ``run.stop`` is set
+    or after ``limit_s`` (SIGTERM to its process group, SIGKILL after ``grace_s``). Its exit code, and whether it
+    was stopped (``run.reason`` says why: ``MaxRuntimeExceeded`` when the limit passed)."""
+    with log_path.open("ab") as out:
+        run.proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=dict(env),
+            start_new_session=True,
+        )
+    proc = run.proc
+    waiter = asyncio.create_task(proc.wait())
+    stopper = asyncio.create_task(run.stop.wait())
+    done, _ = await asyncio.wait({waiter, stopper}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if waiter in done:
+        return waiter.result(), False
+    if not run.stop.is_set():
+        run.reason = "MaxRuntimeExceeded"
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(waiter), grace_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await waiter
+    return proc.returncode or 0, True
+
+
+def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """A job's environment: a plain PATH with servekit's Python first as ``python``/``python3`` (BIN), then
+    ``extra``."""
+    return {
+        "PATH": f"{sandbox.BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": "/tmp",
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        **extra,
+    }
 
 
 def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) -> list[dict[str, Any]]:
@@ -120,7 +166,7 @@ class TrainingRunner:
         self.environment = dict(environment or {})
         self.clock = clock
         self.stop_grace_s = stop_grace_s
-        self.running: dict[str, _Running] = {}
+        self.running: dict[str, Running] = {}
 
     # ---- status ----------------------------------------------------------------------------------------------
     def _move(
@@ -164,7 +210,7 @@ class TrainingRunner:
         return True
 
     async def run(self, name: str) -> None:
-        run = self.running[name] = _Running()
+        run = self.running[name] = Running()
         try:
             await self._run(name, run)
         except JobFailed as exc:
@@ -196,7 +242,7 @@ class TrainingRunner:
         finally:
             self.running.pop(name, None)
 
-    async def _run(self, name: str, run: _Running) -> None:
+    async def _run(self, name: str, run: Running) -> None:
         row = self.jobs.get(KIND, name)
         assert row is not None
         req = row.request
@@ -308,49 +354,18 @@ class TrainingRunner:
         ml: Path,
         channels: Mapping[str, Path],
         log_path: Path,
-        run: _Running,
+        run: Running,
     ) -> tuple[int, bool]:
         try:
             bwrap = sandbox.bwrap()
         except sandbox.SandboxUnavailable as exc:
             raise JobFailed(f"ClientError: {exc}") from None
-        layout = sandbox.Layout(ml, channels, job_dir / "code", hidden=[self.home])
+        bin_dir = sandbox.python_wrappers(job_dir / "bin", self.python)
+        layout = sandbox.Layout(ml, channels, job_dir / "code", hidden=[self.home], bin=bin_dir)
         argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": "/tmp",
-            "LANG": os.environ.get("LANG", "C.UTF-8"),
-            **self.environment,
-            **contract.environment(req, script, os.cpu_count() or 1),
-        }
+        env = sandbox_env({**self.environment, **contract.environment(req, script, os.cpu_count() or 1)})
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        with log_path.open("ab") as out:
-            run.proc = await asyncio.create_subprocess_exec(
-                *sandbox.command(layout, argv, bwrap),
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        proc = run.proc
-        waiter = asyncio.create_task(proc.wait())
-        stopper = asyncio.create_task(run.stop.wait())
-        done, _ = await asyncio.wait({waiter, stopper}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if waiter in done:
-            return waiter.result(), False
-        if not run.stop.is_set():
-            run.reason = "MaxRuntimeExceeded"
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), self.stop_grace_s)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await waiter
-        return proc.returncode or 0, True
+        return await run_sandboxed(sandbox.command(layout, argv, bwrap), env, log_path, limit, run, self.stop_grace_s)
 
     def _upload(self, req: Mapping[str, Any], name: str, job_dir: Path, ml: Path) -> str:
         base = str((req.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")

@@ -4,6 +4,7 @@ outside ``/opt/ml`` and ``/tmp`` fails with EROFS, as it would on a read-only co
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,9 @@ INSTALL_HINT = (
     "servekit runs training jobs in a bubblewrap sandbox that shows them /opt/ml, and bwrap is not installed: "
     "install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) and start the job again"
 )
+
+
+BIN = "/opt/servekit/bin"  # on PATH first in the sandbox
 
 
 class SandboxUnavailable(RuntimeError):
@@ -36,6 +40,21 @@ class Layout:
     channels: Mapping[str, Path] = field(default_factory=dict)  # name -> a folder, mounted read-only
     code: Path | None = None  # mounted read-only at /opt/ml/code
     hidden: Sequence[Path] = ()  # folders the job must not see (the servekit home)
+    # more folders: host path -> absolute path in the sandbox, and whether the job may write there (a processing
+    # job's inputs and outputs at their LocalPath)
+    mounts: Sequence[tuple[Path, str, bool]] = ()
+    bin: Path | None = None  # mounted at BIN, first on PATH: python/python3 wrappers of servekit's interpreter
+
+
+def python_wrappers(folder: Path, python: str) -> Path:
+    """``python`` and ``python3`` in ``folder`` that run ``python`` (a wrapper keeps a virtualenv's interpreter
+    finding its own site-packages, which a bind of the binary would not)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("python", "python3"):
+        wrapper = folder / name
+        wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(python)} "$@"\n')
+        wrapper.chmod(0o755)
+    return folder
 
 
 def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
@@ -49,5 +68,9 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
         out += ["--ro-bind", str(folder), f"{DATA}/{name}"]
     if layout.code is not None:
         out += ["--ro-bind", str(layout.code), CODE]
+    for source, target, writable in layout.mounts:
+        out += ["--bind" if writable else "--ro-bind", str(source), target]
+    if layout.bin is not None:  # `python3 script.py` (a processing entrypoint) means servekit's Python
+        out += ["--ro-bind", str(layout.bin), BIN]
     out += ["--chdir", CODE if layout.code is not None else ML, "--", *argv]
     return out

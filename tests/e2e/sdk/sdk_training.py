@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 import sagemaker
+from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.sklearn import SKLearn
+from sagemaker.sklearn.processing import SKLearnProcessor
 
 ROLE = "arn:aws:iam::000000000000:role/servekit-sdk-test"
 
@@ -15,12 +17,28 @@ def step(name, value):
     print("STEP", name, json.dumps(value), flush=True)
 
 
-train_py, work = Path(sys.argv[1]), Path(sys.argv[2])
+train_py, preprocess_py, work = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 session = sagemaker.Session()
-data = work / "train"
-data.mkdir(parents=True)
-(data / "train.csv").write_text("".join(f"{2 * x + 1},{x}\n" for x in range(20)))
-train_uri = session.upload_data(str(data), key_prefix="sdk-training/train")
+raw = work / "raw"
+raw.mkdir(parents=True)
+(raw / "raw.csv").write_text("".join(f"{2 * x + 1},{x}\n" for x in range(20)) + "7,\n")  # one row to drop
+raw_uri = session.upload_data(str(raw), key_prefix="sdk-training/raw")
+
+# an SKLearnProcessor whose script hard-codes /opt/ml/processing/... (run with logs=True: its lines printed)
+processor = SKLearnProcessor(
+    framework_version="1.2-1", role=ROLE, instance_type="ml.m5.large", instance_count=1, sagemaker_session=session
+)
+processor.run(
+    code=str(preprocess_py),
+    inputs=[ProcessingInput(source=raw_uri, destination="/opt/ml/processing/input")],
+    outputs=[ProcessingOutput(output_name="train", source="/opt/ml/processing/train")],
+    wait=True,
+    logs=True,
+)
+job = processor.latest_job.describe()
+step("processing", job["ProcessingJobStatus"])
+train_uri = job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
+step("train_uri", train_uri)
 
 estimator = SKLearn(
     entry_point=str(train_py),

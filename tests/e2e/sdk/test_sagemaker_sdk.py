@@ -86,7 +86,7 @@ def test_the_sdk_runs_unchanged_after_servekit_env(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_an_sklearn_estimator_fits_unchanged(tmp_path: Path) -> None:
+def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> None:
     python = os.environ.get("SERVEKIT_SDK_PYTHON")
     if not python:
         pytest.fail("SERVEKIT_SDK_PYTHON names the SageMaker SDK's interpreter: run `make test-sdk`")
@@ -96,7 +96,7 @@ def test_an_sklearn_estimator_fits_unchanged(tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
         env.update(SERVEKIT_HOME=str(up.home), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
         servekit = f"{shlex.quote(sys.executable)} -m servekit.cli.main"
-        args = (python, HERE / "sdk_training.py", HERE / "train.py", tmp_path / "work")
+        args = (python, HERE / "sdk_training.py", HERE / "train.py", HERE / "preprocess.py", tmp_path / "work")
         script = " ".join(shlex.quote(str(a)) for a in args)
         run = subprocess.run(
             ["bash", "-c", f'eval "$({servekit} env)" && exec {script}'],
@@ -111,6 +111,8 @@ def test_an_sklearn_estimator_fits_unchanged(tmp_path: Path) -> None:
             for line in run.stdout.splitlines()
             if line.startswith("STEP ")
         }
+        assert steps["processing"] == "Completed"
+        assert "preprocess kept 20 of 21 rows" in run.stdout  # processor.run(logs=True) printed the script's line
         assert steps["status"] == "Completed"
         assert steps["model_data"].startswith("s3://sagemaker-us-east-1-000000000000/")
         assert steps["model_data"].endswith("/output/model.tar.gz")

@@ -1,0 +1,172 @@
+"""SageMaker's processing-job operations on ``servekit up``: CreateProcessingJob (checked, recorded, run by
+:class:`~servekit.processing.runner.ProcessingRunner`), DescribeProcessingJob, ListProcessingJobs,
+StopProcessingJob, in botocore's shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from servekit.aws.errors import ApiError, validation_exception
+from servekit.aws.front import Handler
+from servekit.aws.models import service_model
+from servekit.aws.names import Account
+from servekit.aws.timestamps import optional_epoch
+from servekit.processing.lifecycle import ProcessingJobStatus
+from servekit.processing.runner import KIND, ProcessingRunner, local_path_problem
+from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
+
+_UNFINISHED = (ProcessingJobStatus.IN_PROGRESS.value, ProcessingJobStatus.STOPPING.value)
+
+
+def _when(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC)
+
+
+class ProcessingJobsApi:
+    def __init__(self, jobs: SageMakerJobs, runner: ProcessingRunner, account: Account) -> None:
+        self.jobs = jobs
+        self.runner = runner
+        self.account = account
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        shape = service_model("sagemaker").operation_model("DescribeProcessingJob").output_shape
+        self._members = frozenset(shape.members) if shape is not None else frozenset()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "CreateProcessingJob": self.create_processing_job,
+            "DescribeProcessingJob": self.describe_processing_job,
+            "ListProcessingJobs": self.list_processing_jobs,
+            "StopProcessingJob": self.stop_processing_job,
+        }
+
+    def start(self) -> None:
+        """Jobs a previous servekit up left running cannot go on (their sandboxes died with it)."""
+        for name in self.jobs.unfinished(KIND, _UNFINISHED):
+            self.jobs.update(
+                KIND,
+                name,
+                status=ProcessingJobStatus.FAILED.value,
+                reason="servekit up stopped while the job ran; start the job again",
+                final=True,
+            )
+
+    async def close(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def create_processing_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["ProcessingJobName"]
+        for item in p.get("ProcessingInputs") or []:
+            s3 = item.get("S3Input")
+            if s3 is None:
+                raise validation_exception(f"Input {item.get('InputName')}: only S3Input inputs are supported")
+            problem = local_path_problem(str(s3.get("LocalPath", "")))
+            if problem:
+                raise validation_exception(f"Input {item.get('InputName')}: {problem}")
+            if not str(s3.get("S3Uri", "")).startswith("s3://"):
+                raise validation_exception(f"Input {item.get('InputName')}: S3Uri must be an s3:// URI")
+        for item in (p.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
+            s3 = item.get("S3Output")
+            if s3 is None:
+                raise validation_exception(f"Output {item.get('OutputName')}: only S3Output outputs are supported")
+            problem = local_path_problem(str(s3.get("LocalPath", "")))
+            if problem:
+                raise validation_exception(f"Output {item.get('OutputName')}: {problem}")
+        if not (p["AppSpecification"].get("ContainerEntrypoint")):
+            raise validation_exception(
+                "AppSpecification.ContainerEntrypoint is required here: servekit runs the command the job names "
+                "(an image's own entrypoint is not known without the image)"
+            )
+        arn = self.account.arn_of("processing-job", name)
+        try:
+            self.jobs.create(KIND, name, arn, p, ProcessingJobStatus.IN_PROGRESS.value, "")
+        except JobExists:
+            raise ApiError(
+                "ResourceInUse",
+                f"Processing job names must be unique within an AWS account and region; {arn} exists",
+                400,
+            ) from None
+        task = asyncio.create_task(self.runner.run(name))
+        self._tasks[name] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(name, None))
+        return {"ProcessingJobArn": arn}
+
+    def _row(self, name: str) -> SageMakerJobRow:
+        row = self.jobs.get(KIND, name)
+        if row is None:
+            raise validation_exception(f"Could not find requested job with name {name}")
+        return row
+
+    async def describe_processing_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["ProcessingJobName"])
+        d = row.details
+        out: dict[str, Any] = {k: v for k, v in row.request.items() if k in self._members and k != "Tags"}
+        out.update(
+            ProcessingJobName=row.name,
+            ProcessingJobArn=row.arn,
+            ProcessingJobStatus=row.status,
+            CreationTime=_when(row.created),
+            LastModifiedTime=_when(row.modified),
+        )
+        for key in ("ProcessingStartTime", "ProcessingEndTime"):
+            if d.get(key) is not None:
+                out[key] = _when(d[key])
+        if row.failure_reason:
+            out["FailureReason" if row.status == ProcessingJobStatus.FAILED else "ExitMessage"] = row.failure_reason
+        return out
+
+    async def list_processing_jobs(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            page = self.jobs.list(
+                KIND,
+                name_contains=p.get("NameContains"),
+                status=p.get("StatusEquals"),
+                created_after=optional_epoch(p.get("CreationTimeAfter")),
+                created_before=optional_epoch(p.get("CreationTimeBefore")),
+                modified_after=optional_epoch(p.get("LastModifiedTimeAfter")),
+                modified_before=optional_epoch(p.get("LastModifiedTimeBefore")),
+                sort_by=p.get("SortBy", "CreationTime"),
+                sort_order=p.get("SortOrder", "Descending"),
+                max_results=p.get("MaxResults", 10),
+                next_token=p.get("NextToken"),
+            )
+        except ValueError as exc:
+            raise validation_exception(str(exc)) from None
+        out: dict[str, Any] = {
+            "ProcessingJobSummaries": [
+                {
+                    k: v
+                    for k, v in {
+                        "ProcessingJobName": r.name,
+                        "ProcessingJobArn": r.arn,
+                        "CreationTime": _when(r.created),
+                        "ProcessingEndTime": _when(r.ended),
+                        "LastModifiedTime": _when(r.modified),
+                        "ProcessingJobStatus": r.status,
+                        "FailureReason": r.failure_reason or None,
+                    }.items()
+                    if v is not None
+                }
+                for r in page.items
+            ]
+        }
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def stop_processing_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["ProcessingJobName"])
+        status = ProcessingJobStatus(row.status)
+        if status is ProcessingJobStatus.STOPPING:
+            return {}
+        if status is not ProcessingJobStatus.IN_PROGRESS:
+            raise validation_exception(f"The processing job {row.name} is {status}; only an InProgress job stops")
+        self.jobs.update(KIND, row.name, status=ProcessingJobStatus.STOPPING.value)
+        self.runner.stop(row.name, "Stopped by the user")
+        return {}

@@ -173,6 +173,7 @@ def build(
         on_instance_ready=prometheus.record_instance_ready,
         alarm_states=states,
         preload=gateway.preload,
+        framework_dir=home / "models" / "framework",  # framework models (SAGEMAKER_PROGRAM) composed here
     )
     hosting = HostingService(
         db.hosting,

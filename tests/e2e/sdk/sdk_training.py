@@ -5,8 +5,10 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import sagemaker
 from sagemaker.processing import ProcessingInput, ProcessingOutput
+from sagemaker.s3 import S3Downloader
 from sagemaker.sklearn import SKLearn
 from sagemaker.sklearn.processing import SKLearnProcessor
 
@@ -55,3 +57,20 @@ step("model_data", estimator.model_data)
 described = session.sagemaker_client.describe_training_job(TrainingJobName=estimator.latest_training_job.name)
 step("status", described["TrainingJobStatus"])
 step("metrics", {m["MetricName"]: m["Value"] for m in described.get("FinalMetricDataList", [])})
+
+# deploy the trained estimator (the framework's inference contract: train.py's model_fn, the toolkit's defaults)
+predictor = estimator.deploy(initial_instance_count=1, instance_type="ml.m5.large")
+step("predict", predictor.predict(np.array([[3.0], [4.0]])).tolist())
+
+# and a batch transform of the same model, through estimator.transformer()
+rows = work / "rows"
+rows.mkdir()
+(rows / "rows.csv").write_text("5\n6\n")
+rows_uri = session.upload_data(str(rows), key_prefix="sdk-training/rows")
+transformer = estimator.transformer(
+    instance_count=1, instance_type="ml.m5.large", assemble_with="Line", accept="text/csv"
+)
+transformer.transform(rows_uri, content_type="text/csv", split_type="Line", wait=True, logs=False)
+out = S3Downloader.read_file(f"{transformer.output_path}/rows.csv.out", sagemaker_session=session)
+step("transform", out.split())
+predictor.delete_endpoint()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -19,6 +20,11 @@ from servekit.testing.hosting import UpProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sdk]
 HERE = Path(__file__).resolve().parent
+
+
+def steps_of(stdout: str) -> dict[str, object]:
+    """The scripts' ``STEP <name> <json>`` lines (the SDK prints progress dots without a newline before some)."""
+    return {m.group(1): json.loads(m.group(2)) for m in re.finditer(r"STEP (\S+) (.*)$", stdout, re.MULTILINE)}
 
 
 def model_tar(path: Path) -> Path:
@@ -64,11 +70,7 @@ def test_the_sdk_runs_unchanged_after_servekit_env(tmp_path: Path) -> None:
             text=True,
             timeout=540,
         )
-        steps = {
-            line.split(" ", 2)[1]: json.loads(line.split(" ", 2)[2])
-            for line in run.stdout.splitlines()
-            if line.startswith("STEP ")
-        }
+        steps = steps_of(run.stdout)
         assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-6000:]}\n{up.log.read_text()[-3000:]}"
         assert steps["bucket"] == "sagemaker-us-east-1-000000000000"
         assert steps["upload_data"] == "s3://sagemaker-us-east-1-000000000000/sdk-test/input"
@@ -106,17 +108,15 @@ def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> Non
             timeout=540,
         )
         assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-6000:]}\n{up.log.read_text()[-3000:]}"
-        steps = {
-            line.split(" ", 2)[1]: json.loads(line.split(" ", 2)[2])
-            for line in run.stdout.splitlines()
-            if line.startswith("STEP ")
-        }
+        steps = steps_of(run.stdout)
         assert steps["processing"] == "Completed"
         assert "preprocess kept 20 of 21 rows" in run.stdout  # processor.run(logs=True) printed the script's line
         assert steps["status"] == "Completed"
         assert steps["model_data"].startswith("s3://sagemaker-us-east-1-000000000000/")
         assert steps["model_data"].endswith("/output/model.tar.gz")
         assert steps["metrics"] == {"train:r2": 1.0}
+        assert steps["predict"] == pytest.approx([7.0, 9.0])  # y = 2x + 1, fitted exactly
+        assert [float(v) for v in steps["transform"]] == pytest.approx([11.0, 13.0])
         # fit(logs="All") printed the script's own lines, read back from CloudWatch Logs
         assert "note=from the sdk hosts=['algo-1']" in run.stdout, run.stdout
     finally:

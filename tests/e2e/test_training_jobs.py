@@ -10,7 +10,6 @@ import json
 import tarfile
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -37,7 +36,8 @@ seen = {
     "alpha": a.alpha, "tag": a.tag, "rows": len(rows),
     "channels": json.loads(os.environ["SM_CHANNELS"]), "hosts": json.loads(os.environ["SM_HOSTS"]),
     "hp_file": json.load(open("/opt/ml/input/config/hyperparameters.json"))["alpha"],
-    "cwd": os.getcwd(), "home_visible": os.path.exists(os.path.join(os.environ.get("SERVEKIT_PROBE", "/nonexistent"), "credentials.json")),
+    "cwd": os.getcwd(),
+    "home_visible": os.path.exists(os.path.join(os.environ.get("SERVEKIT_PROBE", "/none"), "credentials.json")),
 }
 print("training with", json.dumps(seen))
 print("validation:accuracy=0.75")
@@ -70,12 +70,12 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
 
 def clients(up: UpProcess) -> tuple[Any, Any, Any]:
     key = Credentials.load_or_create(up.home).admin
-    kw = dict(
-        endpoint_url=up.url,
-        region_name="us-east-1",
-        aws_access_key_id=key.access_key_id,
-        aws_secret_access_key=key.secret_access_key,
-    )
+    kw = {
+        "endpoint_url": up.url,
+        "region_name": "us-east-1",
+        "aws_access_key_id": key.access_key_id,
+        "aws_secret_access_key": key.secret_access_key,
+    }
     session = boto3.session.Session()
     return session.client("sagemaker", **kw), session.client("s3", **kw), session.client("logs", **kw)
 

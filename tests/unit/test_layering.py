@@ -67,6 +67,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "training": BASE | {"aws", "state"},
     # SageMaker processing jobs: the training jobs' sandbox and process runner, inputs and outputs at LocalPath.
     "processing": BASE | {"aws", "state", "training"},
+    # Hyperparameter tuning: a search (Optuna for Bayesian) launching training jobs through the training service.
+    "tuning": BASE | {"aws", "state", "training"},
     # The endpoint metrics store, CloudWatch's metric and alarm operations.
     "cloudwatch": BASE | {"aws", "state"},
     # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.

@@ -59,6 +59,7 @@ from servekit.sts.api import StsService, is_sts_request
 from servekit.training.api import TrainingJobsApi
 from servekit.training.runner import TrainingRunner
 from servekit.transform.api import TransformJobsApi
+from servekit.tuning.api import TuningJobsApi
 
 log = logging.getLogger("servekit")
 
@@ -230,6 +231,7 @@ def build(
         db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
     )
     processing = ProcessingJobsApi(db.sagemaker_jobs, processing_runner, account)
+    tuning = TuningJobsApi(db.sagemaker_jobs, training, account)  # launches training jobs through `training`
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
     sagemaker_ops: dict[str, Handler] = {
         **hosting.handlers(),
@@ -240,6 +242,7 @@ def build(
         **transform_jobs.handlers(),
         **training.handlers(),
         **processing.handlers(),
+        **tuning.handlers(),
     }
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
@@ -253,6 +256,7 @@ def build(
         transform_jobs,
         training,
         processing,
+        tuning,
     ]
     return ControlPlane(
         Api(credentials, strict_output=strict_output),

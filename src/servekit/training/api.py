@@ -71,6 +71,18 @@ class TrainingJobsApi:
 
     # ---- operations ------------------------------------------------------------------------------------------
     async def create_training_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        return self.launch(p)
+
+    async def wait(self, name: str) -> SageMakerJobRow:
+        """The job's row once it has ended (a tuning job waits on its training jobs this way)."""
+        task = self._tasks.get(name)
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        return self._row(name)
+
+    def launch(self, p: dict[str, Any], tuning_arn: str | None = None) -> dict[str, Any]:
+        """Check, record and start a training job (``tuning_arn``: the tuning job that launched it)."""
         name = p["TrainingJobName"]
         spec = p.get("AlgorithmSpecification") or {}
         image = spec.get("TrainingImage")
@@ -110,7 +122,8 @@ class TrainingJobsApi:
             "StartTime": self.runner.clock(),
             "StatusMessage": "Preparing the instances for training",
         }
-        self.jobs.update(KIND, name, details={"SecondaryStatusTransitions": [starting]})
+        extra = {"TuningJobArn": tuning_arn} if tuning_arn else {}
+        self.jobs.update(KIND, name, details={"SecondaryStatusTransitions": [starting], **extra})
         task = asyncio.create_task(self.runner.run(name))
         self._tasks[name] = task
         task.add_done_callback(lambda _t: self._tasks.pop(name, None))
@@ -149,6 +162,8 @@ class TrainingJobsApi:
                 out[key] = d[key]
         if row.failure_reason:
             out["FailureReason"] = row.failure_reason
+        if d.get("TuningJobArn"):
+            out["TuningJobArn"] = d["TuningJobArn"]
         transitions = d.get("SecondaryStatusTransitions") or []
         out["SecondaryStatusTransitions"] = [
             {k: (_when(v) if k.endswith("Time") else v) for k, v in t.items()} for t in transitions

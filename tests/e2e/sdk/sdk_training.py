@@ -11,6 +11,7 @@ from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.s3 import S3Downloader
 from sagemaker.sklearn import SKLearn
 from sagemaker.sklearn.processing import SKLearnProcessor
+from sagemaker.tuner import ContinuousParameter, HyperparameterTuner
 
 ROLE = "arn:aws:iam::000000000000:role/servekit-sdk-test"
 
@@ -19,7 +20,7 @@ def step(name, value):
     print("STEP", name, json.dumps(value), flush=True)
 
 
-train_py, preprocess_py, work = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+train_py, preprocess_py, tune_py, work = (Path(a) for a in sys.argv[1:5])
 session = sagemaker.Session()
 raw = work / "raw"
 raw.mkdir(parents=True)
@@ -74,3 +75,31 @@ transformer.transform(rows_uri, content_type="text/csv", split_type="Line", wait
 out = S3Downloader.read_file(f"{transformer.output_path}/rows.csv.out", sagemaker_session=session)
 step("transform", out.split())
 predictor.delete_endpoint()
+
+# a HyperparameterTuner of 6 jobs, 2 at a time; its best job must be the one with the best score
+tuned_estimator = SKLearn(
+    entry_point=str(tune_py),
+    framework_version="1.2-1",
+    instance_type="ml.m5.large",
+    role=ROLE,
+    sagemaker_session=session,
+)
+tuner = HyperparameterTuner(
+    tuned_estimator,
+    objective_metric_name="score",
+    hyperparameter_ranges={"alpha": ContinuousParameter(0.0, 1.0)},
+    metric_definitions=[{"Name": "score", "Regex": "score=([-0-9.]+)"}],
+    objective_type="Maximize",
+    strategy="Random",
+    max_jobs=6,
+    max_parallel_jobs=2,
+)
+tuner.fit({"train": train_uri}, wait=True)
+frame = tuner.analytics().dataframe()
+step(
+    "tuning",
+    {
+        "best": tuner.best_training_job(),
+        "scores": dict(zip(frame["TrainingJobName"], frame["FinalObjectiveValue"], strict=True)),
+    },
+)

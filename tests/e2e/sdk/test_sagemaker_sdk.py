@@ -98,7 +98,8 @@ def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> Non
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
         env.update(SERVEKIT_HOME=str(up.home), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
         servekit = f"{shlex.quote(sys.executable)} -m servekit.cli.main"
-        args = (python, HERE / "sdk_training.py", HERE / "train.py", HERE / "preprocess.py", tmp_path / "work")
+        args = (python, HERE / "sdk_training.py", HERE / "train.py", HERE / "preprocess.py", HERE / "tune.py")
+        args += (tmp_path / "work",)
         script = " ".join(shlex.quote(str(a)) for a in args)
         run = subprocess.run(
             ["bash", "-c", f'eval "$({servekit} env)" && exec {script}'],
@@ -117,6 +118,9 @@ def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> Non
         assert steps["metrics"] == {"train:r2": 1.0}
         assert steps["predict"] == pytest.approx([7.0, 9.0])  # y = 2x + 1, fitted exactly
         assert [float(v) for v in steps["transform"]] == pytest.approx([11.0, 13.0])
+        tuning = steps["tuning"]
+        assert isinstance(tuning, dict) and len(tuning["scores"]) == 6
+        assert tuning["scores"][tuning["best"]] == max(tuning["scores"].values())
         # fit(logs="All") printed the script's own lines, read back from CloudWatch Logs
         assert "note=from the sdk hosts=['algo-1']" in run.stdout, run.stdout
     finally:

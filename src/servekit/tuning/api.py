@@ -1,0 +1,336 @@
+"""SageMaker's hyperparameter tuning jobs on ``servekit up``: CreateHyperParameterTuningJob runs a search (a task of
+the plane) that launches training jobs through the training service, at most ``MaxParallelTrainingJobs`` at once and
+``MaxNumberOfTrainingJobs`` in all, reads each one's objective from its ``FinalMetricDataList`` and keeps the best;
+DescribeHyperParameterTuningJob, ListHyperParameterTuningJobs, ListTrainingJobsForHyperParameterTuningJob and
+StopHyperParameterTuningJob answer in botocore's shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from datetime import UTC, datetime
+from typing import Any
+
+from servekit.aws.errors import ApiError, validation_exception
+from servekit.aws.front import Handler
+from servekit.aws.names import Account
+from servekit.aws.timestamps import optional_epoch
+from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
+from servekit.training.api import TrainingJobsApi
+from servekit.training.runner import KIND as TRAINING
+from servekit.tuning.space import SpaceError, Strategy, parse, strategy
+
+log = logging.getLogger(__name__)
+
+KIND = "tuning"
+_ENDED = ("Completed", "Failed", "Stopped")
+
+
+def _when(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC)
+
+
+def objective_of(row: SageMakerJobRow, metric: str) -> float | None:
+    for m in row.details.get("FinalMetricDataList") or []:
+        if m.get("MetricName") == metric:
+            return float(m["Value"])
+    return None
+
+
+class TuningJobsApi:
+    def __init__(self, jobs: SageMakerJobs, training: TrainingJobsApi, account: Account) -> None:
+        self.jobs = jobs
+        self.training = training
+        self.account = account
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stops: dict[str, asyncio.Event] = {}
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "CreateHyperParameterTuningJob": self.create,
+            "DescribeHyperParameterTuningJob": self.describe,
+            "ListHyperParameterTuningJobs": self.list,
+            "ListTrainingJobsForHyperParameterTuningJob": self.list_training_jobs,
+            "StopHyperParameterTuningJob": self.stop,
+        }
+
+    def start(self) -> None:
+        for name in self.jobs.unfinished(KIND, ("InProgress", "Stopping")):
+            self.jobs.update(KIND, name, status="Failed", reason="servekit up stopped while the job ran", final=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ---- operations ------------------------------------------------------------------------------------------
+    async def create(self, p: dict[str, Any]) -> dict[str, Any]:
+        name = p["HyperParameterTuningJobName"]
+        config = p["HyperParameterTuningJobConfig"]
+        definition = p.get("TrainingJobDefinition")
+        if definition is None:
+            raise validation_exception(
+                "TrainingJobDefinition is required here (TrainingJobDefinitions is not supported)"
+            )
+        objective = config.get("HyperParameterTuningJobObjective")
+        if not objective:
+            raise validation_exception("HyperParameterTuningJobObjective is required (the metric to optimize)")
+        metrics = {m["Name"] for m in (definition.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []}
+        if objective["MetricName"] not in metrics:
+            raise validation_exception(
+                f"The objective metric {objective['MetricName']} is not among the training job definition's "
+                f"MetricDefinitions ({', '.join(sorted(metrics)) or 'none'})"
+            )
+        try:
+            params = parse(config.get("ParameterRanges") or {})
+            strategy(config.get("Strategy", "Bayesian"), params, 0, objective["Type"] == "Maximize")
+        except SpaceError as exc:
+            raise validation_exception(str(exc)) from None
+        arn = self.account.arn_of("hyper-parameter-tuning-job", name)
+        try:
+            self.jobs.create(KIND, name, arn, p, "InProgress", "")
+        except JobExists:
+            raise ApiError("ResourceInUse", f"Hyperparameter tuning job {name} already exists", 400) from None
+        self._stops[name] = asyncio.Event()
+        task = asyncio.create_task(self._run(name))
+        self._tasks[name] = task
+        task.add_done_callback(lambda _t: (self._tasks.pop(name, None), self._stops.pop(name, None)))
+        return {"HyperParameterTuningJobArn": arn}
+
+    async def _run(self, name: str) -> None:
+        try:
+            await self._search(name)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self.jobs.update(
+                    KIND, name, status="Failed", reason="servekit up stopped while the job ran", final=True
+                )
+            raise
+        except Exception as exc:
+            log.exception("tuning job %s failed in servekit", name)
+            self.jobs.update(KIND, name, status="Failed", reason=f"InternalServerError: {exc}", final=True)
+
+    async def _search(self, name: str) -> None:
+        row = self.jobs.get(KIND, name)
+        assert row is not None
+        p = row.request
+        config, definition = p["HyperParameterTuningJobConfig"], p["TrainingJobDefinition"]
+        objective = config["HyperParameterTuningJobObjective"]
+        maximize = objective["Type"] == "Maximize"
+        params = parse(config.get("ParameterRanges") or {})
+        seed = int(config.get("RandomSeed", zlib.crc32(name.encode())))
+        search: Strategy = strategy(config.get("Strategy", "Bayesian"), params, seed, maximize)
+        limits = config.get("ResourceLimits") or {}
+        max_jobs = int(limits.get("MaxNumberOfTrainingJobs", 1))
+        parallel = max(1, int(limits.get("MaxParallelTrainingJobs", 1)))
+        stop = self._stops[name]
+        running: dict[str, tuple[asyncio.Task[SageMakerJobRow], dict[str, str]]] = {}
+        launched = 0
+        trials: list[dict[str, Any]] = []
+        while not stop.is_set():
+            while len(running) < parallel and launched < max_jobs and not stop.is_set():
+                tuned = search.suggest()
+                if tuned is None:  # a grid ran out
+                    max_jobs = launched
+                    break
+                launched += 1
+                job = f"{name[:22]}-{launched:03d}-{zlib.crc32(f'{name}{launched}'.encode()):08x}"
+                request = {
+                    k: v
+                    for k, v in definition.items()
+                    if k not in ("StaticHyperParameters", "DefinitionName", "TuningObjective", "HyperParameterRanges")
+                }
+                request.update(
+                    TrainingJobName=job,
+                    HyperParameters={**(definition.get("StaticHyperParameters") or {}), **tuned},
+                )
+                try:
+                    self.training.launch(request, tuning_arn=row.arn)
+                except ApiError as exc:
+                    self.jobs.update(
+                        KIND, name, status="Failed", reason=f"Training job {job}: {exc.message}", final=True
+                    )
+                    return
+                running[job] = (asyncio.create_task(self.training.wait(job)), tuned)
+                trials.append({"TrainingJobName": job, "TunedHyperParameters": tuned})
+                self._record(name, trials, objective)
+            if not running:
+                break
+            stopper = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait(
+                {t for t, _ in running.values()} | {stopper}, return_when=asyncio.FIRST_COMPLETED
+            )
+            stopper.cancel()
+            for job, (task, tuned) in list(running.items()):
+                if task in done:
+                    del running[job]
+                    search.observe(tuned, objective_of(task.result(), objective["MetricName"]))
+            self._record(name, trials, objective)
+        if stop.is_set():
+            for job in running:
+                self.training.runner.stop(job, "Stopped by the tuning job")
+                self.jobs.update(TRAINING, job, status="Stopping", secondary="Stopping")
+            for task, _ in running.values():
+                with contextlib.suppress(Exception):
+                    await task
+            self._record(name, trials, objective)
+            self.jobs.update(KIND, name, status="Stopped", final=True)
+            return
+        best = self._record(name, trials, objective)
+        if best is None:
+            self.jobs.update(
+                KIND, name, status="Failed", reason="No training job completed with the objective metric", final=True
+            )
+        else:
+            self.jobs.update(KIND, name, status="Completed", final=True)
+
+    def _record(self, name: str, trials: list[dict[str, Any]], objective: dict[str, str]) -> dict[str, Any] | None:
+        """Counters, every training job's summary and the best so far, into the tuning job's row."""
+        counters = {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0}
+        objectives = {"Succeeded": 0, "Pending": 0, "Failed": 0}
+        summaries: list[dict[str, Any]] = []
+        best: dict[str, Any] | None = None
+        maximize = objective["Type"] == "Maximize"
+        for t in trials:
+            row = self.jobs.get(TRAINING, t["TrainingJobName"])
+            if row is None:
+                continue
+            status = row.status if row.status in _ENDED else "InProgress"
+            counters[{"Failed": "NonRetryableError"}.get(status, status)] += 1
+            value = objective_of(row, objective["MetricName"]) if status == "Completed" else None
+            objective_status = "Pending" if status == "InProgress" else ("Succeeded" if value is not None else "Failed")
+            objectives[objective_status] += 1
+            summary: dict[str, Any] = {
+                "TrainingJobName": row.name,
+                "TrainingJobArn": row.arn,
+                "TuningJobName": name,
+                "CreationTime": row.created,
+                "TrainingJobStatus": row.status,
+                "TunedHyperParameters": t["TunedHyperParameters"],
+                "ObjectiveStatus": objective_status,
+            }
+            if row.details.get("TrainingStartTime") is not None:
+                summary["TrainingStartTime"] = row.details["TrainingStartTime"]
+            if row.ended is not None:
+                summary["TrainingEndTime"] = row.ended
+            if row.failure_reason:
+                summary["FailureReason"] = row.failure_reason
+            if value is not None:
+                summary["FinalHyperParameterTuningJobObjectiveMetric"] = {
+                    "Type": objective["Type"],
+                    "MetricName": objective["MetricName"],
+                    "Value": value,
+                }
+                current = best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] if best else None
+                if current is None or (value > current if maximize else value < current):
+                    best = summary
+            summaries.append(summary)
+        details: dict[str, Any] = {"Counters": counters, "Objectives": objectives, "TrainingJobs": summaries}
+        if best is not None:
+            details["BestTrainingJob"] = best
+        self.jobs.update(KIND, name, details=details)
+        return best
+
+    def _row(self, name: str) -> SageMakerJobRow:
+        row = self.jobs.get(KIND, name)
+        if row is None:
+            raise ApiError("ResourceNotFound", f"Amazon SageMaker can't find a tuning job named {name}", 400)
+        return row
+
+    @staticmethod
+    def _summary_out(s: dict[str, Any]) -> dict[str, Any]:
+        return {k: (_when(v) if k.endswith("Time") else v) for k, v in s.items()}
+
+    async def describe(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["HyperParameterTuningJobName"])
+        d = row.details
+        out: dict[str, Any] = {
+            "HyperParameterTuningJobName": row.name,
+            "HyperParameterTuningJobArn": row.arn,
+            "HyperParameterTuningJobConfig": row.request["HyperParameterTuningJobConfig"],
+            "TrainingJobDefinition": row.request.get("TrainingJobDefinition"),
+            "HyperParameterTuningJobStatus": row.status,
+            "CreationTime": _when(row.created),
+            "LastModifiedTime": _when(row.modified),
+            "TrainingJobStatusCounters": d.get("Counters")
+            or {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0},
+            "ObjectiveStatusCounters": d.get("Objectives") or {"Succeeded": 0, "Pending": 0, "Failed": 0},
+        }
+        if row.ended is not None:
+            out["HyperParameterTuningEndTime"] = _when(row.ended)
+        if d.get("BestTrainingJob"):
+            out["BestTrainingJob"] = self._summary_out(d["BestTrainingJob"])
+        if row.failure_reason:
+            out["FailureReason"] = row.failure_reason
+        return {k: v for k, v in out.items() if v is not None}
+
+    async def list(self, p: dict[str, Any]) -> dict[str, Any]:
+        try:
+            page = self.jobs.list(
+                KIND,
+                name_contains=p.get("NameContains"),
+                status=p.get("StatusEquals"),
+                created_after=optional_epoch(p.get("CreationTimeAfter")),
+                created_before=optional_epoch(p.get("CreationTimeBefore")),
+                sort_by=p.get("SortBy", "CreationTime"),
+                sort_order=p.get("SortOrder", "Descending"),
+                max_results=p.get("MaxResults", 10),
+                next_token=p.get("NextToken"),
+            )
+        except ValueError as exc:
+            raise validation_exception(str(exc)) from None
+        summaries = []
+        for r in page.items:
+            config = r.request["HyperParameterTuningJobConfig"]
+            summaries.append(
+                {
+                    "HyperParameterTuningJobName": r.name,
+                    "HyperParameterTuningJobArn": r.arn,
+                    "HyperParameterTuningJobStatus": r.status,
+                    "Strategy": config.get("Strategy", "Bayesian"),
+                    "CreationTime": _when(r.created),
+                    "TrainingJobStatusCounters": r.details.get("Counters")
+                    or {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0},
+                    "ObjectiveStatusCounters": r.details.get("Objectives")
+                    or {"Succeeded": 0, "Pending": 0, "Failed": 0},
+                }
+            )
+        out: dict[str, Any] = {"HyperParameterTuningJobSummaries": summaries}
+        if page.next_token:
+            out["NextToken"] = page.next_token
+        return out
+
+    async def list_training_jobs(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["HyperParameterTuningJobName"])
+        jobs = [self._summary_out(s) for s in row.details.get("TrainingJobs") or []]
+        if p.get("StatusEquals"):
+            jobs = [j for j in jobs if j["TrainingJobStatus"] == p["StatusEquals"]]
+        if p.get("SortBy") == "FinalObjectiveMetricValue":
+            maximize = row.request["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["Type"] == (
+                "Maximize"
+            )
+            scored = [j for j in jobs if "FinalHyperParameterTuningJobObjectiveMetric" in j]
+            scored.sort(key=lambda j: j["FinalHyperParameterTuningJobObjectiveMetric"]["Value"], reverse=maximize)
+            jobs = scored + [j for j in jobs if "FinalHyperParameterTuningJobObjectiveMetric" not in j]
+        elif p.get("SortOrder", "Descending") == "Descending":
+            jobs.reverse()
+        limit = int(p.get("MaxResults", 10))
+        start = int(p["NextToken"]) if str(p.get("NextToken", "")).isdigit() else 0
+        out: dict[str, Any] = {"TrainingJobSummaries": jobs[start : start + limit]}
+        if start + limit < len(jobs):
+            out["NextToken"] = str(start + limit)
+        return out
+
+    async def stop(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._row(p["HyperParameterTuningJobName"])
+        if row.status != "InProgress":
+            raise validation_exception(f"The tuning job {row.name} is {row.status}; only an InProgress job stops")
+        self.jobs.update(KIND, row.name, status="Stopping")
+        event = self._stops.get(row.name)
+        if event is not None:
+            event.set()
+        return {}

@@ -215,3 +215,60 @@ def test_bad_requests_get_clear_errors(up: UpProcess) -> None:
     reason = sm.describe_training_job(TrainingJobName="nochannel-1")["FailureReason"]
     assert "channel train" in reason and "no such object or prefix" in reason
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="dup-1", WaiterConfig=FAST)
+
+
+XGB_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
+
+
+def builtin(s3: Any, name: str, train: bytes, **hps: str) -> dict[str, Any]:
+    s3.put_object(Bucket=BUCKET, Key=f"xgb/{name}/train/train.csv", Body=train)
+    s3.put_object(Bucket=BUCKET, Key=f"xgb/{name}/validation/validation.csv", Body=train)
+    channels = [
+        {
+            "ChannelName": ch,
+            "ContentType": "text/csv",
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/xgb/{name}/{ch}"}},
+        }
+        for ch in ("train", "validation")
+    ]
+    return {
+        "TrainingJobName": name,
+        "RoleArn": ROLE,
+        "AlgorithmSpecification": {"TrainingImage": XGB_IMAGE, "TrainingInputMode": "File"},
+        "HyperParameters": hps,
+        "InputDataConfig": channels,
+        "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/xgb-output"},
+        "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 10},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    }
+
+
+def test_the_builtin_xgboost_algorithm_trains_on_csv_with_the_label_first(up: UpProcess, tmp_path: Any) -> None:
+    import xgboost
+
+    sm, s3, _ = clients(up)
+    rows = "".join(f"{3 * x + 2},{x},{x % 3}\n" for x in range(60)).encode()
+    sm.create_training_job(
+        **builtin(s3, "xgb-1", rows, num_round="20", objective="reg:squarederror", max_depth="3", eta="0.5")
+    )
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="xgb-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="xgb-1")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    metrics = {m["MetricName"]: m["Value"] for m in d["FinalMetricDataList"]}
+    assert set(metrics) == {"train:rmse", "validation:rmse"} and metrics["train:rmse"] < 5.0
+    body = s3.get_object(Bucket=BUCKET, Key="xgb-output/xgb-1/output/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    booster = xgboost.Booster()  # XGBoost's UBJSON inside SageMaker's file name (XGBoost warns on a bare name)
+    (tmp_path / "xgboost-model").rename(tmp_path / "model.ubj")
+    booster.load_model(str(tmp_path / "model.ubj"))
+    assert booster.num_boosted_rounds() == 20
+
+    with pytest.raises(botocore.exceptions.ClientError) as missing:
+        sm.create_training_job(**builtin(s3, "xgb-2", rows, objective="reg:squarederror"))
+    assert "num_round" in missing.value.response["Error"]["Message"]
+    sm.create_training_job(**builtin(s3, "xgb-3", b"a,b,c\n", num_round="2"))
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="xgb-3", WaiterConfig=FAST)
+    reason = sm.describe_training_job(TrainingJobName="xgb-3")["FailureReason"]
+    assert reason.startswith("ClientError: train.csv is not numeric CSV with the label first")

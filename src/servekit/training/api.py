@@ -93,11 +93,14 @@ class TrainingJobsApi:
             )
         if framework_of(image) is None:
             raise validation_exception(unknown_image(image))
-        if contract.script_of(p.get("HyperParameters") or {}) is None:
+        if contract.script_of(p.get("HyperParameters") or {}) is None and framework_of(image) == "xgboost":
+            if "num_round" not in (p.get("HyperParameters") or {}):
+                raise validation_exception("Missing required hyperparameter: num_round (SageMaker's built-in XGBoost)")
+        elif contract.script_of(p.get("HyperParameters") or {}) is None:
             raise validation_exception(
                 f"{image} runs in script mode here: give the job a sagemaker_program hyperparameter (the SDK's "
-                "entry_point) and its sagemaker_submit_directory; SageMaker's built-in algorithm mode is not "
-                "supported yet"
+                "entry_point) and its sagemaker_submit_directory; of SageMaker's built-in algorithms servekit runs "
+                "XGBoost"
             )
         for ch in p.get("InputDataConfig") or []:
             source = (ch.get("DataSource") or {}).get("S3DataSource")

@@ -127,6 +127,23 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+XGBOOST_ALGORITHM = "servekit.training.algorithms.xgboost_algorithm"
+_EVAL_LINE = re.compile(r"^\[\d+\]\t(.*)$", re.MULTILINE)
+_EVAL_ITEM = re.compile(r"(\w+)-([\w@.:-]+?):([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
+
+
+def evaluation_metrics(text: str, when: float) -> list[dict[str, Any]]:
+    """A built-in algorithm's metrics as SageMaker names them (``train:rmse``), from its last evaluation line
+    (``[9]\ttrain-rmse:0.12\tvalidation-rmse:0.31``)."""
+    lines = _EVAL_LINE.findall(text)
+    if not lines:
+        return []
+    return [
+        {"MetricName": f"{channel}:{metric}", "Value": float(value), "Timestamp": when}
+        for channel, metric, value in _EVAL_ITEM.findall(lines[-1])
+    ]
+
+
 def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) -> list[dict[str, Any]]:
     """``MetricDefinitions`` over the job's log: each metric's last match (its first group, else the match)."""
     out = []
@@ -246,9 +263,7 @@ class TrainingRunner:
         row = self.jobs.get(KIND, name)
         assert row is not None
         req = row.request
-        script = contract.script_of(req.get("HyperParameters") or {})
-        if script is None:
-            raise JobFailed("ClientError: the job names no sagemaker_program (script mode)")
+        script = contract.script_of(req.get("HyperParameters") or {})  # None: a built-in algorithm
         job_dir = self.root / name
         ml = job_dir / "ml"
         self._move(name, SecondaryStatus.DOWNLOADING, "Downloading input data")
@@ -301,6 +316,9 @@ class TrainingRunner:
         artifacts = await asyncio.to_thread(self._upload, req, name, job_dir, ml)
         text = log_path.read_text(errors="replace") if log_path.exists() else ""
         metrics = final_metrics((req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or [], text, ended)
+        if script is None:  # a built-in algorithm: SageMaker knows its metrics (train:rmse, validation:auc, ...)
+            known = {m["MetricName"] for m in metrics}
+            metrics += [m for m in evaluation_metrics(text, ended) if m["MetricName"] not in known]
         self._move(
             name,
             SecondaryStatus.COMPLETED,
@@ -309,7 +327,9 @@ class TrainingRunner:
             details={"ModelArtifacts": {"S3ModelArtifacts": artifacts}, "FinalMetricDataList": metrics},
         )
 
-    def _prepare(self, req: Mapping[str, Any], script: contract.Script, job_dir: Path, ml: Path) -> dict[str, Path]:
+    def _prepare(
+        self, req: Mapping[str, Any], script: contract.Script | None, job_dir: Path, ml: Path
+    ) -> dict[str, Path]:
         for sub in ("input/config", "model", "output/data", "output/intermediate", "checkpoints"):
             (ml / sub).mkdir(parents=True, exist_ok=True)
         for fname, doc in contract.config_files(req).items():
@@ -326,6 +346,8 @@ class TrainingRunner:
             channels[ch["ChannelName"]] = target
         code = job_dir / "code"
         code.mkdir(parents=True, exist_ok=True)
+        if script is None:
+            return channels
         if script.submit_directory:
             source_dir = job_dir / "source"
             try:
@@ -349,7 +371,7 @@ class TrainingRunner:
     async def _train(
         self,
         req: Mapping[str, Any],
-        script: contract.Script,
+        script: contract.Script | None,
         job_dir: Path,
         ml: Path,
         channels: Mapping[str, Path],
@@ -362,7 +384,10 @@ class TrainingRunner:
             raise JobFailed(f"ClientError: {exc}") from None
         bin_dir = sandbox.python_wrappers(job_dir / "bin", self.python)
         layout = sandbox.Layout(ml, channels, job_dir / "code", hidden=[self.home], bin=bin_dir)
-        argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
+        if script is None:
+            argv = [self.python, "-u", "-m", XGBOOST_ALGORITHM]
+        else:
+            argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
         env = sandbox_env({**self.environment, **contract.environment(req, script, os.cpu_count() or 1)})
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
         return await run_sandboxed(sandbox.command(layout, argv, bwrap), env, log_path, limit, run, self.stop_grace_s)

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import sagemaker
+from sagemaker import image_uris
+from sagemaker.estimator import Estimator
+from sagemaker.inputs import TrainingInput
 from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.s3 import S3Downloader
 from sagemaker.sklearn import SKLearn
@@ -102,4 +105,20 @@ step(
         "best": tuner.best_training_job(),
         "scores": dict(zip(frame["TrainingJobName"], frame["FinalObjectiveValue"], strict=True)),
     },
+)
+
+# SageMaker's built-in XGBoost algorithm (no script) on the processed CSV, label first
+xgb = Estimator(
+    image_uri=image_uris.retrieve("xgboost", session.boto_region_name, "1.7-1"),
+    role=ROLE,
+    instance_count=1,
+    instance_type="ml.m5.large",
+    output_path=f"s3://{session.default_bucket()}/sdk-training/xgb",
+    sagemaker_session=session,
+)
+xgb.set_hyperparameters(objective="reg:squarederror", num_round=15, max_depth=3)
+xgb.fit({"train": TrainingInput(train_uri, content_type="text/csv")}, logs=False)
+done = session.sagemaker_client.describe_training_job(TrainingJobName=xgb.latest_training_job.name)
+step(
+    "xgboost", {"status": done["TrainingJobStatus"], "metrics": [m["MetricName"] for m in done["FinalMetricDataList"]]}
 )

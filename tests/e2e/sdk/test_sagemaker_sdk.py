@@ -121,6 +121,7 @@ def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> Non
         tuning = steps["tuning"]
         assert isinstance(tuning, dict) and len(tuning["scores"]) == 6
         assert tuning["scores"][tuning["best"]] == max(tuning["scores"].values())
+        assert steps["xgboost"] == {"status": "Completed", "metrics": ["train:rmse"]}
         # fit(logs="All") printed the script's own lines, read back from CloudWatch Logs
         assert "note=from the sdk hosts=['algo-1']" in run.stdout, run.stdout
     finally:

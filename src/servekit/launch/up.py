@@ -230,7 +230,10 @@ def build(
     processing_runner = ProcessingRunner(
         db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
     )
-    processing = ProcessingJobsApi(db.sagemaker_jobs, processing_runner, account)
+    # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
+    processing = ProcessingJobsApi(
+        db.sagemaker_jobs, processing_runner, account, monitoring.handlers()["DescribeProcessingJob"]
+    )
     tuning = TuningJobsApi(db.sagemaker_jobs, training, account)  # launches training jobs through `training`
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
     sagemaker_ops: dict[str, Handler] = {

@@ -26,7 +26,16 @@ def _when(t: float | None) -> datetime | None:
 
 
 class ProcessingJobsApi:
-    def __init__(self, jobs: SageMakerJobs, runner: ProcessingRunner, account: Account) -> None:
+    def __init__(
+        self,
+        jobs: SageMakerJobs,
+        runner: ProcessingRunner,
+        account: Account,
+        describe_other: Handler | None = None,
+    ) -> None:
+        """``describe_other``: DescribeProcessingJob of processing jobs servekit runs elsewhere (Model Monitor's
+        executions), asked for a name that is not one of these jobs."""
+        self._describe_other = describe_other
         self.jobs = jobs
         self.runner = runner
         self.account = account
@@ -104,6 +113,8 @@ class ProcessingJobsApi:
         return row
 
     async def describe_processing_job(self, p: dict[str, Any]) -> dict[str, Any]:
+        if self._describe_other is not None and self.jobs.get(KIND, p["ProcessingJobName"]) is None:
+            return await self._describe_other(p)
         row = self._row(p["ProcessingJobName"])
         d = row.details
         out: dict[str, Any] = {k: v for k, v in row.request.items() if k in self._members and k != "Tags"}

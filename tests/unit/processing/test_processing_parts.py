@@ -48,3 +48,24 @@ def test_statuses() -> None:
     check_transition(ProcessingJobStatus.IN_PROGRESS, ProcessingJobStatus.STOPPING)
     with pytest.raises(IllegalTransition):
         check_transition(ProcessingJobStatus.FAILED, ProcessingJobStatus.COMPLETED)
+
+
+def test_describe_of_a_name_that_is_not_a_processing_job_asks_monitoring(tmp_path: Path) -> None:
+    import asyncio
+
+    from servekit.aws.names import Account
+    from servekit.processing.api import ProcessingJobsApi
+    from servekit.processing.runner import ProcessingRunner
+    from servekit.state.database import StateDB
+
+    asked: list[str] = []
+
+    async def monitoring_describe(p: dict[str, object]) -> dict[str, object]:
+        asked.append(str(p["ProcessingJobName"]))
+        return {"ProcessingJobName": p["ProcessingJobName"], "ProcessingJobStatus": "Completed"}
+
+    with StateDB.open(tmp_path) as db:
+        runner = ProcessingRunner(db.sagemaker_jobs, tmp_path, files=None, logs=None, python="python3")  # type: ignore[arg-type]
+        api = ProcessingJobsApi(db.sagemaker_jobs, runner, Account(), monitoring_describe)
+        got = asyncio.run(api.describe_processing_job({"ProcessingJobName": "model-monitor-exec-1"}))
+    assert asked == ["model-monitor-exec-1"] and got["ProcessingJobStatus"] == "Completed"

@@ -86,10 +86,10 @@ def sdk_read(logs: Any, group: str, job: str) -> list[str]:
     except logs.exceptions.ResourceNotFoundException:
         return []  # no group yet (nothing shipped so far): the SDK also reads it as no streams
     asked = 1
-    while "nextToken" in streams:  # the SDK asks again without the token while one is answered
+    while "nextToken" in streams:  # the SDK asks again, without the token and with limit 50, while one is answered
         asked += 1
         assert asked < 5, "DescribeLogStreams keeps answering a nextToken"
-        streams = logs.describe_log_streams(**request)
+        streams = logs.describe_log_streams(**{**request, "limit": 50})
     printed: list[str] = []
     for stream in streams["logStreams"]:
         token = None
@@ -130,10 +130,17 @@ def test_a_transform_jobs_output_is_in_the_transform_jobs_group(up: UpProcess, t
     )
     assert any("tj-marker loaded" in line for line in printed)
     streams = logs.describe_log_streams(logGroupName="/aws/sagemaker/TransformJobs", logStreamNamePrefix="talk-1/")
-    [stream] = streams["logStreams"]
+    stream, data_log = sorted(streams["logStreams"], key=lambda s: s["logStreamName"])
     assert stream["logStreamName"].startswith("talk-1/i-") and stream["lastEventTimestamp"] > 0
+    assert data_log["logStreamName"] == f"{stream['logStreamName']}/data-log"  # the batch agent's own lines
     found = logs.filter_log_events(logGroupName="/aws/sagemaker/TransformJobs", filterPattern='"tj-marker record"')
     assert len(found["events"]) == 2 and found["events"][0]["logStreamName"] == stream["logStreamName"]
+    agent = logs.get_log_events(
+        logGroupName="/aws/sagemaker/TransformJobs", logStreamName=data_log["logStreamName"], startFromHead=True
+    )
+    assert any("[sagemaker logs]: a.jsonl: Done, 2 record(s), 0 error(s)" in e["message"] for e in agent["events"]), (
+        agent["events"]
+    )
 
 
 @pytest.mark.timeout(240)
@@ -188,3 +195,33 @@ def test_users_own_groups_streams_and_events(up: UpProcess) -> None:
     logs.delete_log_group(logGroupName="my-app")
     with pytest.raises(logs.exceptions.ResourceNotFoundException):
         logs.describe_log_streams(logGroupName="my-app")
+
+
+@pytest.mark.timeout(240)
+def test_a_transform_job_run_from_the_cli_has_its_data_log_stream(up: UpProcess, tmp_path: Path) -> None:
+    logs = boto(up, "logs")
+    model = talking_model(tmp_path / "models", "cli-marker")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "rows.jsonl").write_text("[1.0]\n[2.0]\n[3.0]\n")
+    cli = [sys.executable, "-m", "servekit.cli.main", "transform", "run", "--name", "cli-1", "--quiet"]
+    cli += ["--model", str(model / "1"), "--input", str(tmp_path / "in"), "--output-path", str(tmp_path / "out")]
+    cli += ["--split-type", "Line", "--content-type", "application/json", "--home", str(up.home)]
+    subprocess.run(cli, check=True, capture_output=True, timeout=120)
+
+    def agent_lines() -> list[str]:
+        try:
+            streams = logs.describe_log_streams(
+                logGroupName="/aws/sagemaker/TransformJobs", logStreamNamePrefix="cli-1/"
+            )
+        except logs.exceptions.ResourceNotFoundException:
+            return []
+        names = [s["logStreamName"] for s in streams["logStreams"] if s["logStreamName"].endswith("/data-log")]
+        if not names:
+            return []
+        got = logs.get_log_events(
+            logGroupName="/aws/sagemaker/TransformJobs", logStreamName=names[0], startFromHead=True
+        )
+        return [e["message"] for e in got["events"]]
+
+    lines = poll(agent_lines, lambda found: any("rows.jsonl: Done, 3 record(s)" in line for line in found))
+    assert any("job cli-1: 1 object(s)" in line for line in lines)

@@ -154,6 +154,7 @@ def run(
 
     from servekit.cli.transform_display import RichProgress, summary_text
     from servekit.transform import JobConflict, JobStore, RunOptions, run_job, spec_from_request
+    from servekit.transform.progress import DataLog, Tee, data_log_path
     from servekit.transform.spec import EngineKind
 
     try:
@@ -196,10 +197,16 @@ def run(
     except ConfigError as exc:
         raise _fail(str(exc)) from None
     err = Console(stderr=True)
-    progress = RichProgress(err) if err.is_terminal and not quiet else None
+    shown = RichProgress(err) if err.is_terminal and not quiet else None
     try:
-        with JobStore(_home(home), database_url=_database_url()) as store:
-            summary = run_job(spec, store, options, progress)
+        # the agent's log in the home too: servekit up ships it as the job's <job>/<instance-id>/data-log stream
+        data_log = DataLog(data_log_path(_home(home), spec.name))
+        progress = Tee(shown, data_log) if shown is not None else data_log
+        try:
+            with JobStore(_home(home), database_url=_database_url()) as store:
+                summary = run_job(spec, store, options, progress)
+        finally:
+            data_log.close()  # also when the job had nothing to do or another process runs it
     except (ConfigError, JobConflict) as exc:
         raise _fail(str(exc)) from None
     typer.echo(summary_text(summary))

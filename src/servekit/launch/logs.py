@@ -26,6 +26,7 @@ from servekit.logs.retention import RetentionLimits
 from servekit.logs.shipper import TRANSFORM_GROUP, LogShipper, LogSource, endpoint_group
 from servekit.state.database import StateDB
 from servekit.state.transform_jobs import TransformJobs
+from servekit.transform.progress import data_log_path
 from servekit.transform.status import JobStatus
 
 __all__ = ["build_logs", "endpoint_sources", "transform_instance_id", "transform_sources"]
@@ -57,15 +58,19 @@ def transform_instance_id(job: str) -> str:
 def transform_sources(
     jobs: TransformJobs, home: Path, clock: Callable[[], float] = time.time
 ) -> Callable[[], list[LogSource]]:
-    """The output of each transform job the API started that runs or ended in the last ``ENDED_WINDOW_S`` (a job
-    may start and end between two passes of the shipper; a job run from the CLI prints to its terminal)."""
+    """The output of each transform job that runs or ended in the last ``ENDED_WINDOW_S`` (a job may start and end
+    between two passes of the shipper): an API run's output, and every run's data log (a job run from the CLI
+    prints the rest to its terminal)."""
     folder = home / "transform" / "api"
 
     def sources() -> list[LogSource]:
-        return [
-            LogSource(TRANSFORM_GROUP, f"{job}/{transform_instance_id(job)}", str(folder / f"{job}.log"))
-            for job in jobs.names_running_or_ended_since(_RUNNING, clock() - ENDED_WINDOW_S)
-        ]
+        out = []
+        for job in jobs.names_running_or_ended_since(_RUNNING, clock() - ENDED_WINDOW_S):
+            stream = f"{job}/{transform_instance_id(job)}"
+            out.append(LogSource(TRANSFORM_GROUP, stream, str(folder / f"{job}.log")))  # an API run's output
+            # the batch agent's own lines, for a run from the API or the CLI alike (SageMaker's data-log stream)
+            out.append(LogSource(TRANSFORM_GROUP, f"{stream}/data-log", str(data_log_path(home, job))))
+        return out
 
     return sources
 

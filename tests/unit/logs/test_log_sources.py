@@ -40,9 +40,13 @@ def test_running_transform_jobs_are_followed(tmp_path: Path) -> None:
         db.transform_jobs.set_status("d", "Completed", reason="", ended=1000.0 - 301)
         sources = transform_sources(db.transform_jobs, tmp_path / "home", lambda: 1000.0)()
     folder = tmp_path / "home" / "transform" / "api"
-    assert sources == [
-        LogSource("/aws/sagemaker/TransformJobs", f"{job}/{transform_instance_id(job)}", str(folder / f"{job}.log"))
-        for job in ("a", "b", "c")  # running, or ended in the last five minutes (b: a job shorter than a pass)
-    ]
+    group = "/aws/sagemaker/TransformJobs"
+    expected = []
+    for job in ("a", "b", "c"):  # running, or ended in the last five minutes (b: a job shorter than a pass)
+        stream = f"{job}/{transform_instance_id(job)}"
+        expected.append(LogSource(group, stream, str(folder / f"{job}.log")))
+        data_log = tmp_path / "home" / "transform" / "data-logs" / f"{job}.log"
+        expected.append(LogSource(group, f"{stream}/data-log", str(data_log)))  # SageMaker's data-log stream
+    assert sources == expected
     assert transform_instance_id("a") == transform_instance_id("a") != transform_instance_id("c")
     assert len(transform_instance_id("a")) == 19 and transform_instance_id("a").startswith("i-")

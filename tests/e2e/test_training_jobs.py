@@ -272,3 +272,14 @@ def test_the_builtin_xgboost_algorithm_trains_on_csv_with_the_label_first(up: Up
         sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="xgb-3", WaiterConfig=FAST)
     reason = sm.describe_training_job(TrainingJobName="xgb-3")["FailureReason"]
     assert reason.startswith("ClientError: train.csv is not numeric CSV with the label first")
+
+
+def test_a_malformed_hyperparameter_fails_the_job_with_the_scripts_own_message(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    request = job(s3, "badhp-1", TRAIN)
+    request["HyperParameters"]["alpha"] = json.dumps("not-a-number")
+    sm.create_training_job(**request)
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="badhp-1", WaiterConfig=FAST)
+    reason = sm.describe_training_job(TrainingJobName="badhp-1")["FailureReason"]
+    assert "argument --alpha: invalid float value: 'not-a-number'" in reason and "exit code: 2" in reason

@@ -4,25 +4,18 @@ StopProcessingJob, in botocore's shapes."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from datetime import UTC, datetime
 from typing import Any
 
 from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.models import service_model
 from servekit.aws.names import Account
-from servekit.aws.timestamps import optional_epoch
 from servekit.processing.lifecycle import ProcessingJobStatus
 from servekit.processing.runner import KIND, ProcessingRunner, local_path_problem
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
+from servekit.training.jobs import JobTasks, fail_unfinished, list_page, when
 
 _UNFINISHED = (ProcessingJobStatus.IN_PROGRESS.value, ProcessingJobStatus.STOPPING.value)
-
-
-def _when(t: float | None) -> datetime | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC)
 
 
 class ProcessingJobsApi:
@@ -39,7 +32,7 @@ class ProcessingJobsApi:
         self.jobs = jobs
         self.runner = runner
         self.account = account
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks = JobTasks()
         shape = service_model("sagemaker").operation_model("DescribeProcessingJob").output_shape
         self._members = frozenset(shape.members) if shape is not None else frozenset()
 
@@ -52,22 +45,10 @@ class ProcessingJobsApi:
         }
 
     def start(self) -> None:
-        """Jobs a previous servekit up left running cannot go on (their sandboxes died with it)."""
-        for name in self.jobs.unfinished(KIND, _UNFINISHED):
-            self.jobs.update(
-                KIND,
-                name,
-                status=ProcessingJobStatus.FAILED.value,
-                reason="servekit up stopped while the job ran; start the job again",
-                final=True,
-            )
+        fail_unfinished(self.jobs, KIND, _UNFINISHED)
 
     async def close(self) -> None:
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.close()
 
     async def create_processing_job(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["ProcessingJobName"]
@@ -101,9 +82,7 @@ class ProcessingJobsApi:
                 f"Processing job names must be unique within an AWS account and region; {arn} exists",
                 400,
             ) from None
-        task = asyncio.create_task(self.runner.run(name))
-        self._tasks[name] = task
-        task.add_done_callback(lambda _t: self._tasks.pop(name, None))
+        self._tasks.start(name, self.runner.run(name))
         return {"ProcessingJobArn": arn}
 
     def _row(self, name: str) -> SageMakerJobRow:
@@ -122,33 +101,18 @@ class ProcessingJobsApi:
             ProcessingJobName=row.name,
             ProcessingJobArn=row.arn,
             ProcessingJobStatus=row.status,
-            CreationTime=_when(row.created),
-            LastModifiedTime=_when(row.modified),
+            CreationTime=when(row.created),
+            LastModifiedTime=when(row.modified),
         )
         for key in ("ProcessingStartTime", "ProcessingEndTime"):
             if d.get(key) is not None:
-                out[key] = _when(d[key])
+                out[key] = when(d[key])
         if row.failure_reason:
             out["FailureReason" if row.status == ProcessingJobStatus.FAILED else "ExitMessage"] = row.failure_reason
         return out
 
     async def list_processing_jobs(self, p: dict[str, Any]) -> dict[str, Any]:
-        try:
-            page = self.jobs.list(
-                KIND,
-                name_contains=p.get("NameContains"),
-                status=p.get("StatusEquals"),
-                created_after=optional_epoch(p.get("CreationTimeAfter")),
-                created_before=optional_epoch(p.get("CreationTimeBefore")),
-                modified_after=optional_epoch(p.get("LastModifiedTimeAfter")),
-                modified_before=optional_epoch(p.get("LastModifiedTimeBefore")),
-                sort_by=p.get("SortBy", "CreationTime"),
-                sort_order=p.get("SortOrder", "Descending"),
-                max_results=p.get("MaxResults", 10),
-                next_token=p.get("NextToken"),
-            )
-        except ValueError as exc:
-            raise validation_exception(str(exc)) from None
+        page = list_page(self.jobs, KIND, p)
         out: dict[str, Any] = {
             "ProcessingJobSummaries": [
                 {
@@ -156,9 +120,9 @@ class ProcessingJobsApi:
                     for k, v in {
                         "ProcessingJobName": r.name,
                         "ProcessingJobArn": r.arn,
-                        "CreationTime": _when(r.created),
-                        "ProcessingEndTime": _when(r.ended),
-                        "LastModifiedTime": _when(r.modified),
+                        "CreationTime": when(r.created),
+                        "ProcessingEndTime": when(r.ended),
+                        "LastModifiedTime": when(r.modified),
                         "ProcessingJobStatus": r.status,
                         "FailureReason": r.failure_reason or None,
                     }.items()

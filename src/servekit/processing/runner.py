@@ -10,15 +10,13 @@ import asyncio
 import json
 import logging
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
-from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import sandbox
-from servekit.training.runner import STOP_GRACE_S, JobFailed, JobFiles, JobLogs, Running, run_sandboxed, sandbox_env
+from servekit.training.runner import JobFailed, Running, SandboxJobRunner, run_sandboxed, sandbox_env
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +35,8 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip() if lines else ""
 
 
-class ProcessingRunner:
-    def __init__(
-        self,
-        jobs: SageMakerJobs,
-        home: Path,
-        files: JobFiles,
-        logs: JobLogs,
-        python: str,
-        environment: Mapping[str, str] | None = None,
-        clock: Callable[[], float] = time.time,
-        stop_grace_s: float = STOP_GRACE_S,
-    ) -> None:
-        self.jobs = jobs
-        self.root = home / "processing"
-        self.home = home
-        self.files = files
-        self.logs = logs
-        self.python = python
-        self.environment = dict(environment or {})
-        self.clock = clock
-        self.stop_grace_s = stop_grace_s
-        self.running: dict[str, Running] = {}
+class ProcessingRunner(SandboxJobRunner):
+    FOLDER = "processing"
 
     def _set(self, name: str, status: ProcessingJobStatus, reason: str | None = None, **details: Any) -> None:
         row = self.jobs.get(KIND, name)
@@ -66,14 +44,6 @@ class ProcessingRunner:
         if status.value != row.status:
             check_transition(ProcessingJobStatus(row.status), status)
         self.jobs.update(KIND, name, status=status.value, reason=reason, details=details, final=status.terminal)
-
-    def stop(self, name: str, reason: str = "") -> bool:
-        run = self.running.get(name)
-        if run is None:
-            return False
-        run.reason = reason
-        run.stop.set()
-        return True
 
     async def run(self, name: str) -> None:
         run = self.running[name] = Running()

@@ -5,27 +5,20 @@ transitions, artifacts and final metrics."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from datetime import UTC, datetime
 from typing import Any
 
 from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.models import service_model
 from servekit.aws.names import Account
-from servekit.aws.timestamps import optional_epoch
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
 from servekit.training import contract
 from servekit.training.images import framework_of, unknown_image
+from servekit.training.jobs import JobTasks, fail_unfinished, list_page, when
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus
 from servekit.training.runner import KIND, TrainingRunner
 
 _UNFINISHED = (TrainingJobStatus.IN_PROGRESS.value, TrainingJobStatus.STOPPING.value)
-
-
-def _when(t: float | None) -> datetime | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC)
 
 
 def _described_members() -> frozenset[str]:
@@ -38,7 +31,7 @@ class TrainingJobsApi:
         self.jobs = jobs
         self.runner = runner
         self.account = account
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks = JobTasks()
         self._members = _described_members()
 
     def handlers(self) -> dict[str, Handler]:
@@ -51,23 +44,10 @@ class TrainingJobsApi:
 
     # ---- the plane's background ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Jobs a previous servekit up left running cannot go on (their sandboxes died with it)."""
-        for name in self.jobs.unfinished(KIND, _UNFINISHED):
-            self.jobs.update(
-                KIND,
-                name,
-                status=TrainingJobStatus.FAILED.value,
-                secondary=SecondaryStatus.FAILED.value,
-                reason="servekit up stopped while the job ran; start the job again",
-                final=True,
-            )
+        fail_unfinished(self.jobs, KIND, _UNFINISHED, secondary=SecondaryStatus.FAILED.value)
 
     async def close(self) -> None:
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.close()
 
     # ---- operations ------------------------------------------------------------------------------------------
     async def create_training_job(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -75,10 +55,7 @@ class TrainingJobsApi:
 
     async def wait(self, name: str) -> SageMakerJobRow:
         """The job's row once it has ended (a tuning job waits on its training jobs this way)."""
-        task = self._tasks.get(name)
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(task)
+        await self._tasks.wait(name)
         return self._row(name)
 
     def launch(self, p: dict[str, Any], tuning_arn: str | None = None) -> dict[str, Any]:
@@ -127,9 +104,7 @@ class TrainingJobsApi:
         }
         extra = {"TuningJobArn": tuning_arn} if tuning_arn else {}
         self.jobs.update(KIND, name, details={"SecondaryStatusTransitions": [starting], **extra})
-        task = asyncio.create_task(self.runner.run(name))
-        self._tasks[name] = task
-        task.add_done_callback(lambda _t: self._tasks.pop(name, None))
+        self._tasks.start(name, self.runner.run(name))
         return {"TrainingJobArn": arn}
 
     def _row(self, name: str) -> SageMakerJobRow:
@@ -151,15 +126,15 @@ class TrainingJobsApi:
             TrainingJobArn=row.arn,
             TrainingJobStatus=row.status,
             SecondaryStatus=row.secondary,
-            CreationTime=_when(row.created),
-            LastModifiedTime=_when(row.modified),
+            CreationTime=when(row.created),
+            LastModifiedTime=when(row.modified),
             ModelArtifacts=d.get("ModelArtifacts") or {"S3ModelArtifacts": f"{base}/{row.name}/output/model.tar.gz"},
             StoppingCondition=req.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400},
         )
         out.setdefault("ResourceConfig", {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 30})
         for key in ("TrainingStartTime", "TrainingEndTime"):
             if d.get(key) is not None:
-                out[key] = _when(d[key])
+                out[key] = when(d[key])
         for key in ("TrainingTimeInSeconds", "BillableTimeInSeconds"):
             if d.get(key) is not None:
                 out[key] = d[key]
@@ -169,36 +144,21 @@ class TrainingJobsApi:
             out["TuningJobArn"] = d["TuningJobArn"]
         transitions = d.get("SecondaryStatusTransitions") or []
         out["SecondaryStatusTransitions"] = [
-            {k: (_when(v) if k.endswith("Time") else v) for k, v in t.items()} for t in transitions
+            {k: (when(v) if k.endswith("Time") else v) for k, v in t.items()} for t in transitions
         ]
         if d.get("FinalMetricDataList"):
-            out["FinalMetricDataList"] = [{**m, "Timestamp": _when(m["Timestamp"])} for m in d["FinalMetricDataList"]]
+            out["FinalMetricDataList"] = [{**m, "Timestamp": when(m["Timestamp"])} for m in d["FinalMetricDataList"]]
         return out
 
     async def list_training_jobs(self, p: dict[str, Any]) -> dict[str, Any]:
-        try:
-            page = self.jobs.list(
-                KIND,
-                name_contains=p.get("NameContains"),
-                status=p.get("StatusEquals"),
-                created_after=optional_epoch(p.get("CreationTimeAfter")),
-                created_before=optional_epoch(p.get("CreationTimeBefore")),
-                modified_after=optional_epoch(p.get("LastModifiedTimeAfter")),
-                modified_before=optional_epoch(p.get("LastModifiedTimeBefore")),
-                sort_by=p.get("SortBy", "CreationTime"),
-                sort_order=p.get("SortOrder", "Descending"),
-                max_results=p.get("MaxResults", 10),
-                next_token=p.get("NextToken"),
-            )
-        except ValueError as exc:
-            raise validation_exception(str(exc)) from None
+        page = list_page(self.jobs, KIND, p)
         summaries = [
             {
                 "TrainingJobName": r.name,
                 "TrainingJobArn": r.arn,
-                "CreationTime": _when(r.created),
-                "TrainingEndTime": _when(r.ended),
-                "LastModifiedTime": _when(r.modified),
+                "CreationTime": when(r.created),
+                "TrainingEndTime": when(r.ended),
+                "LastModifiedTime": when(r.modified),
                 "TrainingJobStatus": r.status,
                 "SecondaryStatus": r.secondary,
             }

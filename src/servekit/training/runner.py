@@ -162,7 +162,12 @@ def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) 
     return out
 
 
-class TrainingRunner:
+class SandboxJobRunner:
+    """What a runner of sandboxed jobs holds (training, processing): their state, files, log shipper, interpreter,
+    the jobs running now and how they are stopped."""
+
+    FOLDER = "jobs"  # under the home: one folder per job
+
     def __init__(
         self,
         jobs: SageMakerJobs,
@@ -175,7 +180,7 @@ class TrainingRunner:
         stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
         self.jobs = jobs
-        self.root = home / "training"
+        self.root = home / self.FOLDER
         self.home = home
         self.files = files
         self.logs = logs
@@ -184,6 +189,18 @@ class TrainingRunner:
         self.clock = clock
         self.stop_grace_s = stop_grace_s
         self.running: dict[str, Running] = {}
+
+    def stop(self, name: str, reason: str = "") -> bool:
+        run = self.running.get(name)
+        if run is None:
+            return False
+        run.reason = reason
+        run.stop.set()
+        return True
+
+
+class TrainingRunner(SandboxJobRunner):
+    FOLDER = "training"
 
     # ---- status ----------------------------------------------------------------------------------------------
     def _move(
@@ -218,14 +235,6 @@ class TrainingRunner:
         )
 
     # ---- a job -----------------------------------------------------------------------------------------------
-    def stop(self, name: str, reason: str = "") -> bool:
-        run = self.running.get(name)
-        if run is None:
-            return False
-        run.reason = reason
-        run.stop.set()
-        return True
-
     async def run(self, name: str) -> None:
         run = self.running[name] = Running()
         try:

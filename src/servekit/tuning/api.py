@@ -10,15 +10,14 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from datetime import UTC, datetime
 from typing import Any
 
 from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
-from servekit.aws.timestamps import optional_epoch
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
 from servekit.training.api import TrainingJobsApi
+from servekit.training.jobs import RESTARTED, JobTasks, fail_unfinished, list_page, when
 from servekit.training.runner import KIND as TRAINING
 from servekit.tuning.space import SpaceError, Strategy, parse, strategy
 
@@ -26,10 +25,6 @@ log = logging.getLogger(__name__)
 
 KIND = "tuning"
 _ENDED = ("Completed", "Failed", "Stopped")
-
-
-def _when(t: float | None) -> datetime | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC)
 
 
 def objective_of(row: SageMakerJobRow, metric: str) -> float | None:
@@ -44,7 +39,7 @@ class TuningJobsApi:
         self.jobs = jobs
         self.training = training
         self.account = account
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks = JobTasks()
         self._stops: dict[str, asyncio.Event] = {}
 
     def handlers(self) -> dict[str, Handler]:
@@ -57,15 +52,10 @@ class TuningJobsApi:
         }
 
     def start(self) -> None:
-        for name in self.jobs.unfinished(KIND, ("InProgress", "Stopping")):
-            self.jobs.update(KIND, name, status="Failed", reason="servekit up stopped while the job ran", final=True)
+        fail_unfinished(self.jobs, KIND, ("InProgress", "Stopping"))
 
     async def close(self) -> None:
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.close()
 
     # ---- operations ------------------------------------------------------------------------------------------
     async def create(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -96,9 +86,7 @@ class TuningJobsApi:
         except JobExists:
             raise ApiError("ResourceInUse", f"Hyperparameter tuning job {name} already exists", 400) from None
         self._stops[name] = asyncio.Event()
-        task = asyncio.create_task(self._run(name))
-        self._tasks[name] = task
-        task.add_done_callback(lambda _t: (self._tasks.pop(name, None), self._stops.pop(name, None)))
+        self._tasks.start(name, self._run(name))
         return {"HyperParameterTuningJobArn": arn}
 
     async def _run(self, name: str) -> None:
@@ -106,13 +94,13 @@ class TuningJobsApi:
             await self._search(name)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                self.jobs.update(
-                    KIND, name, status="Failed", reason="servekit up stopped while the job ran", final=True
-                )
+                self.jobs.update(KIND, name, status="Failed", reason=RESTARTED, final=True)
             raise
         except Exception as exc:
             log.exception("tuning job %s failed in servekit", name)
             self.jobs.update(KIND, name, status="Failed", reason=f"InternalServerError: {exc}", final=True)
+        finally:
+            self._stops.pop(name, None)
 
     async def _search(self, name: str) -> None:
         row = self.jobs.get(KIND, name)
@@ -243,7 +231,7 @@ class TuningJobsApi:
 
     @staticmethod
     def _summary_out(s: dict[str, Any]) -> dict[str, Any]:
-        return {k: (_when(v) if k.endswith("Time") else v) for k, v in s.items()}
+        return {k: (when(v) if k.endswith("Time") else v) for k, v in s.items()}
 
     async def describe(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._row(p["HyperParameterTuningJobName"])
@@ -254,14 +242,14 @@ class TuningJobsApi:
             "HyperParameterTuningJobConfig": row.request["HyperParameterTuningJobConfig"],
             "TrainingJobDefinition": row.request.get("TrainingJobDefinition"),
             "HyperParameterTuningJobStatus": row.status,
-            "CreationTime": _when(row.created),
-            "LastModifiedTime": _when(row.modified),
+            "CreationTime": when(row.created),
+            "LastModifiedTime": when(row.modified),
             "TrainingJobStatusCounters": d.get("Counters")
             or {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0},
             "ObjectiveStatusCounters": d.get("Objectives") or {"Succeeded": 0, "Pending": 0, "Failed": 0},
         }
         if row.ended is not None:
-            out["HyperParameterTuningEndTime"] = _when(row.ended)
+            out["HyperParameterTuningEndTime"] = when(row.ended)
         if d.get("BestTrainingJob"):
             out["BestTrainingJob"] = self._summary_out(d["BestTrainingJob"])
         if row.failure_reason:
@@ -269,20 +257,7 @@ class TuningJobsApi:
         return {k: v for k, v in out.items() if v is not None}
 
     async def list(self, p: dict[str, Any]) -> dict[str, Any]:
-        try:
-            page = self.jobs.list(
-                KIND,
-                name_contains=p.get("NameContains"),
-                status=p.get("StatusEquals"),
-                created_after=optional_epoch(p.get("CreationTimeAfter")),
-                created_before=optional_epoch(p.get("CreationTimeBefore")),
-                sort_by=p.get("SortBy", "CreationTime"),
-                sort_order=p.get("SortOrder", "Descending"),
-                max_results=p.get("MaxResults", 10),
-                next_token=p.get("NextToken"),
-            )
-        except ValueError as exc:
-            raise validation_exception(str(exc)) from None
+        page = list_page(self.jobs, KIND, p)
         summaries = []
         for r in page.items:
             config = r.request["HyperParameterTuningJobConfig"]
@@ -292,7 +267,7 @@ class TuningJobsApi:
                     "HyperParameterTuningJobArn": r.arn,
                     "HyperParameterTuningJobStatus": r.status,
                     "Strategy": config.get("Strategy", "Bayesian"),
-                    "CreationTime": _when(r.created),
+                    "CreationTime": when(r.created),
                     "TrainingJobStatusCounters": r.details.get("Counters")
                     or {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0},
                     "ObjectiveStatusCounters": r.details.get("Objectives")

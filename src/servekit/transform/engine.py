@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from servekit._utils import heap
+from servekit._utils.ctrl_c import CtrlC
 from servekit.config.models import RuntimeOptions
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.storage.fs import Storage
@@ -42,8 +43,14 @@ class EngineEvents(Protocol):
 
 
 class Engine(Protocol):
-    def run(self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents) -> bool:
-        """Run every task; one object is always done by one instance. True when stopped (Ctrl-C) early."""
+    def run(
+        self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents, ctrl_c: CtrlC | None = None
+    ) -> bool:
+        """Run every task; one object is always done by one instance. True when stopped (Ctrl-C) early.
+
+        ``ctrl_c`` counts the run's SIGINTs (the first stops at the next mini-batch, a second abandons those in
+        flight); without it an engine takes KeyboardInterrupt as the first.
+        """
         ...
 
 

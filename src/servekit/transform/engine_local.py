@@ -3,9 +3,10 @@
 On Linux, when the parent runs no other thread, instances are forked: they start in milliseconds with
 everything imported (the parent imports the pipeline before it forks and has loaded no model). Otherwise
 they are spawned. Each reports over its own pipe: progress every ``progress_interval_s``,
-each finished object, and an ``exit`` message. The parent waits on the pipes (no polling). Ctrl-C in the
-parent sets a shared event; instances stop at the next mini-batch, drop their partial output and exit
-(they ignore SIGINT themselves). A second Ctrl-C terminates them. An instance whose parent dies (SIGKILL)
+each finished object, and an ``exit`` message. The parent waits on the pipes and on its Ctrl-C descriptor (no
+polling). Ctrl-C in the parent sets a shared event; instances stop at the next mini-batch, drop their partial output
+and exit (they ignore SIGINT themselves). A second Ctrl-C terminates them. Ctrl-C never raises in the parent while it
+forks (see ``_utils.ctrl_c``). An instance whose parent dies (SIGKILL)
 exits at once, so a resumed run never races an orphan.
 """
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from servekit._utils.ctrl_c import CtrlC
 from servekit.transform.engine import EngineEvents, RunOptions, intra_op_threads, make_invoker, tune_instance_process
 from servekit.transform.object_runner import ObjectResult, ObjectRunner, ObjectTask
 from servekit.transform.spec import TransformSpec
@@ -124,7 +126,15 @@ class LocalEngine:
         self._options = options
         self._stopped = False
 
-    def run(self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents) -> bool:
+    def run(
+        self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents, ctrl_c: CtrlC | None = None
+    ) -> bool:
+        if ctrl_c is None:
+            with CtrlC() as own:
+                return self._run(spec, shards, events, own)
+        return self._run(spec, shards, events, ctrl_c)
+
+    def _run(self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents, ctrl_c: CtrlC) -> bool:
         ctx = _context()
         stop = ctx.Event()
         intra_op = intra_op_threads(self._options, len(shards))
@@ -142,19 +152,23 @@ class LocalEngine:
             writer.close()
             live[reader] = _Instance(i, proc, {t.obj.key: t for t in tasks})
         self._stopped = False
+        seen = 0
         while live:
-            try:
-                for conn in multiprocessing.connection.wait(list(live)):
-                    assert isinstance(conn, Connection)
-                    self._receive(conn, live, events)
-            except KeyboardInterrupt:
+            if ctrl_c.count > seen:
+                seen = ctrl_c.count
                 if self._stopped:  # a second Ctrl-C: do not wait for mini-batches in flight
                     for inst in live.values():
                         inst.proc.terminate()
-                    continue
-                self._stopped = True
-                stop.set()
-                events.on_stopping()
+                else:
+                    self._stopped = True
+                    stop.set()
+                    events.on_stopping()
+            for ready in multiprocessing.connection.wait([*live, ctrl_c.fd]):
+                if isinstance(ready, int):
+                    ctrl_c.drain()
+                else:
+                    assert isinstance(ready, Connection)
+                    self._receive(ready, live, events)
         return self._stopped
 
     def _receive(self, conn: Connection, live: dict[Connection, _Instance], events: EngineEvents) -> None:

@@ -10,11 +10,13 @@ Needs the ``ray`` extra (``pip install 'servekit[ray]'``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
 from typing import Any
 
+from servekit._utils.ctrl_c import CtrlC
 from servekit.errors import ConfigError
 from servekit.transform.engine import EngineEvents, RunOptions, intra_op_threads, make_invoker, tune_instance_process
 from servekit.transform.object_runner import ObjectResult, ObjectRunner, ObjectTask
@@ -60,7 +62,9 @@ class RayEngine:
     def __init__(self, options: RunOptions) -> None:
         self._options = options
 
-    def run(self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents) -> bool:
+    def run(
+        self, spec: TransformSpec, shards: list[list[ObjectTask]], events: EngineEvents, ctrl_c: CtrlC | None = None
+    ) -> bool:
         ray = _ray()
         data = importlib.import_module("ray.data")
         tasks = [t for s in shards for t in s]
@@ -83,31 +87,34 @@ class RayEngine:
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         sizes = {t.obj.key: t.obj.size for t in tasks}
+        # Ray's iterator blocks with no descriptor to wake it: Ctrl-C raises here, as by default.
+        interruptible = ctrl_c.raising() if ctrl_c is not None else contextlib.nullcontext()
         try:
-            ds = data.from_items([{"index": i} for i in range(len(tasks))], override_num_blocks=len(tasks))
-            ds = ds.map_batches(
-                RayInstance,
-                batch_size=1,
-                batch_format="numpy",
-                compute=data.ActorPoolStrategy(size=instances),
-                fn_constructor_kwargs={
-                    "spec": spec,
-                    "tasks": tasks,
-                    "intra_op": intra_op_threads(self._options, instances),
-                },
-                num_cpus=1,
-            )
-            for row in ds.iter_rows():
-                result = ObjectResult(
-                    key=str(row["key"]),
-                    status=ObjectStatus(str(row["status"])),
-                    records=int(row["records"]),
-                    errors=int(row["errors"]),
-                    message=str(row["message"]),
-                    instance=int(row["instance"]),
+            with interruptible:
+                ds = data.from_items([{"index": i} for i in range(len(tasks))], override_num_blocks=len(tasks))
+                ds = ds.map_batches(
+                    RayInstance,
+                    batch_size=1,
+                    batch_format="numpy",
+                    compute=data.ActorPoolStrategy(size=instances),
+                    fn_constructor_kwargs={
+                        "spec": spec,
+                        "tasks": tasks,
+                        "intra_op": intra_op_threads(self._options, instances),
+                    },
+                    num_cpus=1,
                 )
-                events.on_progress(result.records + result.errors, sizes.get(result.key, 0))
-                events.on_object(result)
+                for row in ds.iter_rows():
+                    result = ObjectResult(
+                        key=str(row["key"]),
+                        status=ObjectStatus(str(row["status"])),
+                        records=int(row["records"]),
+                        errors=int(row["errors"]),
+                        message=str(row["message"]),
+                        instance=int(row["instance"]),
+                    )
+                    events.on_progress(result.records + result.errors, sizes.get(result.key, 0))
+                    events.on_object(result)
         except KeyboardInterrupt:
             events.on_stopping()
             return True

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from servekit._utils.ctrl_c import CtrlC
 from servekit.codecs.sagemaker import CSV as CSV_MEDIA
 from servekit.codecs.sagemaker import JSON as JSON_MEDIA
 from servekit.codecs.sagemaker import media_type
@@ -164,17 +165,20 @@ def run_job(
     options = options or RunOptions()
     progress = progress or NullProgress()
     started = clock()
-    job = store.begin(spec, options.engine.value)
-    summary = JobSummary(spec.name, job.status, output_path=spec.output_path)
-    if job.status.terminal:
-        summary.objects_total = summary.objects_skipped = job.objects_total
-        summary.notes.append(f"job {spec.name!r} is already {job.status}; nothing to do")
-        return summary
-    try:
-        return _run(spec, store, options, progress, engine, clock, summary, started)
-    except KeyboardInterrupt:  # before or after the engine ran (it handles Ctrl-C itself while it runs)
-        progress.close()
-        return _settle(store, summary, JobStatus.STOPPED, "stopped by the user", started, clock)
+    # From before the job is taken up (StopTransformJob then finds its pid) to its end, Ctrl-C is a request the
+    # run reads between its steps and the engine while it runs, never an exception in the middle of a fork.
+    with CtrlC() as ctrl_c:
+        job = store.begin(spec, options.engine.value)
+        summary = JobSummary(spec.name, job.status, output_path=spec.output_path)
+        if job.status.terminal:
+            summary.objects_total = summary.objects_skipped = job.objects_total
+            summary.notes.append(f"job {spec.name!r} is already {job.status}; nothing to do")
+            return summary
+        try:
+            return _run(spec, store, options, progress, engine, clock, summary, started, ctrl_c)
+        except KeyboardInterrupt:  # an engine's interruptible region (Ray), or a caller's own handler
+            progress.close()
+            return _settle(store, summary, JobStatus.STOPPED, "stopped by the user", started, clock)
 
 
 def _run(
@@ -186,6 +190,7 @@ def _run(
     clock: Callable[[], float],
     summary: JobSummary,
     started: float,
+    ctrl_c: CtrlC,
 ) -> JobSummary:
     try:
         if overlaps(spec.input_uri, spec.output_path):
@@ -201,6 +206,8 @@ def _run(
                 "JSON decoder refuses (each record is then sent alone); for one JSON value per line use "
                 "application/jsonlines"
             )
+    if ctrl_c.count:  # Ctrl-C while the objects were listed
+        return _settle(store, summary, JobStatus.STOPPED, "stopped by the user", started, clock)
     done = store.done_keys(spec.name)
     todo = [t for t in tasks if t.obj.key not in done]
     store.set_total(spec.name, len(tasks))
@@ -210,7 +217,7 @@ def _run(
     progress.start(spec.name, len(tasks), summary.objects_skipped, sum(t.obj.size for t in todo))
     try:
         engine = engine or make_engine(options)
-        stopped = engine.run(spec, shard(todo, spec.instance_count), collector) if todo else False
+        stopped = engine.run(spec, shard(todo, spec.instance_count), collector, ctrl_c) if todo else False
     except ConfigError as exc:
         progress.close()
         return _settle(store, summary, JobStatus.FAILED, str(exc), started, clock)

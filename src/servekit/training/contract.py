@@ -18,6 +18,7 @@ OUTPUT = f"{ML}/output"
 OUTPUT_DATA = f"{OUTPUT}/data"
 CODE = f"{ML}/code"
 HOST = "algo-1"
+INTERFACE = "lo"  # a job's hosts share this machine's loopback (each resolves every host name to 127.0.0.1)
 # what the SDK adds for the container, not for the script
 FRAMEWORK_KEYS = frozenset(
     {
@@ -81,7 +82,7 @@ def channels(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {
             "TrainingInputMode": ch.get("InputMode")
             or (request.get("AlgorithmSpecification") or {}).get("TrainingInputMode", "File"),
-            "S3DistributionType": source.get("S3DistributionType", "FullyReplicated"),
+            "S3DistributionType": source.get("S3DataDistributionType", "FullyReplicated"),
             "RecordWrapperType": ch.get("RecordWrapperType", "None"),
         }
         if ch.get("ContentType"):
@@ -90,27 +91,62 @@ def channels(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def resource_config() -> dict[str, Any]:
+def hosts(request: Mapping[str, Any]) -> list[str]:
+    """``algo-1`` ... ``algo-N`` for ``ResourceConfig.InstanceCount`` N."""
+    count = int((request.get("ResourceConfig") or {}).get("InstanceCount") or 1)
+    return [f"algo-{i}" for i in range(1, max(1, count) + 1)]
+
+
+def resource_config(request: Mapping[str, Any] | None = None, host: str = HOST) -> dict[str, Any]:
+    names = hosts(request or {})
     return {
-        "current_host": HOST,
-        "hosts": [HOST],
-        "network_interface_name": "eth0",
+        "current_host": host,
+        "current_instance_type": str(((request or {}).get("ResourceConfig") or {}).get("InstanceType", "")),
         "current_group_name": "homogeneousCluster",
+        "hosts": names,
+        "instance_groups": [
+            {
+                "instance_group_name": "homogeneousCluster",
+                "instance_type": str(((request or {}).get("ResourceConfig") or {}).get("InstanceType", "")),
+                "hosts": names,
+            }
+        ],
+        "network_interface_name": INTERFACE,
     }
 
 
-def config_files(request: Mapping[str, Any]) -> dict[str, Any]:
-    """``/opt/ml/input/config``'s files: name -> JSON document."""
+def config_files(request: Mapping[str, Any], host: str = HOST) -> dict[str, Any]:
+    """``/opt/ml/input/config``'s files on ``host``: name -> JSON document."""
     return {
         "hyperparameters.json": dict(request.get("HyperParameters") or {}),
-        "resourceconfig.json": resource_config(),
+        "resourceconfig.json": resource_config(request, host),
         "inputdataconfig.json": channels(request),
     }
 
 
-def environment(request: Mapping[str, Any], script: Script | None, cpus: int) -> dict[str, str]:
-    """The ``SM_*`` variables the framework containers set, plus the request's own ``Environment``."""
+def distributed(request: Mapping[str, Any], host: str, master_port: int) -> dict[str, str]:
+    """What ``torch.distributed`` (``init_process_group("gloo")`` with the env:// default) needs to rendezvous:
+    the first host as master, this host's rank; gloo and NCCL bound to the hosts' shared interface."""
+    names = hosts(request)
+    return {
+        "MASTER_ADDR": names[0],
+        "MASTER_PORT": str(master_port),
+        "WORLD_SIZE": str(len(names)),
+        "RANK": str(names.index(host)),
+        "LOCAL_RANK": "0",
+        "GLOO_SOCKET_IFNAME": INTERFACE,
+        "NCCL_SOCKET_IFNAME": INTERFACE,
+    }
+
+
+def environment(
+    request: Mapping[str, Any], script: Script | None, cpus: int, host: str = HOST, master_port: int = 7777
+) -> dict[str, str]:
+    """The ``SM_*`` variables the framework containers set on ``host``, the distributed rendezvous, and the
+    request's own ``Environment``."""
     names = list(channels(request))
+    all_hosts = hosts(request)
+    resources = resource_config(request, host)
     hps = (
         script.user_hyperparameters
         if script
@@ -125,14 +161,14 @@ def environment(request: Mapping[str, Any], script: Script | None, cpus: int) ->
         "SM_OUTPUT_INTERMEDIATE_DIR": f"{OUTPUT}/intermediate",
         "SM_CHANNELS": json.dumps(names),
         "SM_HPS": json.dumps(hps),
-        "SM_CURRENT_HOST": HOST,
-        "SM_HOSTS": json.dumps([HOST]),
-        "SM_NETWORK_INTERFACE_NAME": "eth0",
+        "SM_CURRENT_HOST": host,
+        "SM_HOSTS": json.dumps(all_hosts),
+        "SM_NETWORK_INTERFACE_NAME": INTERFACE,
         "SM_NUM_CPUS": str(cpus),
         "SM_NUM_GPUS": "0",
         "SM_NUM_NEURONS": "0",
         "SM_LOG_LEVEL": "20",
-        "SM_RESOURCE_CONFIG": json.dumps(resource_config()),
+        "SM_RESOURCE_CONFIG": json.dumps(resources),
         "SM_INPUT_DATA_CONFIG": json.dumps(channels(request)),
         "SM_CURRENT_INSTANCE_TYPE": str((request.get("ResourceConfig") or {}).get("InstanceType", "")),
         "SM_USER_ARGS": json.dumps(script.args if script else []),
@@ -151,8 +187,10 @@ def environment(request: Mapping[str, Any], script: Script | None, cpus: int) ->
     env["SM_TRAINING_ENV"] = json.dumps(
         {
             "channel_input_dirs": {n: f"{DATA}/{n}" for n in names},
-            "current_host": HOST,
-            "hosts": [HOST],
+            "current_host": host,
+            "hosts": all_hosts,
+            "master_hostname": all_hosts[0],
+            "is_master": host == all_hosts[0],
             "hyperparameters": hps,
             "input_config_dir": CONFIG,
             "input_data_config": channels(request),
@@ -166,9 +204,10 @@ def environment(request: Mapping[str, Any], script: Script | None, cpus: int) ->
             "num_gpus": 0,
             "output_data_dir": OUTPUT_DATA,
             "output_dir": OUTPUT,
-            "resource_config": resource_config(),
+            "resource_config": resources,
             "user_entry_point": env["SM_USER_ENTRY_POINT"],
         }
     )
+    env.update(distributed(request, host, master_port))
     env.update({str(k): str(v) for k, v in (request.get("Environment") or {}).items()})
     return env

@@ -11,10 +11,12 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
+import socket
 import tarfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,6 +60,52 @@ class Running:
     proc: asyncio.subprocess.Process | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     reason: str = ""
+    hosts: list[Running] = field(default_factory=list)  # a job of several hosts: one run each
+
+    def kill(self) -> None:
+        """SIGKILL what still runs (servekit up is stopping: the sandboxes die with it)."""
+        for run in [self, *self.hosts]:
+            if run.proc is not None and run.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.proc.pid, signal.SIGKILL)
+
+
+async def run_hosts(
+    commands: Sequence[tuple[list[str], Mapping[str, str], Path]], limit_s: float, run: Running, grace_s: float
+) -> tuple[list[tuple[int, bool]], bool]:
+    """Run one sandbox command per host (:func:`run_sandboxed`) together. When one host fails the others are
+    stopped (they would wait for it forever in a rendezvous); a stop of the job stops them all. Each host's exit
+    code and whether it was stopped, and whether the job was stopped (``run.reason`` says why)."""
+    run.hosts = [Running() for _ in commands]
+    tasks = [
+        asyncio.create_task(run_sandboxed(argv, env, log_path, limit_s, host, grace_s))
+        for (argv, env, log_path), host in zip(commands, run.hosts, strict=True)
+    ]
+    stopper = asyncio.create_task(run.stop.wait())
+    pending: set[asyncio.Task[Any]] = {*tasks, stopper}
+    try:
+        while pending - {stopper}:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            abort = ""
+            if stopper in done:
+                abort = run.reason
+            for task in done - {stopper}:
+                rc, stopped = task.result()
+                if rc != 0 and not stopped:
+                    abort = "another host of the job failed"
+            if stopper in done or abort:
+                for host in run.hosts:
+                    if not host.stop.is_set():
+                        host.reason = host.reason or abort
+                        host.stop.set()
+    finally:
+        stopper.cancel()
+    results = [t.result() for t in tasks]
+    timed_out = any(h.reason == "MaxRuntimeExceeded" for h in run.hosts)
+    if timed_out and not run.stop.is_set():
+        run.reason = "MaxRuntimeExceeded"
+    stopped = run.stop.is_set() or timed_out
+    return results, stopped
 
 
 def _extract(archive: Path, dest: Path) -> None:
@@ -65,10 +113,49 @@ def _extract(archive: Path, dest: Path) -> None:
         tar.extractall(dest, filter="data")  # refuses absolute paths, .., links out of dest
 
 
-def _tar(folder: Path, archive: Path) -> None:
+def _tar(folders: Sequence[Path], archive: Path) -> None:
+    """The files of ``folders`` in one archive; where several hold the same path, the first one's."""
+    seen: set[str] = set()
     with tarfile.open(archive, "w:gz") as tar:
-        for item in sorted(folder.iterdir()):
-            tar.add(item, arcname=item.name)
+        for folder in folders:
+            for item in sorted(folder.rglob("*")):
+                arcname = item.relative_to(folder).as_posix()
+                if arcname in seen:
+                    continue
+                seen.add(arcname)
+                tar.add(item, arcname=arcname, recursive=False)
+
+
+def _ml(job_dir: Path, host: str) -> Path:
+    """A host's ``/opt/ml`` on this machine (the first host's keeps the single-host name)."""
+    return job_dir / "ml" if host == contract.HOST else job_dir / f"ml-{host}"
+
+
+def shards(folder: Path, count: int) -> list[Path]:
+    """``ShardedByS3Key``: ``count`` folders beside ``folder``, the i-th holding every ``count``-th file by key from
+    the i-th (hard links, or copies across file systems)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    out = []
+    for i in range(count):
+        shard = folder.with_name(f"{folder.name}.shard-{i + 1}")
+        shutil.rmtree(shard, ignore_errors=True)
+        shard.mkdir(parents=True)
+        for src in files[i::count]:
+            dest = shard / src.relative_to(folder)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(src, dest)
+            except OSError:
+                shutil.copy2(src, dest)
+        out.append(shard)
+    return out
+
+
+def free_port() -> int:
+    """A loopback port no one listens on now, for the hosts' rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _last_line(path: Path) -> str:
@@ -244,9 +331,7 @@ class TrainingRunner(SandboxJobRunner):
                 name, SecondaryStatus.FAILED, str(exc)[:_FAILURE_MAX], TrainingJobStatus.FAILED, str(exc)[:_FAILURE_MAX]
             )
         except asyncio.CancelledError:  # servekit up is stopping: the sandbox dies with it
-            if run.proc is not None and run.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(run.proc.pid, signal.SIGKILL)
+            run.kill()
             with contextlib.suppress(Exception):
                 self._move(
                     name,
@@ -274,9 +359,9 @@ class TrainingRunner(SandboxJobRunner):
         req = row.request
         script = contract.script_of(req.get("HyperParameters") or {})  # None: a built-in algorithm
         job_dir = self.root / name
-        ml = job_dir / "ml"
+        hosts = contract.hosts(req)
         self._move(name, SecondaryStatus.DOWNLOADING, "Downloading input data")
-        channels = await asyncio.to_thread(self._prepare, req, script, job_dir, ml)
+        channels = await asyncio.to_thread(self._prepare, req, script, job_dir, hosts)
         if run.stop.is_set():
             self._move(
                 name,
@@ -286,9 +371,9 @@ class TrainingRunner(SandboxJobRunner):
                 run.reason or "Stopped by the user",
             )
             return
-        log_path = job_dir / "algo-1.log"
-        stream = f"{name}/algo-1-{int(self.clock())}"
-        self.logs.register(LOG_GROUP, stream, log_path)
+        logs = {job_dir / f"{host}.log": f"{name}/{host}-{int(self.clock())}" for host in hosts}
+        for log_path, stream in logs.items():
+            self.logs.register(LOG_GROUP, stream, log_path)
         started = self.clock()
         self._move(
             name,
@@ -298,10 +383,11 @@ class TrainingRunner(SandboxJobRunner):
             details={"TrainingStartTime": started},
         )
         try:
-            rc, stopped = await self._train(req, script, job_dir, ml, channels, log_path, run)
+            codes, stopped = await self._train(req, script, job_dir, hosts, channels, run)
         finally:
-            await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
-            self.logs.unregister(log_path)
+            for log_path, stream in logs.items():
+                await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
+                self.logs.unregister(log_path)
         ended = self.clock()
         times = {"TrainingEndTime": ended, "TrainingTimeInSeconds": max(1, int(ended - started))}
         times["BillableTimeInSeconds"] = times["TrainingTimeInSeconds"]
@@ -316,14 +402,18 @@ class TrainingRunner(SandboxJobRunner):
                 times,
             )
             return
-        if rc != 0:
-            failure = ml / "output" / "failure"
+        for host, (rc, host_stopped) in zip(hosts, codes, strict=True):
+            if rc == 0 or host_stopped:  # stopped because another host failed
+                continue
+            failure = _ml(job_dir, host) / "output" / "failure"
             text = failure.read_text(errors="replace").strip() if failure.is_file() else ""
-            reason = text or f"AlgorithmError: {_last_line(log_path) or 'the script failed'}, exit code: {rc}"
-            raise JobFailed(reason)
+            last = _last_line(job_dir / f"{host}.log") or "the script failed"
+            on = f" on {host}" if len(hosts) > 1 else ""
+            raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")
         self._move(name, SecondaryStatus.UPLOADING, "Uploading generated training model", details=times)
-        artifacts = await asyncio.to_thread(self._upload, req, name, job_dir, ml)
-        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        artifacts = await asyncio.to_thread(self._upload, req, name, job_dir, hosts)
+        first_log = job_dir / f"{hosts[0]}.log"
+        text = first_log.read_text(errors="replace") if first_log.exists() else ""
         metrics = final_metrics((req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or [], text, ended)
         if script is None:  # a built-in algorithm: SageMaker knows its metrics (train:rmse, validation:auc, ...)
             known = {m["MetricName"] for m in metrics}
@@ -337,13 +427,17 @@ class TrainingRunner(SandboxJobRunner):
         )
 
     def _prepare(
-        self, req: Mapping[str, Any], script: contract.Script | None, job_dir: Path, ml: Path
-    ) -> dict[str, Path]:
-        for sub in ("input/config", "model", "output/data", "output/intermediate", "checkpoints"):
-            (ml / sub).mkdir(parents=True, exist_ok=True)
-        for fname, doc in contract.config_files(req).items():
-            (ml / "input" / "config" / fname).write_text(json.dumps(doc, indent=2))
-        channels: dict[str, Path] = {}
+        self, req: Mapping[str, Any], script: contract.Script | None, job_dir: Path, hosts: Sequence[str]
+    ) -> dict[str, dict[str, Path]]:
+        """Each host's ``/opt/ml`` and, per host, each channel's folder (the same one, or the host's shard of a
+        ``ShardedByS3Key`` channel: every N-th object by key)."""
+        for host in hosts:
+            ml = _ml(job_dir, host)
+            for sub in ("input/config", "model", "output/data", "output/intermediate", "checkpoints"):
+                (ml / sub).mkdir(parents=True, exist_ok=True)
+            for fname, doc in contract.config_files(req, host).items():
+                (ml / "input" / "config" / fname).write_text(json.dumps(doc, indent=2))
+        channels: dict[str, dict[str, Path]] = {host: {} for host in hosts}
         for ch in req.get("InputDataConfig") or []:
             source = (ch.get("DataSource") or {}).get("S3DataSource") or {}
             uri = source.get("S3Uri", "")
@@ -352,7 +446,10 @@ class TrainingRunner(SandboxJobRunner):
                 self.files.fetch(uri, target)
             except (OSError, ValueError) as exc:
                 raise JobFailed(f"ClientError: channel {ch['ChannelName']}: {exc}") from None
-            channels[ch["ChannelName"]] = target
+            sharded = source.get("S3DataDistributionType") == "ShardedByS3Key" and len(hosts) > 1
+            folders = shards(target, len(hosts)) if sharded else [target] * len(hosts)
+            for host, folder in zip(hosts, folders, strict=True):
+                channels[host][ch["ChannelName"]] = folder
         code = job_dir / "code"
         code.mkdir(parents=True, exist_ok=True)
         if script is None:
@@ -382,34 +479,49 @@ class TrainingRunner(SandboxJobRunner):
         req: Mapping[str, Any],
         script: contract.Script | None,
         job_dir: Path,
-        ml: Path,
-        channels: Mapping[str, Path],
-        log_path: Path,
+        hosts: Sequence[str],
+        channels: Mapping[str, Mapping[str, Path]],
         run: Running,
-    ) -> tuple[int, bool]:
+    ) -> tuple[list[tuple[int, bool]], bool]:
         try:
             bwrap = sandbox.bwrap()
         except sandbox.SandboxUnavailable as exc:
             raise JobFailed(f"ClientError: {exc}") from None
         bin_dir = sandbox.python_wrappers(job_dir / "bin", self.python)
-        layout = sandbox.Layout(ml, channels, job_dir / "code", hidden=[self.home], bin=bin_dir)
+        hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         if script is None:
             argv = [self.python, "-u", "-m", XGBOOST_ALGORITHM]
         else:
             argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
-        env = sandbox_env({**self.environment, **contract.environment(req, script, os.cpu_count() or 1)})
+        port = free_port()
+        commands = []
+        for host in hosts:
+            layout = sandbox.Layout(
+                _ml(job_dir, host),
+                channels[host],
+                job_dir / "code",
+                hidden=[self.home],
+                bin=bin_dir,
+                hostname=host,
+                hosts_file=hosts_file,
+            )
+            sm = contract.environment(req, script, os.cpu_count() or 1, host, port)
+            env = sandbox_env({**self.environment, **sm})
+            commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        return await run_sandboxed(sandbox.command(layout, argv, bwrap), env, log_path, limit, run, self.stop_grace_s)
+        return await run_hosts(commands, limit, run, self.stop_grace_s)
 
-    def _upload(self, req: Mapping[str, Any], name: str, job_dir: Path, ml: Path) -> str:
+    def _upload(self, req: Mapping[str, Any], name: str, job_dir: Path, hosts: Sequence[str]) -> str:
+        """``/opt/ml/model`` (and ``/opt/ml/output/data``) of every host in one archive each, the first host's file
+        where two hosts wrote the same name."""
         base = str((req.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")
         model_uri = f"{base}/{name}/output/model.tar.gz"
         archive = job_dir / "model.tar.gz"
-        _tar(ml / "model", archive)
+        _tar([_ml(job_dir, h) / "model" for h in hosts], archive)
         self.files.put_file(model_uri, archive, "application/x-tar")
-        output = ml / "output" / "data"
-        if any(output.iterdir()):
+        outputs = [_ml(job_dir, h) / "output" / "data" for h in hosts]
+        if any(any(o.iterdir()) for o in outputs):
             out_archive = job_dir / "output.tar.gz"
-            _tar(output, out_archive)
+            _tar(outputs, out_archive)
             self.files.put_file(f"{base}/{name}/output/output.tar.gz", out_archive, "application/x-tar")
         return model_uri

@@ -44,6 +44,15 @@ class Layout:
     # job's inputs and outputs at their LocalPath)
     mounts: Sequence[tuple[Path, str, bool]] = ()
     bin: Path | None = None  # mounted at BIN, first on PATH: python/python3 wrappers of servekit's interpreter
+    hostname: str | None = None  # the job host's name (algo-1, ...), in its own UTS namespace
+    hosts_file: Path | None = None  # mounted at /etc/hosts: every host of the job resolves to 127.0.0.1
+
+
+def hosts_file(path: Path, hosts: Sequence[str]) -> Path:
+    """An ``/etc/hosts`` where the job's hosts are this machine's loopback (they rendezvous there)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"127.0.0.1\tlocalhost {' '.join(hosts)}\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+    return path
 
 
 def python_wrappers(folder: Path, python: str) -> Path:
@@ -61,6 +70,10 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
     """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
     out = [bwrap_path, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--tmpfs", "/tmp"]
+    if layout.hostname is not None:
+        out += ["--unshare-uts", "--hostname", layout.hostname]
+    if layout.hosts_file is not None:
+        out += ["--ro-bind", str(layout.hosts_file), "/etc/hosts"]
     for folder in layout.hidden:
         out += ["--tmpfs", str(folder)]
     out += ["--tmpfs", "/opt", "--bind", str(layout.ml), ML]

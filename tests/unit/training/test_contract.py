@@ -17,7 +17,7 @@ from servekit.training.lifecycle import (
     TrainingJobStatus,
     check_transition,
 )
-from servekit.training.runner import final_metrics
+from servekit.training.runner import final_metrics, shards
 from servekit.training.sandbox import Layout, command
 
 REQUEST = {
@@ -73,6 +73,42 @@ def test_the_config_files() -> None:
         "RecordWrapperType": "None",
         "ContentType": "text/csv",
     }
+
+
+def test_several_hosts_each_see_their_name_and_the_rendezvous() -> None:
+    request = {
+        **REQUEST,
+        "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 3},
+        "InputDataConfig": [
+            {
+                "ChannelName": "train",
+                "DataSource": {"S3DataSource": {"S3Uri": "s3://b/t", "S3DataDistributionType": "ShardedByS3Key"}},
+            }
+        ],
+    }
+    assert contract.hosts(request) == ["algo-1", "algo-2", "algo-3"]
+    script = contract.script_of(REQUEST["HyperParameters"])  # type: ignore[arg-type]
+    env = contract.environment(request, script, cpus=2, host="algo-2", master_port=29400)
+    assert (env["SM_CURRENT_HOST"], json.loads(env["SM_HOSTS"])) == ("algo-2", ["algo-1", "algo-2", "algo-3"])
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == ("algo-1", "29400", "1", "3")
+    assert env["GLOO_SOCKET_IFNAME"] == env["SM_NETWORK_INTERFACE_NAME"] == "lo"
+    training_env = json.loads(env["SM_TRAINING_ENV"])
+    assert (training_env["master_hostname"], training_env["is_master"]) == ("algo-1", False)
+    files = contract.config_files(request, "algo-3")
+    assert files["resourceconfig.json"]["current_host"] == "algo-3"
+    assert files["resourceconfig.json"]["hosts"] == ["algo-1", "algo-2", "algo-3"]
+    assert files["inputdataconfig.json"]["train"]["S3DistributionType"] == "ShardedByS3Key"
+
+
+def test_shards_split_a_channel_by_key(tmp_path: Path) -> None:
+    channel = tmp_path / "train"
+    for name in ["a/1", "a/2", "b", "c", "d"]:
+        (channel / name).parent.mkdir(parents=True, exist_ok=True)
+        (channel / name).write_text(name)
+    folders = shards(channel, 2)
+    got = [sorted(p.relative_to(f).as_posix() for p in f.rglob("*") if p.is_file()) for f in folders]
+    assert got == [["a/1", "b", "d"], ["a/2", "c"]]
+    assert (folders[1] / "a" / "2").stat().st_ino == (channel / "a" / "2").stat().st_ino  # linked, not copied
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,9 @@ test-postgres: install-postgres
 # The SageMaker Python SDK against servekit up (tests/e2e/sdk): the SDK in a virtualenv of its own, as in a user's
 # notebook (it brings pandas and more that servekit's tests need not share), pinned to the 2.x line most code uses.
 SDK_VENV ?= build/sdk-venv
+# The PyTorch estimator's script runs in servekit's Python: torch's CPU build, as in install-extras.
 install-sdk:
+	$(PIP) install -q 'torch==2.13.0'
 	test -x $(SDK_VENV)/bin/python || $(PYTHON) -m venv $(SDK_VENV)
 	$(SDK_VENV)/bin/python -m pip install -q 'sagemaker==2.257.7' 'boto3>=1.34,<1.43.118'
 

@@ -126,3 +126,39 @@ def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> Non
         assert "note=from the sdk hosts=['algo-1']" in run.stdout, run.stdout
     finally:
         up.stop()
+
+
+@pytest.mark.timeout(600)
+def test_a_two_host_pytorch_job_a_failing_script_and_max_run(tmp_path: Path) -> None:
+    python = os.environ.get("SERVEKIT_SDK_PYTHON")
+    if not python:
+        pytest.fail("SERVEKIT_SDK_PYTHON names the SageMaker SDK's interpreter: run `make test-sdk`")
+    up = UpProcess(tmp_path / "home")
+    up.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
+        env.update(SERVEKIT_HOME=str(up.home), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
+        servekit = f"{shlex.quote(sys.executable)} -m servekit.cli.main"
+        args = (python, HERE / "sdk_jobs_more.py", HERE / "dist_train.py", HERE / "fail_train.py")
+        args += (HERE / "slow_train.py",)
+        script = " ".join(shlex.quote(str(a)) for a in args)
+        run = subprocess.run(
+            ["bash", "-c", f'eval "$({servekit} env)" && exec {script}'],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
+        assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-6000:]}\n{up.log.read_text()[-3000:]}"
+        steps = steps_of(run.stdout)
+        assert steps["pytorch"]["status"] == "Completed"
+        # fit(logs="All") printed both hosts' lines, read back from their CloudWatch Logs streams
+        assert "host algo-1 rank 0 of 2 sum=3.0" in run.stdout, run.stdout
+        assert "host algo-2 rank 1 of 2 sum=3.0" in run.stdout, run.stdout
+        failing = steps["failing"]
+        assert failing["status"] == "Failed"
+        assert "ValueError: the label column is missing" in failing["reason"]
+        assert "the label column is missing" in failing["raised"]
+        assert steps["slow"] == {"status": "Stopped", "secondary": "MaxRuntimeExceeded"}
+    finally:
+        up.stop()

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -49,3 +50,22 @@ async def stop_children(children: Iterable[asyncio.subprocess.Process], grace_s:
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process and its children (a serve process may run worker processes)."""
+    try:
+        total = 0
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                children = (task / "children").read_text().split()
+            except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile; the sample stands
+                continue
+            for child in children:
+                total += rss_bytes(int(child)) or 0
+        return total
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from servekit._utils.files import tail_lines
+from servekit._utils.processes import rss_bytes
 
 log = logging.getLogger(__name__)
 
@@ -72,25 +73,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def rss_bytes(pid: int) -> int | None:
-    """Resident memory of a process and its children (a serve process may run worker processes)."""
-    try:
-        total = 0
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                children = (task / "children").read_text().split()
-            except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile; the sample stands
-                continue
-            for child in children:
-                total += rss_bytes(int(child)) or 0
-        return total
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
 
 
 class LocalProcessBackend:

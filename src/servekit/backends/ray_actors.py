@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from servekit._utils.files import tail_lines
-from servekit.backends.local import InstanceHandle, InstanceSpec, LocalProcessBackend, free_port, rss_bytes
+from servekit._utils.processes import rss_bytes
+from servekit.backends.local import InstanceHandle, InstanceSpec, LocalProcessBackend, free_port
 from servekit.errors import ConfigError, IllegalTransition
 
 log = logging.getLogger(__name__)

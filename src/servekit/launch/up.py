@@ -57,7 +57,7 @@ from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
 from servekit.sts.api import StsService, is_sts_request
 from servekit.training.api import TrainingJobsApi
-from servekit.training.runner import TrainingRunner
+from servekit.training.runner import JobEnvelope, TrainingRunner
 from servekit.transform.api import TransformJobsApi
 from servekit.tuning.api import TuningJobsApi
 
@@ -223,12 +223,28 @@ def build(
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)
     # Training jobs: scripts in a bubblewrap sandbox that shows them /opt/ml; channels linked from the plane's S3
+    def job_envelope(instance_type: str) -> JobEnvelope | None:  # a job's instance type, as endpoints see it
+        e = envelopes.envelope(instance_type)
+        return None if e is None else JobEnvelope(instance_type, e.vcpus, e.memory_bytes)
+
     training_runner = TrainingRunner(
-        db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
+        db.sagemaker_jobs,
+        home,
+        Objects(objects, storage),
+        JobLogFiles(log_shipper),
+        sys.executable,
+        job_env,
+        envelopes=job_envelope,
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(
-        db.sagemaker_jobs, home, Objects(objects, storage), JobLogFiles(log_shipper), sys.executable, job_env
+        db.sagemaker_jobs,
+        home,
+        Objects(objects, storage),
+        JobLogFiles(log_shipper),
+        sys.executable,
+        job_env,
+        envelopes=job_envelope,
     )
     # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
     processing = ProcessingJobsApi(

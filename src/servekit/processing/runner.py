@@ -94,9 +94,11 @@ class ProcessingRunner(SandboxJobRunner):
         )
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+        cluster = (req.get("ProcessingResources") or {}).get("ClusterConfig") or {}
+        envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         try:
             rc, stopped = await run_sandboxed(
-                sandbox.command(layout, argv, bwrap), env, log_path, limit, run, self.stop_grace_s
+                sandbox.command(layout, argv, bwrap), env, log_path, limit, run, self.stop_grace_s, envelope
             )
         finally:
             await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
@@ -109,7 +111,7 @@ class ProcessingRunner(SandboxJobRunner):
         if rc != 0:
             # what the job wrote for SageMaker: /opt/ml/output/message (processing), or failure (as training)
             written = [job_dir / "ml" / "output" / n for n in ("message", "failure")]
-            text = next((p.read_text(errors="replace").strip() for p in written if p.is_file()), "")
+            text = run.failure(rc) or next((p.read_text(errors="replace").strip() for p in written if p.is_file()), "")
             raise JobFailed(text or f"AlgorithmError: {_last_line(log_path) or 'the command failed'}, exit code: {rc}")
         await asyncio.to_thread(self._upload, outputs)
         self._set(name, ProcessingJobStatus.COMPLETED, ProcessingEndTime=self.clock())

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend, rss_bytes
+from servekit._utils.processes import rss_bytes
+from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend
 from servekit.bench.client import fetch
 from servekit.bench.loop import closed_loop, open_loop
 from servekit.bench.spec import BenchSpec, Target

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from servekit._utils.processes import rss_bytes
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
@@ -55,12 +56,37 @@ class JobFailed(Exception):
     """The job cannot go on; the message is its FailureReason."""
 
 
+@dataclass(frozen=True)
+class JobEnvelope:
+    """What an instance type gives a job's host: its CPUs (``SM_NUM_CPUS``) and memory (a host whose processes
+    hold more resident memory is killed and the job fails "out of memory")."""
+
+    instance_type: str
+    vcpus: int
+    memory_bytes: int | None
+
+
+MEMORY_POLL_S = 0.25  # how often a host's resident memory is read against its envelope
+
+
 @dataclass
 class Running:
     proc: asyncio.subprocess.Process | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     reason: str = ""
     hosts: list[Running] = field(default_factory=list)  # a job of several hosts: one run each
+    out_of_memory: str = ""  # why the memory watcher killed it
+
+    def failure(self, rc: int) -> str:
+        """What ended the run, when it was not the script itself: its envelope, or a SIGKILL from elsewhere."""
+        if self.out_of_memory:
+            return self.out_of_memory
+        if rc == -signal.SIGKILL:
+            return (
+                "OutOfMemoryError: the job was killed (SIGKILL), as the kernel's out-of-memory killer does when the "
+                "machine runs out of memory"
+            )
+        return ""
 
     def kill(self) -> None:
         """SIGKILL what still runs (servekit up is stopping: the sandboxes die with it)."""
@@ -71,14 +97,18 @@ class Running:
 
 
 async def run_hosts(
-    commands: Sequence[tuple[list[str], Mapping[str, str], Path]], limit_s: float, run: Running, grace_s: float
+    commands: Sequence[tuple[list[str], Mapping[str, str], Path]],
+    limit_s: float,
+    run: Running,
+    grace_s: float,
+    envelope: JobEnvelope | None = None,
 ) -> tuple[list[tuple[int, bool]], bool]:
     """Run one sandbox command per host (:func:`run_sandboxed`) together. When one host fails the others are
     stopped (they would wait for it forever in a rendezvous); a stop of the job stops them all. Each host's exit
     code and whether it was stopped, and whether the job was stopped (``run.reason`` says why)."""
     run.hosts = [Running() for _ in commands]
     tasks = [
-        asyncio.create_task(run_sandboxed(argv, env, log_path, limit_s, host, grace_s))
+        asyncio.create_task(run_sandboxed(argv, env, log_path, limit_s, host, grace_s, envelope))
         for (argv, env, log_path), host in zip(commands, run.hosts, strict=True)
     ]
     stopper = asyncio.create_task(run.stop.wait())
@@ -168,12 +198,35 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip() if lines else ""
 
 
+async def _watch_memory(proc: asyncio.subprocess.Process, envelope: JobEnvelope, run: Running) -> None:
+    limit = envelope.memory_bytes
+    assert limit is not None
+    while proc.returncode is None:
+        rss = rss_bytes(proc.pid)
+        if rss is not None and rss > limit:
+            run.out_of_memory = (
+                f"OutOfMemoryError: out of memory: the job's processes held {rss / 2**30:.2f} GiB resident, over "
+                f"the {limit / 2**30:.2f} GiB of its instance type {envelope.instance_type}"
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return
+        await asyncio.sleep(MEMORY_POLL_S)
+
+
 async def run_sandboxed(
-    argv: list[str], env: Mapping[str, str], log_path: Path, limit_s: float, run: Running, grace_s: float
+    argv: list[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    limit_s: float,
+    run: Running,
+    grace_s: float,
+    envelope: JobEnvelope | None = None,
 ) -> tuple[int, bool]:
     """Run ``argv`` (a sandbox command) with its output appended to ``log_path``; stop it when ``run.stop`` is set
-    or after ``limit_s`` (SIGTERM to its process group, SIGKILL after ``grace_s``). Its exit code, and whether it
-    was stopped (``run.reason`` says why: ``MaxRuntimeExceeded`` when the limit passed)."""
+    or after ``limit_s`` (SIGTERM to its process group, SIGKILL after ``grace_s``); kill it when its processes hold
+    more memory than ``envelope`` allows (``run.out_of_memory`` says so). Its exit code, and whether it was stopped
+    (``run.reason`` says why: ``MaxRuntimeExceeded`` when the limit passed)."""
     with log_path.open("ab") as out:
         run.proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -186,8 +239,15 @@ async def run_sandboxed(
     proc = run.proc
     waiter = asyncio.create_task(proc.wait())
     stopper = asyncio.create_task(run.stop.wait())
-    done, _ = await asyncio.wait({waiter, stopper}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
+    watcher = None
+    if envelope is not None and envelope.memory_bytes is not None:
+        watcher = asyncio.create_task(_watch_memory(proc, envelope, run))
+    try:
+        done, _ = await asyncio.wait({waiter, stopper}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if watcher is not None:
+            watcher.cancel()
     if waiter in done:
         return waiter.result(), False
     if not run.stop.is_set():
@@ -265,8 +325,10 @@ class SandboxJobRunner:
         environment: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         stop_grace_s: float = STOP_GRACE_S,
+        envelopes: Callable[[str], JobEnvelope | None] | None = None,
     ) -> None:
         self.jobs = jobs
+        self.envelopes = envelopes or (lambda _: None)
         self.root = home / self.FOLDER
         self.home = home
         self.files = files
@@ -276,6 +338,13 @@ class SandboxJobRunner:
         self.clock = clock
         self.stop_grace_s = stop_grace_s
         self.running: dict[str, Running] = {}
+
+    def envelope(self, instance_type: str) -> JobEnvelope | None:
+        return self.envelopes(instance_type) if instance_type else None
+
+    def cpus(self, envelope: JobEnvelope | None) -> int:
+        """``SM_NUM_CPUS``: the instance type's vCPUs (this machine's CPUs for a type without an envelope)."""
+        return envelope.vcpus if envelope is not None else os.cpu_count() or 1
 
     def stop(self, name: str, reason: str = "") -> bool:
         run = self.running.get(name)
@@ -402,11 +471,12 @@ class TrainingRunner(SandboxJobRunner):
                 times,
             )
             return
-        for host, (rc, host_stopped) in zip(hosts, codes, strict=True):
+        for host, (rc, host_stopped), host_run in zip(hosts, codes, run.hosts, strict=True):
             if rc == 0 or host_stopped:  # stopped because another host failed
                 continue
             failure = _ml(job_dir, host) / "output" / "failure"
-            text = failure.read_text(errors="replace").strip() if failure.is_file() else ""
+            text = host_run.failure(rc)
+            text = text or (failure.read_text(errors="replace").strip() if failure.is_file() else "")
             last = _last_line(job_dir / f"{host}.log") or "the script failed"
             on = f" on {host}" if len(hosts) > 1 else ""
             raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")
@@ -494,6 +564,7 @@ class TrainingRunner(SandboxJobRunner):
         else:
             argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
         port = free_port()
+        envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
         commands = []
         for host in hosts:
             layout = sandbox.Layout(
@@ -505,11 +576,11 @@ class TrainingRunner(SandboxJobRunner):
                 hostname=host,
                 hosts_file=hosts_file,
             )
-            sm = contract.environment(req, script, os.cpu_count() or 1, host, port)
+            sm = contract.environment(req, script, self.cpus(envelope), host, port)
             env = sandbox_env({**self.environment, **sm})
             commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        return await run_hosts(commands, limit, run, self.stop_grace_s)
+        return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
 
     def _upload(self, req: Mapping[str, Any], name: str, job_dir: Path, hosts: Sequence[str]) -> str:
         """``/opt/ml/model`` (and ``/opt/ml/output/data``) of every host in one archive each, the first host's file

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servekit.backends.local import rss_bytes
+from servekit._utils.processes import rss_bytes
 from servekit.cloudwatch.source import MetricQuery
 from servekit.cloudwatch.store import INSTANCE_NAMESPACE, MetricsStore
 from servekit.hosting.utilization import (

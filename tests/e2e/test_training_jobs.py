@@ -283,3 +283,32 @@ def test_a_malformed_hyperparameter_fails_the_job_with_the_scripts_own_message(u
         sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="badhp-1", WaiterConfig=FAST)
     reason = sm.describe_training_job(TrainingJobName="badhp-1")["FailureReason"]
     assert "argument --alpha: invalid float value: 'not-a-number'" in reason and "exit code: 2" in reason
+
+
+CHECKPOINTED = """
+import os, sys
+folder = "/opt/ml/custom-checkpoints"
+step = int(open(os.path.join(folder, "step")).read()) if os.path.exists(os.path.join(folder, "step")) else 0
+step += 1
+with open(os.path.join(folder, "step"), "w") as f:
+    f.write(str(step))
+print("resumed at step", step, flush=True)
+if step == 1:
+    raise SystemExit("interrupted after saving step 1")
+"""
+
+
+def test_checkpoints_survive_a_failed_job_and_a_rerun_resumes_from_them(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    uri = f"s3://{BUCKET}/checkpoints/resume"
+    checkpoint = {"S3Uri": uri, "LocalPath": "/opt/ml/custom-checkpoints"}
+    sm.create_training_job(**job(s3, "ckpt-1", CHECKPOINTED, CheckpointConfig=checkpoint))
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="ckpt-1", WaiterConfig=FAST)
+    assert sm.describe_training_job(TrainingJobName="ckpt-1")["TrainingJobStatus"] == "Failed"
+    saved = s3.get_object(Bucket=BUCKET, Key="checkpoints/resume/step")["Body"].read()
+    assert saved == b"1"  # uploaded although the job failed
+    sm.create_training_job(**job(s3, "ckpt-2", CHECKPOINTED, CheckpointConfig=checkpoint))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="ckpt-2", WaiterConfig=FAST)
+    assert sm.describe_training_job(TrainingJobName="ckpt-2")["TrainingJobStatus"] == "Completed"
+    assert s3.get_object(Bucket=BUCKET, Key="checkpoints/resume/step")["Body"].read() == b"2"

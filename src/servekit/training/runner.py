@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from servekit._utils.processes import rss_bytes
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
+from servekit.training.checkpoints import SYNC_S, CheckpointSync
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 
 log = logging.getLogger(__name__)
@@ -274,6 +275,7 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+CHECKPOINTS = f"{contract.ML}/checkpoints"
 XGBOOST_ALGORITHM = "servekit.training.algorithms.xgboost_algorithm"
 _EVAL_LINE = re.compile(r"^\[\d+\]\t(.*)$", re.MULTILINE)
 _EVAL_ITEM = re.compile(r"(\w+)-([\w@.:-]+?):([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
@@ -357,6 +359,7 @@ class SandboxJobRunner:
 
 class TrainingRunner(SandboxJobRunner):
     FOLDER = "training"
+    checkpoint_sync_s = SYNC_S
 
     # ---- status ----------------------------------------------------------------------------------------------
     def _move(
@@ -565,8 +568,13 @@ class TrainingRunner(SandboxJobRunner):
             argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
         port = free_port()
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
+        checkpoint = req.get("CheckpointConfig") or {}
+        local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
+        if not local.startswith("/") or ".." in local.split("/"):
+            raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
         commands = []
         for host in hosts:
+            ckpt = _ml(job_dir, host) / "checkpoints"
             layout = sandbox.Layout(
                 _ml(job_dir, host),
                 channels[host],
@@ -575,12 +583,30 @@ class TrainingRunner(SandboxJobRunner):
                 bin=bin_dir,
                 hostname=host,
                 hosts_file=hosts_file,
+                mounts=[(ckpt, local, True)] if local != CHECKPOINTS else [],
             )
             sm = contract.environment(req, script, self.cpus(envelope), host, port)
             env = sandbox_env({**self.environment, **sm})
             commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
+        if not checkpoint.get("S3Uri"):
+            return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
+        sync = CheckpointSync(self.files, str(checkpoint["S3Uri"]), [_ml(job_dir, h) / "checkpoints" for h in hosts])
+        try:
+            await asyncio.to_thread(sync.restore)
+        except (OSError, ValueError) as exc:
+            raise JobFailed(f"ClientError: CheckpointConfig.S3Uri {checkpoint['S3Uri']}: {exc}") from None
+        keeper = asyncio.create_task(sync.keep_in_step(self.checkpoint_sync_s))
+        try:
+            return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError, OSError, ValueError):
+                await keeper
+            try:
+                await asyncio.to_thread(sync.sync)  # whatever the end: the last checkpoints are kept
+            except (OSError, ValueError):
+                log.warning("checkpoints of %s not uploaded to %s", job_dir.name, checkpoint["S3Uri"], exc_info=True)
 
     def _upload(self, req: Mapping[str, Any], name: str, job_dir: Path, hosts: Sequence[str]) -> str:
         """``/opt/ml/model`` (and ``/opt/ml/output/data``) of every host in one archive each, the first host's file

@@ -2,14 +2,23 @@
 the plane) that launches training jobs through the training service, at most ``MaxParallelTrainingJobs`` at once and
 ``MaxNumberOfTrainingJobs`` in all, reads each one's objective from its ``FinalMetricDataList`` and keeps the best;
 DescribeHyperParameterTuningJob, ListHyperParameterTuningJobs, ListTrainingJobsForHyperParameterTuningJob and
-StopHyperParameterTuningJob answer in botocore's shapes."""
+StopHyperParameterTuningJob answer in botocore's shapes.
+
+With the Hyperband strategy or ``TrainingJobEarlyStoppingType: Auto`` the search also follows each running job's
+log (every ``poll_s``), reads the objective it prints per epoch and stops the job its stopper
+(:mod:`servekit.tuning.stopping`) gives up on; a stopped job ends ``Stopped`` with its last values as its
+``FinalMetricDataList``. A warm start (:mod:`servekit.tuning.warmstart`) seeds the strategy with its parents'
+completed jobs."""
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import logging
 import zlib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from servekit.aws.errors import ApiError, validation_exception
@@ -19,7 +28,11 @@ from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJ
 from servekit.training.api import TrainingJobsApi
 from servekit.training.jobs import RESTARTED, JobTasks, fail_unfinished, list_page, when
 from servekit.training.runner import KIND as TRAINING
-from servekit.tuning.space import SpaceError, Strategy, parse, strategy
+from servekit.training.runner import final_metrics
+from servekit.tuning import warmstart
+from servekit.tuning.space import HyperbandSearch, SpaceError, Strategy, hyperband_resources, parse, strategy
+from servekit.tuning.stopping import MedianStopping, Stopper, intermediate_values
+from servekit.tuning.warmstart import Parent, WarmStartError
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +47,44 @@ def objective_of(row: SageMakerJobRow, metric: str) -> float | None:
     return None
 
 
+class LogCurve:
+    """One training job's objective values, read from its log as the log grows (complete lines only, until the job
+    has ended)."""
+
+    def __init__(self, path: Path, regex: str) -> None:
+        self.path = path
+        self.regex = regex
+        self.values: list[float] = []
+        self._offset = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._partial = ""
+
+    def read(self, final: bool = False) -> bool:
+        """Read what the log gained; whether new values came with it."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            chunk = b""
+        self._offset += len(chunk)
+        text = self._partial + self._decoder.decode(chunk, final=final)
+        if final:
+            complete, self._partial = text, ""
+        else:
+            cut = text.rfind("\n") + 1
+            complete, self._partial = text[:cut], text[cut:]
+        new = intermediate_values(self.regex, complete) if complete else []
+        self.values += new
+        return bool(new)
+
+
 class TuningJobsApi:
-    def __init__(self, jobs: SageMakerJobs, training: TrainingJobsApi, account: Account) -> None:
+    def __init__(self, jobs: SageMakerJobs, training: TrainingJobsApi, account: Account, poll_s: float = 0.25) -> None:
         self.jobs = jobs
         self.training = training
         self.account = account
+        self.poll_s = poll_s  # how often a search with a stopper reads its running jobs' logs
         self._tasks = JobTasks()
         self._stops: dict[str, asyncio.Event] = {}
 
@@ -75,11 +121,25 @@ class TuningJobsApi:
                 f"The objective metric {objective['MetricName']} is not among the training job definition's "
                 f"MetricDefinitions ({', '.join(sorted(metrics)) or 'none'})"
             )
+        name_of_strategy = config.get("Strategy", "Bayesian")
+        if (config.get("StrategyConfig") or {}).get("HyperbandStrategyConfig") and name_of_strategy != "Hyperband":
+            raise validation_exception(
+                f"StrategyConfig.HyperbandStrategyConfig is for the Hyperband strategy, not {name_of_strategy}"
+            )
+        if name_of_strategy == "Hyperband" and config.get("TrainingJobEarlyStoppingType", "Off") != "Off":
+            raise validation_exception(
+                "TrainingJobEarlyStoppingType must be Off with the Hyperband strategy: Hyperband stops training "
+                "jobs early itself"
+            )
         try:
-            params = parse(config.get("ParameterRanges") or {})
-            strategy(config.get("Strategy", "Bayesian"), params, 0, objective["Type"] == "Maximize")
+            self._strategy(name, p, 0)
         except SpaceError as exc:
             raise validation_exception(str(exc)) from None
+        if p.get("WarmStartConfig"):
+            try:
+                warmstart.check(p, self._parents(p))
+            except WarmStartError as exc:
+                raise validation_exception(str(exc)) from None
         arn = self.account.arn_of("hyper-parameter-tuning-job", name)
         try:
             self.jobs.create(KIND, name, arn, p, "InProgress", "")
@@ -88,6 +148,27 @@ class TuningJobsApi:
         self._stops[name] = asyncio.Event()
         self._tasks.start(name, self._run(name))
         return {"HyperParameterTuningJobArn": arn}
+
+    @staticmethod
+    def _strategy(name: str, p: Mapping[str, Any], seed: int) -> Strategy:
+        config, definition = p["HyperParameterTuningJobConfig"], p["TrainingJobDefinition"]
+        chosen = config.get("Strategy", "Bayesian")
+        resources = None
+        if chosen == "Hyperband":
+            resources = hyperband_resources(
+                (config.get("StrategyConfig") or {}).get("HyperbandStrategyConfig") or {},
+                definition.get("StaticHyperParameters") or {},
+            )
+        maximize = config["HyperParameterTuningJobObjective"]["Type"] == "Maximize"
+        return strategy(chosen, parse(config.get("ParameterRanges") or {}), seed, maximize, resources)
+
+    def _parents(self, p: Mapping[str, Any]) -> dict[str, Parent | None]:
+        out: dict[str, Parent | None] = {}
+        for ref in (p.get("WarmStartConfig") or {}).get("ParentHyperParameterTuningJobs") or []:
+            name = ref["HyperParameterTuningJobName"]
+            row = self.jobs.get(KIND, name)
+            out[name] = None if row is None else Parent(row.name, row.status, row.request, row.details)
+        return out
 
     async def _run(self, name: str) -> None:
         try:
@@ -109,24 +190,36 @@ class TuningJobsApi:
         config, definition = p["HyperParameterTuningJobConfig"], p["TrainingJobDefinition"]
         objective = config["HyperParameterTuningJobObjective"]
         maximize = objective["Type"] == "Maximize"
-        params = parse(config.get("ParameterRanges") or {})
         seed = int(config.get("RandomSeed", zlib.crc32(name.encode())))
-        search: Strategy = strategy(config.get("Strategy", "Bayesian"), params, seed, maximize)
+        search = self._strategy(name, p, seed)
+        parents = [parent for parent in self._parents(p).values() if parent is not None]
+        if parents:
+            used = search.seed(warmstart.history(parents))
+            log.info("tuning job %s: %d result(s) of its parents seed the search", name, used)
+        stopper: Stopper | None = None
+        if isinstance(search, HyperbandSearch):
+            stopper = search
+        elif config.get("TrainingJobEarlyStoppingType", "Off") == "Auto":
+            stopper = MedianStopping(maximize)
+        definitions = (definition.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+        regex = next(d["Regex"] for d in definitions if d["Name"] == objective["MetricName"])
         limits = config.get("ResourceLimits") or {}
         max_jobs = int(limits.get("MaxNumberOfTrainingJobs", 1))
         parallel = max(1, int(limits.get("MaxParallelTrainingJobs", 1)))
         stop = self._stops[name]
-        running: dict[str, tuple[asyncio.Task[SageMakerJobRow], dict[str, str]]] = {}
+        running: dict[str, asyncio.Task[SageMakerJobRow]] = {}
+        curves: dict[str, LogCurve] = {}
+        stopping: set[str] = set()
         launched = 0
         trials: list[dict[str, Any]] = []
         while not stop.is_set():
             while len(running) < parallel and launched < max_jobs and not stop.is_set():
-                tuned = search.suggest()
+                job = f"{name[:22]}-{launched + 1:03d}-{zlib.crc32(f'{name}{launched + 1}'.encode()):08x}"
+                tuned = search.suggest(job)
                 if tuned is None:  # a grid ran out
                     max_jobs = launched
                     break
                 launched += 1
-                job = f"{name[:22]}-{launched:03d}-{zlib.crc32(f'{name}{launched}'.encode()):08x}"
                 request = {
                     k: v
                     for k, v in definition.items()
@@ -143,32 +236,56 @@ class TuningJobsApi:
                         KIND, name, status="Failed", reason=f"Training job {job}: {exc.message}", final=True
                     )
                     return
-                running[job] = (asyncio.create_task(self.training.wait(job)), tuned)
+                running[job] = asyncio.create_task(self.training.wait(job))
+                if stopper is not None:
+                    stopper.launched(job)
+                    curves[job] = LogCurve(self.log_of(job), regex)
                 trials.append({"TrainingJobName": job, "TunedHyperParameters": tuned})
-                self._record(name, trials, objective)
+                self._record(name, trials, parents)
             if not running:
                 break
-            stopper = asyncio.create_task(stop.wait())
+            stopper_task = asyncio.create_task(stop.wait())
             done, _ = await asyncio.wait(
-                {t for t, _ in running.values()} | {stopper}, return_when=asyncio.FIRST_COMPLETED
+                {*running.values(), stopper_task},
+                timeout=self.poll_s if stopper is not None else None,
+                return_when=asyncio.FIRST_COMPLETED,
             )
-            stopper.cancel()
-            for job, (task, tuned) in list(running.items()):
-                if task in done:
-                    del running[job]
-                    search.observe(tuned, objective_of(task.result(), objective["MetricName"]))
-            self._record(name, trials, objective)
+            stopper_task.cancel()
+            changed = bool(done)
+            if stopper is not None:
+                for job, task in running.items():
+                    if task in done or job in stopping or not curves[job].read():
+                        continue
+                    reason = stopper.progress(job, curves[job].values)
+                    if reason is not None:
+                        log.info("tuning job %s stops training job %s: %s", name, job, reason)
+                        stopping.add(job)
+                        self._stop_training(job, reason)
+                        changed = True
+            for job, task in list(running.items()):
+                if task not in done:
+                    continue
+                del running[job]
+                ended = self._settled(task.result(), definitions)
+                if stopper is not None:
+                    curves[job].read(final=True)
+                    stopper.ended(job, curves.pop(job).values)
+                value = (
+                    objective_of(ended, objective["MetricName"]) if ended.status in ("Completed", "Stopped") else None
+                )
+                search.observe(job, value)
+            if changed:
+                self._record(name, trials, parents)
         if stop.is_set():
             for job in running:
-                self.training.runner.stop(job, "Stopped by the tuning job")
-                self.jobs.update(TRAINING, job, status="Stopping", secondary="Stopping")
-            for task, _ in running.values():
+                self._stop_training(job, "Stopped by the tuning job")
+            for task in running.values():
                 with contextlib.suppress(Exception):
-                    await task
-            self._record(name, trials, objective)
+                    self._settled(await task, definitions)
+            self._record(name, trials, parents)
             self.jobs.update(KIND, name, status="Stopped", final=True)
             return
-        best = self._record(name, trials, objective)
+        best = self._record(name, trials, parents)
         if best is None:
             self.jobs.update(
                 KIND, name, status="Failed", reason="No training job completed with the objective metric", final=True
@@ -176,8 +293,35 @@ class TuningJobsApi:
         else:
             self.jobs.update(KIND, name, status="Completed", final=True)
 
-    def _record(self, name: str, trials: list[dict[str, Any]], objective: dict[str, str]) -> dict[str, Any] | None:
+    def log_of(self, job: str) -> Path:
+        """Where a training job's log grows (its first host's: the one SageMaker reads metrics from)."""
+        return self.training.runner.root / job / "algo-1.log"
+
+    def _stop_training(self, job: str, reason: str) -> None:
+        if self.training.runner.stop(job, reason):
+            self.jobs.update(TRAINING, job, status="Stopping", secondary="Stopping")
+
+    def _settled(self, row: SageMakerJobRow, definitions: list[Mapping[str, str]]) -> SageMakerJobRow:
+        """A training job the search stopped keeps what its log says: its metrics' last values become its
+        ``FinalMetricDataList`` (SageMaker reports a stopped job's metrics too)."""
+        if row.status != "Stopped" or row.details.get("FinalMetricDataList"):
+            return row
+        try:
+            text = self.log_of(row.name).read_text(errors="replace")
+        except OSError:
+            return row
+        metrics = final_metrics(definitions, text, row.ended if row.ended is not None else row.modified)
+        if not metrics:
+            return row
+        self.jobs.update(TRAINING, row.name, details={"FinalMetricDataList": metrics})
+        return self.jobs.get(TRAINING, row.name) or row
+
+    def _record(self, name: str, trials: list[dict[str, Any]], parents: list[Parent]) -> dict[str, Any] | None:
         """Counters, every training job's summary and the best so far, into the tuning job's row."""
+        tuning = self.jobs.get(KIND, name)
+        assert tuning is not None
+        config = tuning.request["HyperParameterTuningJobConfig"]
+        objective = config["HyperParameterTuningJobObjective"]
         counters = {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0}
         objectives = {"Succeeded": 0, "Pending": 0, "Failed": 0}
         summaries: list[dict[str, Any]] = []
@@ -189,7 +333,7 @@ class TuningJobsApi:
                 continue
             status = row.status if row.status in _ENDED else "InProgress"
             counters[{"Failed": "NonRetryableError"}.get(status, status)] += 1
-            value = objective_of(row, objective["MetricName"]) if status == "Completed" else None
+            value = objective_of(row, objective["MetricName"]) if status in ("Completed", "Stopped") else None
             objective_status = "Pending" if status == "InProgress" else ("Succeeded" if value is not None else "Failed")
             objectives[objective_status] += 1
             summary: dict[str, Any] = {
@@ -220,6 +364,11 @@ class TuningJobsApi:
         details: dict[str, Any] = {"Counters": counters, "Objectives": objectives, "TrainingJobs": summaries}
         if best is not None:
             details["BestTrainingJob"] = best
+        warm = tuning.request.get("WarmStartConfig") or {}
+        if warm.get("WarmStartType") == "IdenticalDataAndAlgorithm":
+            overall = warmstart.overall_best(best, parents, maximize)
+            if overall is not None:
+                details["OverallBestTrainingJob"] = overall
         self.jobs.update(KIND, name, details=details)
         return best
 
@@ -230,7 +379,7 @@ class TuningJobsApi:
         return row
 
     @staticmethod
-    def _summary_out(s: dict[str, Any]) -> dict[str, Any]:
+    def _summary_out(s: Mapping[str, Any]) -> dict[str, Any]:
         return {k: (when(v) if k.endswith("Time") else v) for k, v in s.items()}
 
     async def describe(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +388,10 @@ class TuningJobsApi:
         out: dict[str, Any] = {
             "HyperParameterTuningJobName": row.name,
             "HyperParameterTuningJobArn": row.arn,
-            "HyperParameterTuningJobConfig": row.request["HyperParameterTuningJobConfig"],
+            "HyperParameterTuningJobConfig": {
+                "TrainingJobEarlyStoppingType": "Off",
+                **row.request["HyperParameterTuningJobConfig"],
+            },
             "TrainingJobDefinition": row.request.get("TrainingJobDefinition"),
             "HyperParameterTuningJobStatus": row.status,
             "CreationTime": when(row.created),
@@ -247,11 +399,14 @@ class TuningJobsApi:
             "TrainingJobStatusCounters": d.get("Counters")
             or {"Completed": 0, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0, "Stopped": 0},
             "ObjectiveStatusCounters": d.get("Objectives") or {"Succeeded": 0, "Pending": 0, "Failed": 0},
+            "WarmStartConfig": row.request.get("WarmStartConfig"),
         }
         if row.ended is not None:
             out["HyperParameterTuningEndTime"] = when(row.ended)
         if d.get("BestTrainingJob"):
             out["BestTrainingJob"] = self._summary_out(d["BestTrainingJob"])
+        if d.get("OverallBestTrainingJob"):
+            out["OverallBestTrainingJob"] = self._summary_out(d["OverallBestTrainingJob"])
         if row.failure_reason:
             out["FailureReason"] = row.failure_reason
         return {k: v for k, v in out.items() if v is not None}

@@ -543,6 +543,37 @@ def test_batch_jobs_page_shows_a_transform_jobs_progress_live(tab: Page, up: UpP
     tab.shot("batch-jobs")
 
 
+def test_a_training_job_shows_live_on_the_list_and_its_page_charts_its_metric(tab: Page, up: UpProcess) -> None:
+    """A script-mode training job (the training e2e tests' own request): the list shows it Completed without a
+    reload, and its page draws the metric's values as the job's log lines say them."""
+    from tests.e2e.test_training_jobs import TRAIN, clients, job
+
+    sm, s3, logs = clients(up)
+    page = tab.open("/console/")
+    page.get_by_role("link", name="Training", exact=True).click()  # reachable from the navigation
+    page.wait_for_url("**/console/training")
+    tab.polled()
+    sm.create_training_job(**job(s3, "browser-fit", TRAIN))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="browser-fit", WaiterConfig=FAST)
+    row = page.locator("tr", has=page.locator('[data-job="browser-fit"]'))
+    row.get_by_text("Completed", exact=True).wait_for()  # the list refreshed itself: no reload
+    assert "validation:accuracy = 0.91" in row.inner_text()
+    row.get_by_role("link", name="browser-fit").click()
+    page.wait_for_url("**/console/training/browser-fit")
+    key = "metric:validation:accuracy"
+    page.wait_for_function("(k) => !!window.servekitConsole.charts[k]", arg=key)
+    group = "/aws/sagemaker/TrainingJobs"
+    matched = [e for e in stream_events(logs, group, "browser-fit/") if "validation:accuracy=" in e[2]]
+    shown = page.evaluate("(k) => window.servekitConsole.charts[k].data", key)
+    assert shown[1] == [0.75, 0.91] and len(matched) == 2
+    assert [log_time(round(t * 1000)) for t in shown[0]] == [t for t, _, _ in matched]  # at the lines' times
+    figure = page.locator('[id="chart-metric:validation:accuracy"]')
+    assert "validation:accuracy 0.91" in (figure.get_attribute("aria-label") or "")
+    tab.polled()  # the job's facts refresh live
+    assert "Completed" in page.locator('[data-live="job"]').inner_text()
+    tab.shot("training-job")
+
+
 def poll_until(what: Callable[[], Any], until: Callable[[Any], bool], timeout_s: float = 120) -> Any:
     """Call ``what`` every 0.2 s until ``until`` holds (another process's progress)."""
     deadline = time.monotonic() + timeout_s

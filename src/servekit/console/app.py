@@ -17,12 +17,25 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from servekit.console.client import ApiCall, KeyLookup
-from servekit.console.pages import endpoint, endpoints, job, jobs, monitoring, pipelines, registry, rollout, signin
+from servekit.console.pages import (
+    endpoint,
+    endpoints,
+    job,
+    jobs,
+    monitoring,
+    pipelines,
+    processing,
+    registry,
+    rollout,
+    signin,
+    training,
+    tuning,
+)
 from servekit.console.web import Console, ConsoleConfig
 
 STATIC = Path(__file__).parent / "static"
 # in the order their routes are tried (no two pages share a path and method)
-PAGES = (endpoints, endpoint, rollout, registry, monitoring, jobs, job, pipelines, signin)
+PAGES = (endpoints, endpoint, rollout, registry, monitoring, jobs, job, processing, training, tuning, pipelines, signin)
 
 __all__ = ["ConsoleConfig", "create_app"]  # ConsoleConfig lives in web.py; importable from here as before
 

@@ -1,10 +1,11 @@
 """The console's charts as pure functions of metric answers: GetMetricData's queries for an endpoint's traffic,
 latency and instance counts, its answers reshaped into aligned uPlot columns, the model-quality chart of monitoring
-runs, and the periods the range picker's choices use."""
+runs, a training job's metrics and a tuning job's objectives, and the periods the range picker's choices use."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -204,6 +205,69 @@ def quality_chart(endpoint: str, problem: str, runs: Sequence[dict[str, Any]]) -
         columns.append(tuple(float(v) if isinstance(v, (int, float)) else None for v in values))
     unit = "error" if problem == "Regression" else "score"
     return Chart(f"quality-{endpoint}", f"Model quality: {endpoint}", unit, names, (xs, *columns))
+
+
+MAX_METRIC_CHARTS = 12  # of a training job's metrics (SageMaker allows 40 definitions)
+
+
+def _metric_value(match: re.Match[str]) -> float | None:
+    """A MetricDefinitions regex's value as SageMaker reads it: its first group, else the whole match."""
+    try:
+        return float(match.group(1) if match.groups() else match.group(0))
+    except (TypeError, ValueError):
+        return None
+
+
+def training_metric_charts(
+    definitions: Sequence[dict[str, Any]], final: Sequence[dict[str, Any]], lines: Sequence[tuple[float, str]]
+) -> list[Chart]:
+    """One chart per metric of a training job: its ``MetricDefinitions`` first, then any other metric of its
+    ``FinalMetricDataList`` (a built-in algorithm's). The points are the metric's values in the log ``lines``
+    given (epoch seconds, text; each line matched on its own, as SageMaker reads a job's log into metrics), and
+    where no line matched (no log read yet, or the values came from elsewhere) the final value at its time. A
+    metric with neither has no chart."""
+    finals = {str(m.get("MetricName")): m for m in final if isinstance(m.get("Value"), (int, float))}
+    names = [str(d.get("Name")) for d in definitions if d.get("Name")]
+    names += [n for n in finals if n not in names]
+    regexes: dict[str, re.Pattern[str]] = {}
+    for d in definitions:
+        try:
+            regexes.setdefault(str(d.get("Name")), re.compile(str(d.get("Regex", ""))))
+        except re.error:
+            continue  # a regex Python cannot compile matches nothing, as it yields no final value either
+    out = []
+    for name in names[:MAX_METRIC_CHARTS]:
+        points: list[tuple[float, float]] = []
+        regex = regexes.get(name)
+        if regex is not None:
+            for at, text in lines:
+                points += [(at, v) for v in map(_metric_value, regex.finditer(text)) if v is not None]
+        if not points and name in finals and isinstance(finals[name].get("Timestamp"), (int, float)):
+            points = [(float(finals[name]["Timestamp"]), float(finals[name]["Value"]))]
+        if points:
+            points.sort(key=lambda p: p[0])  # stable: a line's matches keep their order
+            columns = (tuple(t for t, _ in points), tuple(v for _, v in points))
+            out.append(Chart(f"metric:{name}", name, "value", (name,), columns))
+    return out
+
+
+def objective_chart(summaries: Sequence[dict[str, Any]], best: str | None) -> Chart | None:
+    """A tuning job's objective per training job with one (x: its end time), the best job marked; ``None`` while no
+    training job has an objective value."""
+    scored = []
+    metric = ""
+    for s in summaries:
+        objective = s.get("FinalHyperParameterTuningJobObjectiveMetric") or {}
+        ended = s.get("TrainingEndTime")
+        if isinstance(objective.get("Value"), (int, float)) and isinstance(ended, (int, float)):
+            scored.append((float(ended), float(objective["Value"]), str(s.get("TrainingJobName", ""))))
+            metric = metric or str(objective.get("MetricName", ""))
+    if not scored:
+        return None
+    scored.sort(key=lambda p: p[0])
+    marks = tuple({"t": t, "label": f"best: {job}", "status": "best"} for t, _, job in scored if job == best)
+    data = (tuple(t for t, _, _ in scored), tuple(v for _, v, _ in scored))
+    return Chart("objective", f"Objective {metric} per training job", "objective", (metric,), data, marks)
 
 
 def charts_json(period: int, charts: Sequence[Chart]) -> dict[str, Any]:

@@ -276,31 +276,84 @@ async def monitoring(api: ApiCall) -> dict[str, Any]:
     }
 
 
-MAX_JOBS = 50  # the newest transform jobs the jobs page shows (each costs one DescribeTransformJob)
+MAX_JOBS = 50  # the newest jobs of a kind a jobs page shows (each costs one Describe*)
+
+
+def missing(exc: ApiFailure) -> bool:
+    """Whether an API error says the named thing does not exist, in any of the ways SageMaker's Describe* say it
+    (ValidationException "Could not find requested job…" / "Requested resource not found…", ResourceNotFound)."""
+    if exc.code in ("ResourceNotFound", "ResourceNotFoundException"):
+        return True
+    text = exc.message.lower()
+    return exc.code == "ValidationException" and any(
+        words in text for words in ("could not find", "not found", "does not exist")
+    )
+
+
+async def describe_job(api: ApiCall, operation: str, key: str, name: str) -> dict[str, Any] | None:
+    """A Describe*Job's answer, or ``None`` when there is no such job."""
+    try:
+        return await api("sagemaker", operation, {key: name}, None)
+    except ApiFailure as exc:
+        if missing(exc):
+            return None
+        raise
+
+
+async def _newest_jobs(api: ApiCall, listing: str, items: str, describe: str, key: str) -> list[dict[str, Any]]:
+    """The newest ``MAX_JOBS`` jobs a List*Jobs operation lists, each as its Describe* answers it; a job deleted
+    between the list and the describe is left out."""
+    params = {"SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": MAX_JOBS}
+    listed = (await api("sagemaker", listing, params, None)).get(items, [])
+    found = await asyncio.gather(*(describe_job(api, describe, key, j[key]) for j in listed))
+    return [f for f in found if f is not None]
 
 
 async def transform_jobs(api: ApiCall) -> list[dict[str, Any]]:
-    """The newest transform jobs, each as DescribeTransformJob answers it (with ``ServekitProgress``); a job
-    deleted between the list and the describe is left out."""
-    listed = (
-        await api(
-            "sagemaker",
-            "ListTransformJobs",
-            {"SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": MAX_JOBS},
-            None,
-        )
-    ).get("TransformJobSummaries", [])
+    """The newest transform jobs, each as DescribeTransformJob answers it (with ``ServekitProgress``)."""
+    return await _newest_jobs(
+        api, "ListTransformJobs", "TransformJobSummaries", "DescribeTransformJob", "TransformJobName"
+    )
 
-    async def describe(name: str) -> dict[str, Any] | None:
-        try:
-            return await api("sagemaker", "DescribeTransformJob", {"TransformJobName": name}, None)
-        except ApiFailure as exc:
-            if exc.code == "ValidationException":
-                return None
-            raise
 
-    found = await asyncio.gather(*(describe(j["TransformJobName"]) for j in listed))
-    return [f for f in found if f is not None]
+async def training_jobs(api: ApiCall) -> list[dict[str, Any]]:
+    """The newest training jobs (a tuning job's among them), each as DescribeTrainingJob answers it."""
+    return await _newest_jobs(api, "ListTrainingJobs", "TrainingJobSummaries", "DescribeTrainingJob", "TrainingJobName")
+
+
+async def processing_jobs(api: ApiCall) -> list[dict[str, Any]]:
+    """The newest processing jobs, each as DescribeProcessingJob answers it."""
+    return await _newest_jobs(
+        api, "ListProcessingJobs", "ProcessingJobSummaries", "DescribeProcessingJob", "ProcessingJobName"
+    )
+
+
+async def tuning_jobs(api: ApiCall) -> list[dict[str, Any]]:
+    """The newest hyperparameter tuning jobs, each as DescribeHyperParameterTuningJob answers it (with its best
+    training job)."""
+    return await _newest_jobs(
+        api,
+        "ListHyperParameterTuningJobs",
+        "HyperParameterTuningJobSummaries",
+        "DescribeHyperParameterTuningJob",
+        "HyperParameterTuningJobName",
+    )
+
+
+async def tuning_job(api: ApiCall, name: str) -> dict[str, Any] | None:
+    """DescribeHyperParameterTuningJob and every training job it launched, newest first
+    (ListTrainingJobsForHyperParameterTuningJob), or ``None`` when there is no such tuning job."""
+    described = await describe_job(api, "DescribeHyperParameterTuningJob", "HyperParameterTuningJobName", name)
+    if described is None:
+        return None
+    launched = await _pages(
+        api,
+        "sagemaker",
+        "ListTrainingJobsForHyperParameterTuningJob",
+        {"HyperParameterTuningJobName": name, "SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": 100},
+        "TrainingJobSummaries",
+    )
+    return {"job": described, "training_jobs": launched}
 
 
 EXECUTIONS_PER_PIPELINE = 10

@@ -27,3 +27,27 @@ def job_href(name: str) -> str:
 
 def job_data_href(name: str) -> str:
     return "/console/api/jobs/" + quote(name, safe="")
+
+
+def training_href(name: str) -> str:
+    return "/console/training/" + quote(name, safe="")
+
+
+def training_data_href(name: str) -> str:
+    return "/console/api/training/" + quote(name, safe="")
+
+
+def processing_href(name: str) -> str:
+    return "/console/processing/" + quote(name, safe="")
+
+
+def processing_data_href(name: str) -> str:
+    return "/console/api/processing/" + quote(name, safe="")
+
+
+def tuning_href(name: str) -> str:
+    return "/console/tuning/" + quote(name, safe="")
+
+
+def tuning_data_href(name: str) -> str:
+    return "/console/api/tuning/" + quote(name, safe="")

@@ -14,6 +14,9 @@ NAV = (
     ("/console/registry", "Models & registry"),
     ("/console/monitoring", "Monitoring"),
     ("/console/jobs", "Batch jobs"),
+    ("/console/processing", "Processing"),
+    ("/console/training", "Training"),
+    ("/console/tuning", "Tuning"),
     ("/console/pipelines", "Pipelines"),
 )
 
@@ -27,6 +30,19 @@ def when(epoch: object) -> str:
     if isinstance(epoch, (int, float)):
         return datetime.fromtimestamp(float(epoch), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return "" if epoch is None else str(epoch)
+
+
+def duration(start: object, end: object) -> str:
+    """The time from ``start`` to ``end`` (API timestamps, epoch seconds) as ``1 h 02 min``, ``3 min 05 s`` or
+    ``45 s``; ``—`` unless both are known."""
+    if not isinstance(start, (int, float)) or not isinstance(end, (int, float)) or end < start:
+        return "—"
+    seconds = round(float(end) - float(start))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 def money(value: object) -> str:
@@ -71,6 +87,12 @@ def table(caption: str, headers: Sequence[str], rows: Iterable[Sequence[str]], e
         return f'<p class="empty">{esc(caption)}: {esc(empty)}</p>'
     head = "".join(f'<th scope="col">{esc(h)}</th>' for h in headers)
     return f"<table><caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def facts(items: Iterable[tuple[str, str]]) -> str:
+    """A definition list of (name, already-safe HTML value) pairs: a page's facts about one thing."""
+    rows = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items)
+    return f'<dl class="facts">{rows}</dl>'
 
 
 def link(href: str, text: object) -> str:

@@ -29,6 +29,18 @@ ROUTES = [
     ("/console/api/jobs", ["GET", "HEAD"]),
     ("/console/jobs/{name}", ["GET", "HEAD"]),
     ("/console/api/jobs/{name}", ["GET", "HEAD"]),
+    ("/console/processing", ["GET", "HEAD"]),
+    ("/console/api/processing", ["GET", "HEAD"]),
+    ("/console/processing/{name}", ["GET", "HEAD"]),
+    ("/console/api/processing/{name}", ["GET", "HEAD"]),
+    ("/console/training", ["GET", "HEAD"]),
+    ("/console/api/training", ["GET", "HEAD"]),
+    ("/console/training/{name}", ["GET", "HEAD"]),
+    ("/console/api/training/{name}", ["GET", "HEAD"]),
+    ("/console/tuning", ["GET", "HEAD"]),
+    ("/console/api/tuning", ["GET", "HEAD"]),
+    ("/console/tuning/{name}", ["GET", "HEAD"]),
+    ("/console/api/tuning/{name}", ["GET", "HEAD"]),
     ("/console/pipelines", ["GET", "HEAD"]),
     ("/console/api/pipelines", ["GET", "HEAD"]),
     ("/console/pipelines/execution", ["GET", "HEAD"]),
@@ -59,11 +71,13 @@ def test_the_app_is_the_pages_routes_then_the_static_files() -> None:
 
 def test_each_page_answers_through_the_composed_app() -> None:
     with TestClient(create_app(no_api, no_keys), follow_redirects=False) as client:
-        for path in ("/console/", "/console/registry", "/console/jobs", "/console/pipelines", "/console/login"):
+        pages = ("/console/", "/console/registry", "/console/jobs", "/console/pipelines", "/console/login")
+        for path in (*pages, "/console/processing", "/console/training", "/console/tuning"):
             r = client.get(path)
             assert r.status_code == 200, path
             assert r.headers["cache-control"] == "no-store"
         assert client.get("/console/endpoints/x").status_code == 404
+        assert client.get("/console/training/x").status_code == 404
         assert client.get("/console/registry/package", params={"arn": "a"}).status_code == 404
         assert client.post("/console/registry/approve").status_code == 401
 

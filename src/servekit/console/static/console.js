@@ -59,7 +59,9 @@
         container.appendChild(box);
       }
       var marks = chart.marks || [];
-      box.setAttribute("aria-label", summary(chart) + (marks.length ? "; " + marks.length + " scaling activities marked" : ""));
+      var marked = chart.unit === "instances" ? marks.length + " scaling activities marked"
+        : "marked " + marks.map(function (m) { return m.label; }).join(", ");
+      box.setAttribute("aria-label", summary(chart) + (marks.length ? "; " + marked : ""));
       var sig = chart.labels.join("|");
       if (entry && entry.sig === sig) {
         entry.marks = marks;
@@ -77,6 +79,8 @@
           s.points = { show: true, size: 7, fill: COLORS[i % COLORS.length] };
           if (i === 1) s.dash = [8, 4];
         }
+        // a training job's metric, a tuning job's objective: few points, each one shown
+        if (chart.unit === "value" || chart.unit === "objective") s.points = { show: true, size: 7, fill: COLORS[i % COLORS.length] };
         // desired dashed, so where it equals current both stay visible (and colour is not the only cue)
         if (chart.unit === "instances" && i === 0) { s.dash = [8, 4]; s.width = 3; }
         return s;
@@ -90,10 +94,25 @@
         scales: { y: { range: function (u, min, max) {
           if (chart.unit === "instances") return [0, Math.max(max || 0, 1) + 1];
           if (chart.unit === "score") return [0, 1];
+          // a metric may be negative or far from 0 (a loss, a log-likelihood): its own span, padded
+          if (chart.unit === "value" || chart.unit === "objective") {
+            var pad = Math.max(Math.abs(max - min) * 0.1, Math.abs(max || 1) * 0.05);
+            return [min - pad, max + pad];
+          }
           return [0, Math.max(max || 0, chart.unit === "ms" ? 1 : 0.1) * 1.1];
         } } },
         plugins: [marksPlugin(chart.key)],
       };
+      if (chart.unit === "value" || chart.unit === "objective") {
+        // a job's points (one, or a few seconds apart) get some room around them: uPlot widens a lone point's
+        // time axis by 86400 of its units, which for timestamps in seconds is years
+        opts.scales.x = { time: true, range: function (u, min, max) {
+          var xs = u.data[0] || [];
+          if (xs.length) { min = xs[0]; max = xs[xs.length - 1]; }
+          var margin = Math.max((max - min) * 0.05, min === max ? 60 : 1);
+          return [min - margin, max + margin];
+        } };
+      }
       state.charts[chart.key] = { sig: sig, data: chart.data, marks: marks };
       state.charts[chart.key].plot = new uPlot(opts, chart.data, box);
     });
@@ -119,9 +138,14 @@
     Array.prototype.forEach.call(document.querySelectorAll("[data-charts]"), function (el) {
       draw(el, JSON.parse(el.getAttribute("data-charts")));
     });
-    // list pages (endpoints, batch jobs, pipelines): a section naming its JSON, whose fragments replace its parts
+    // list and job pages: a section naming its JSON, whose fragments replace its parts (and whose charts, on a
+    // training or tuning job's page, redraw the page's own)
     var list = document.querySelector("section[data-live][data-src]");
-    if (list) poll(function () { return list.getAttribute("data-src"); }, function (p) { swap(p.html); });
+    var own = document.querySelector("#charts[data-charts]");
+    if (list) poll(function () { return list.getAttribute("data-src"); }, function (p) {
+      swap(p.html);
+      if (own && p.charts) draw(own, p.charts);
+    });
     var detail = document.querySelector("[data-endpoint][data-src]");
     if (detail) {
       var select = document.getElementById("range");

@@ -161,3 +161,141 @@ def test_grid_covers_the_space_and_stop_stops_the_search(up: UpProcess) -> None:
     d = wait(sm, "tune-stop")
     assert d["HyperParameterTuningJobStatus"] == "Stopped"
     assert d["TrainingJobStatusCounters"]["Completed"] == 0
+
+
+# ---- jobs that print their objective once per epoch: early stopping, Hyperband ------------------------------------
+# a flat learning curve (the same score every epoch, peaking at alpha = 0.3), `pace` seconds an epoch
+EPOCHS_SCRIPT = """
+import argparse, time
+p = argparse.ArgumentParser()
+p.add_argument("--alpha", type=float)
+p.add_argument("--epochs", type=int)
+p.add_argument("--pace", type=float)
+a = p.parse_args()
+for epoch in range(1, a.epochs + 1):
+    print(f"epoch={epoch} score={1 - (a.alpha - 0.3) ** 2:.6f}")
+    time.sleep(a.pace)
+"""
+
+
+def per_epoch(s3: Any, name: str, strategy: str, jobs: int, epochs: int, pace: float) -> dict[str, Any]:
+    """A tuning job over alpha whose training jobs print ``epoch=N score=S`` ``epochs`` times, one at a time."""
+    p = tuning(s3, name, strategy, jobs=jobs, parallel=1)
+    s3.put_object(Bucket=BUCKET, Key=f"{name}/source/sourcedir.tar.gz", Body=tar_gz({"train.py": EPOCHS_SCRIPT}))
+    config, definition = p["HyperParameterTuningJobConfig"], p["TrainingJobDefinition"]
+    config["ParameterRanges"] = {"ContinuousParameterRanges": [{"Name": "alpha", "MinValue": "0", "MaxValue": "1"}]}
+    static = definition["StaticHyperParameters"]
+    del static["sleep"]
+    static.update(epochs=str(epochs), pace=json.dumps(pace))
+    definition["AlgorithmSpecification"]["MetricDefinitions"] = [
+        {"Name": "score", "Regex": "score=([-0-9.]+)"},
+        {"Name": "epoch", "Regex": "epoch=([0-9]+)"},
+    ]
+    return p
+
+
+def jobs_of(sm: Any, name: str) -> list[dict[str, Any]]:
+    """The tuning job's training jobs in launch order, each as DescribeTrainingJob answers it."""
+    summaries = sm.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName=name, MaxResults=100, SortOrder="Ascending"
+    )["TrainingJobSummaries"]
+    return [
+        dict(sm.describe_training_job(TrainingJobName=s["TrainingJobName"]))
+        for s in sorted(summaries, key=lambda s: s["CreationTime"])
+    ]
+
+
+def final(job: dict[str, Any], metric: str) -> float:
+    return float(next(m["Value"] for m in job["FinalMetricDataList"] if m["MetricName"] == metric))
+
+
+def test_early_stopping_stops_a_job_worse_than_the_median_of_the_earlier_ones(up: UpProcess) -> None:
+    sm, s3 = clients(up)
+    p = per_epoch(s3, "tune-auto", "Grid", jobs=5, epochs=10, pace=0.2)
+    config = p["HyperParameterTuningJobConfig"]
+    config["TrainingJobEarlyStoppingType"] = "Auto"
+    # Grid runs these in order (scores 0.64, 0.91, 0.51, 1, 0.75): each job is either the best so far, which no
+    # median stops, or worse than the median of the jobs before it at its first epoch
+    config["ParameterRanges"] = {
+        "CategoricalParameterRanges": [{"Name": "alpha", "Values": ["0.9", "0.0", "1.0", "0.3", "0.8"]}]
+    }
+    sm.create_hyper_parameter_tuning_job(**p)
+    d = wait(sm, "tune-auto")
+    assert d["HyperParameterTuningJobStatus"] == "Completed"
+    assert d["HyperParameterTuningJobConfig"]["TrainingJobEarlyStoppingType"] == "Auto"
+    jobs = jobs_of(sm, "tune-auto")
+    assert [j["HyperParameters"]["alpha"] for j in jobs] == ["0.9", "0.0", "1.0", "0.3", "0.8"]
+    assert [j["TrainingJobStatus"] for j in jobs] == ["Completed", "Completed", "Stopped", "Completed", "Stopped"]
+    assert d["TrainingJobStatusCounters"]["Completed"] == 3 and d["TrainingJobStatusCounters"]["Stopped"] == 2
+    assert d["ObjectiveStatusCounters"] == {"Succeeded": 5, "Pending": 0, "Failed": 0}
+    for j in jobs:
+        assert final(j, "score") == pytest.approx(1 - (float(j["HyperParameters"]["alpha"]) - 0.3) ** 2, abs=1e-6)
+        assert (final(j, "epoch") == 10) == (j["TrainingJobStatus"] == "Completed")  # the stopped ones ran less
+    assert d["BestTrainingJob"]["TunedHyperParameters"] == {"alpha": "0.3"}
+
+
+def test_hyperband_stops_the_weak_early_and_the_rest_at_max_resource(up: UpProcess) -> None:
+    sm, s3 = clients(up)
+    p = per_epoch(s3, "tune-hyperband", "Hyperband", jobs=6, epochs=20, pace=0.4)
+    config = p["HyperParameterTuningJobConfig"]
+    config["StrategyConfig"] = {"HyperbandStrategyConfig": {"MinResource": 2, "MaxResource": 6}}
+    config["RandomSeed"] = 5  # its draws put some jobs in the bracket that decides at 2 epochs, where they lose
+    sm.create_hyper_parameter_tuning_job(**p)
+    d = wait(sm, "tune-hyperband")
+    assert d["HyperParameterTuningJobStatus"] == "Completed"
+    assert d["HyperParameterTuningJobConfig"]["StrategyConfig"]["HyperbandStrategyConfig"]["MaxResource"] == 6
+    jobs = jobs_of(sm, "tune-hyperband")
+    # no job runs its 20 epochs: Hyperband stops each one, the weak after 2 and the others at MaxResource
+    assert d["TrainingJobStatusCounters"]["Stopped"] == 6 and d["ObjectiveStatusCounters"]["Succeeded"] == 6
+    epochs = {j["TrainingJobName"]: final(j, "epoch") for j in jobs}
+    assert all(2 <= e < 20 for e in epochs.values())
+    full = [j for j in jobs if epochs[j["TrainingJobName"]] >= 6]
+    assert full and len(full) < len(jobs)
+    best = d["BestTrainingJob"]
+    assert epochs[best["TrainingJobName"]] >= 6
+    assert best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == max(final(j, "score") for j in jobs)
+
+
+# ---- warm start ---------------------------------------------------------------------------------------------------
+def test_a_warm_start_continues_from_its_parent(up: UpProcess) -> None:
+    sm, s3 = clients(up)
+    parent = tuning(s3, "tune-parent", "Bayesian", jobs=3, parallel=2)
+    sm.create_hyper_parameter_tuning_job(**parent)
+    first = wait(sm, "tune-parent")
+    assert first["HyperParameterTuningJobStatus"] == "Completed"
+    child = json.loads(json.dumps(parent))  # the same image, data and hyperparameters: IdenticalDataAndAlgorithm
+    child["HyperParameterTuningJobName"] = "tune-child"
+    child["HyperParameterTuningJobConfig"]["ResourceLimits"] = {
+        "MaxNumberOfTrainingJobs": 2,
+        "MaxParallelTrainingJobs": 2,
+    }
+    child["WarmStartConfig"] = {
+        "ParentHyperParameterTuningJobs": [{"HyperParameterTuningJobName": "tune-parent"}],
+        "WarmStartType": "IdenticalDataAndAlgorithm",
+    }
+    sm.create_hyper_parameter_tuning_job(**child)
+    d = wait(sm, "tune-child")
+    assert d["HyperParameterTuningJobStatus"] == "Completed"
+    assert d["WarmStartConfig"] == child["WarmStartConfig"]
+    assert d["TrainingJobStatusCounters"]["Completed"] == 2  # its own jobs; the parent's are not run again
+    values = [
+        first["BestTrainingJob"]["FinalHyperParameterTuningJobObjectiveMetric"]["Value"],
+        d["BestTrainingJob"]["FinalHyperParameterTuningJobObjectiveMetric"]["Value"],
+    ]
+    assert d["OverallBestTrainingJob"]["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == max(values)
+    # a parent that does not exist, and a new image under IdenticalDataAndAlgorithm: refused, naming what is wrong
+    orphan = json.loads(json.dumps(child))
+    orphan["HyperParameterTuningJobName"] = "tune-orphan"
+    orphan["WarmStartConfig"]["ParentHyperParameterTuningJobs"].append({"HyperParameterTuningJobName": "tune-nobody"})
+    with pytest.raises(sm.exceptions.ClientError, match="do not exist: tune-nobody") as err:
+        sm.create_hyper_parameter_tuning_job(**orphan)
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    moved = json.loads(json.dumps(child))
+    moved["HyperParameterTuningJobName"] = "tune-moved"
+    moved["TrainingJobDefinition"]["AlgorithmSpecification"]["TrainingImage"] = IMAGE.replace("1.2-1", "1.0-1")
+    with pytest.raises(sm.exceptions.ClientError, match="use WarmStartType TransferLearning"):
+        sm.create_hyper_parameter_tuning_job(**moved)
+    with pytest.raises(sm.exceptions.ClientError, match="must be Off with the Hyperband strategy"):
+        hyperband = per_epoch(s3, "tune-bad", "Hyperband", jobs=1, epochs=3, pace=0)
+        hyperband["HyperParameterTuningJobConfig"]["TrainingJobEarlyStoppingType"] = "Auto"
+        sm.create_hyper_parameter_tuning_job(**hyperband)

@@ -25,6 +25,7 @@ from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
+from servekit.training import contract
 from servekit.training.api import TrainingJobsApi
 from servekit.training.jobs import RESTARTED, JobTasks, fail_unfinished, list_page, when
 from servekit.training.runner import KIND as TRAINING
@@ -295,7 +296,7 @@ class TuningJobsApi:
 
     def log_of(self, job: str) -> Path:
         """Where a training job's log grows (its first host's: the one SageMaker reads metrics from)."""
-        return self.training.runner.root / job / "algo-1.log"
+        return self.training.runner.root / job / f"{contract.HOST}.log"
 
     def _stop_training(self, job: str, reason: str) -> None:
         if self.training.runner.stop(job, reason):

@@ -64,7 +64,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # output files of instances and jobs into them.
     "logs": BASE | {"aws", "state"},
     # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in.
-    "training": BASE | {"aws", "state"},
+    "training": BASE | {"config", "aws", "state"},
     # SageMaker processing jobs: the training jobs' sandbox and process runner, inputs and outputs at LocalPath.
     "processing": BASE | {"aws", "state", "training"},
     # Hyperparameter tuning: a search (Optuna for Bayesian) launching training jobs through the training service.

@@ -128,6 +128,12 @@ COMMANDS = (
         group=True,
     ),
     Lazy(
+        "images",
+        _CLI + "images_cmd:images_app",
+        "Images SageMaker jobs may name, mapped to local programs or interpreters: add, list, remove.",
+        group=True,
+    ),
+    Lazy(
         "export",
         _CLI + "export_cmd:export_app",
         "Run an endpoint on Kubernetes: its manifests (servekit export k8s --endpoint NAME), the image they run "

@@ -67,6 +67,14 @@ def up(
             "buckets; `servekit env` then points AWS_ENDPOINT_URL_S3 there (default: AWS_ENDPOINT_URL_S3).",
         ),
     ] = None,
+    images: Annotated[
+        str | None,
+        typer.Option(
+            "--images",
+            help="YAML file mapping job images to local programs or interpreters, besides <home>/images.yaml "
+            "(which `servekit images add` writes).",
+        ),
+    ] = None,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.backends.ray_actors import config_from_cli
@@ -96,7 +104,15 @@ def up(
     else:
         try:
             prepared = prepare_leader(
-                resolve_home(home, os.environ), host, port, instance_types, metrics_resolution_s, ray, url, s3_endpoint
+                resolve_home(home, os.environ),
+                host,
+                port,
+                instance_types,
+                metrics_resolution_s,
+                ray,
+                url,
+                s3_endpoint,
+                images,
             )
         except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
             typer.echo(f"servekit: {exc}", err=True)

@@ -57,6 +57,7 @@ from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
 from servekit.sts.api import StsService, is_sts_request
 from servekit.training.api import TrainingJobsApi
+from servekit.training.images import ImageTable
 from servekit.training.runner import JobEnvelope, TrainingRunner
 from servekit.transform.api import TransformJobsApi
 from servekit.tuning.api import TuningJobsApi
@@ -121,6 +122,7 @@ def build(
     database_url: str | None = None,
     url: str | None = None,
     s3_endpoint: str | None = None,
+    images_file: str | None = None,
 ) -> ControlPlane:
     """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there); ``s3_endpoint``: an
     external S3-compatible store for ``s3://`` data outside the plane's own buckets (else AWS's variables name one)."""
@@ -223,6 +225,10 @@ def build(
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)
     # Training jobs: scripts in a bubblewrap sandbox that shows them /opt/ml; channels linked from the plane's S3
+    # Images jobs may name: SageMaker's framework images, and the user's (<home>/images.yaml, then --images)
+    images = ImageTable([home / "images.yaml", *([Path(images_file)] if images_file else [])])
+    images.entries()  # a malformed file is an error now, not at the first job
+
     def job_envelope(instance_type: str) -> JobEnvelope | None:  # a job's instance type, as endpoints see it
         e = envelopes.envelope(instance_type)
         return None if e is None else JobEnvelope(instance_type, e.vcpus, e.memory_bytes)
@@ -235,6 +241,7 @@ def build(
         sys.executable,
         job_env,
         envelopes=job_envelope,
+        images=images,
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(
@@ -245,6 +252,7 @@ def build(
         sys.executable,
         job_env,
         envelopes=job_envelope,
+        images=images,
     )
     # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
     processing = ProcessingJobsApi(
@@ -319,6 +327,7 @@ def prepare_leader(
     ray: RayBackendConfig | None = None,
     database_url: str | None = None,
     s3_endpoint: str | None = None,
+    images_file: str | None = None,
 ) -> Prepared:
     """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
@@ -331,6 +340,7 @@ def prepare_leader(
         database_url=database_url,
         url=f"http://{f'[{reach}]' if ':' in reach else reach}:{port}",
         s3_endpoint=s3_endpoint,
+        images_file=images_file,
     )
     external = external_s3(s3_endpoint, os.environ, f"http://{f'[{reach}]' if ':' in reach else reach}:{port}")
     record = home / S3_ENDPOINT_FILE

@@ -10,6 +10,7 @@ from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.models import service_model
 from servekit.aws.names import Account
+from servekit.errors import ConfigError
 from servekit.processing.lifecycle import ProcessingJobStatus
 from servekit.processing.runner import KIND, ProcessingRunner, local_path_problem
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
@@ -69,10 +70,17 @@ class ProcessingJobsApi:
             if problem:
                 raise validation_exception(f"Output {item.get('OutputName')}: {problem}")
         if not (p["AppSpecification"].get("ContainerEntrypoint")):
-            raise validation_exception(
-                "AppSpecification.ContainerEntrypoint is required here: servekit runs the command the job names "
-                "(an image's own entrypoint is not known without the image)"
-            )
+            uri = str(p["AppSpecification"].get("ImageUri") or "")
+            try:
+                image = self.runner.images.resolve(uri)
+            except ConfigError as exc:
+                raise validation_exception(str(exc)) from None
+            if image is None or not image.own:
+                raise validation_exception(
+                    "AppSpecification.ContainerEntrypoint is required here: servekit runs the command the job names "
+                    f"(an image's own entrypoint is not known without the image), or the command you map the image "
+                    f"to: servekit images add {uri} --command 'python3 /path/to/program.py'"
+                )
         arn = self.account.arn_of("processing-job", name)
         try:
             self.jobs.create(KIND, name, arn, p, ProcessingJobStatus.IN_PROGRESS.value, "")

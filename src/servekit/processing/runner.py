@@ -16,6 +16,7 @@ from typing import Any
 
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
 from servekit.training import sandbox
+from servekit.training.images import Image
 from servekit.training.runner import JobFailed, Running, SandboxJobRunner, run_sandboxed, sandbox_env
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,15 @@ class ProcessingRunner(SandboxJobRunner):
         except sandbox.SandboxUnavailable as exc:
             raise JobFailed(f"ClientError: {exc}") from None
         app = req["AppSpecification"]
-        argv = [*(app.get("ContainerEntrypoint") or []), *(app.get("ContainerArguments") or [])]
+        entrypoint = list(app.get("ContainerEntrypoint") or [])
+        try:
+            image: Image | None = self.image(str(app.get("ImageUri") or ""))
+        except JobFailed:
+            if not entrypoint:
+                raise
+            image = None  # an image nothing maps: its entrypoint runs with servekit's Python
+        python = (image.python if image else None) or self.python
+        argv = [*(entrypoint or (image.command if image else ())), *(app.get("ContainerArguments") or [])]
         if not argv:
             raise JobFailed(
                 "ClientError: AppSpecification has no ContainerEntrypoint; servekit runs the command the job names "
@@ -90,7 +99,7 @@ class ProcessingRunner(SandboxJobRunner):
             job_dir / "ml",
             hidden=[self.home],
             mounts=mounts,
-            bin=sandbox.python_wrappers(job_dir / "bin", self.python),
+            bin=sandbox.python_wrappers(job_dir / "bin", python),
         )
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)

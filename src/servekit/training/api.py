@@ -11,9 +11,10 @@ from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.models import service_model
 from servekit.aws.names import Account
+from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
 from servekit.training import contract
-from servekit.training.images import framework_of, unknown_image
+from servekit.training.images import unknown_image
 from servekit.training.jobs import JobTasks, fail_unfinished, list_page, when
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus
 from servekit.training.runner import KIND, TrainingRunner
@@ -68,9 +69,15 @@ class TrainingJobsApi:
                 "AlgorithmSpecification.TrainingImage is required: servekit does not run AlgorithmName or "
                 "marketplace algorithms"
             )
-        if framework_of(image) is None:
+        try:
+            resolved = self.runner.images.resolve(image)
+        except ConfigError as exc:
+            raise validation_exception(str(exc)) from None
+        if resolved is None:
             raise validation_exception(unknown_image(image))
-        if contract.script_of(p.get("HyperParameters") or {}) is None and framework_of(image) == "xgboost":
+        if resolved.own:  # the user's program reads /opt/ml/input/config itself
+            pass
+        elif contract.script_of(p.get("HyperParameters") or {}) is None and resolved.framework == "xgboost":
             if "num_round" not in (p.get("HyperParameters") or {}):
                 raise validation_exception("Missing required hyperparameter: num_round (SageMaker's built-in XGBoost)")
         elif contract.script_of(p.get("HyperParameters") or {}) is None:

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from servekit._utils.processes import rss_bytes
+from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
 from servekit.training.checkpoints import SYNC_S, CheckpointSync
+from servekit.training.images import Image, ImageTable, framework_check, unknown_image
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 
 log = logging.getLogger(__name__)
@@ -328,9 +330,11 @@ class SandboxJobRunner:
         clock: Callable[[], float] = time.time,
         stop_grace_s: float = STOP_GRACE_S,
         envelopes: Callable[[str], JobEnvelope | None] | None = None,
+        images: ImageTable | None = None,
     ) -> None:
         self.jobs = jobs
         self.envelopes = envelopes or (lambda _: None)
+        self.images = images or ImageTable([home / "images.yaml"])
         self.root = home / self.FOLDER
         self.home = home
         self.files = files
@@ -340,6 +344,16 @@ class SandboxJobRunner:
         self.clock = clock
         self.stop_grace_s = stop_grace_s
         self.running: dict[str, Running] = {}
+
+    def image(self, uri: str) -> Image:
+        """The job's image, or the job fails (an images file broken or changed since the job was accepted)."""
+        try:
+            image = self.images.resolve(uri)
+        except ConfigError as exc:
+            raise JobFailed(f"ClientError: {exc}") from None
+        if image is None:
+            raise JobFailed(f"ClientError: {unknown_image(uri)}")
+        return image
 
     def envelope(self, instance_type: str) -> JobEnvelope | None:
         return self.envelopes(instance_type) if instance_type else None
@@ -560,12 +574,24 @@ class TrainingRunner(SandboxJobRunner):
             bwrap = sandbox.bwrap()
         except sandbox.SandboxUnavailable as exc:
             raise JobFailed(f"ClientError: {exc}") from None
-        bin_dir = sandbox.python_wrappers(job_dir / "bin", self.python)
-        hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
-        if script is None:
-            argv = [self.python, "-u", "-m", XGBOOST_ALGORITHM]
+        image = self.image(str((req.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""))
+        python = image.python or self.python
+        if image.own:
+            argv = list(image.command)
+        elif script is None:  # the built-in algorithm is servekit's own module
+            python = self.python
+            argv = [python, "-u", "-m", XGBOOST_ALGORITHM]
         else:
-            argv = [self.python, "-u", f"{contract.CODE}/{script.program}", *script.args]
+            argv = [python, "-u", f"{contract.CODE}/{script.program}", *script.args]
+        error, warning = await asyncio.to_thread(framework_check, image, python)
+        if error:
+            raise JobFailed(f"ClientError: {error}")
+        if warning:
+            for host in hosts:
+                with (job_dir / f"{host}.log").open("a") as f:
+                    f.write(warning + "\n")
+        bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
+        hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         port = free_port()
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
         checkpoint = req.get("CheckpointConfig") or {}

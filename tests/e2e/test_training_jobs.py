@@ -5,6 +5,7 @@ its model lands in S3 as model.tar.gz and its output in CloudWatch Logs; a faili
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import tarfile
@@ -312,3 +313,43 @@ def test_checkpoints_survive_a_failed_job_and_a_rerun_resumes_from_them(up: UpPr
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="ckpt-2", WaiterConfig=FAST)
     assert sm.describe_training_job(TrainingJobName="ckpt-2")["TrainingJobStatus"] == "Completed"
     assert s3.get_object(Bucket=BUCKET, Key="checkpoints/resume/step")["Body"].read() == b"2"
+
+
+def test_metric_definitions_become_cloudwatch_metrics_and_a_bad_regex_is_refused(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    key = Credentials.load_or_create(up.home).admin
+    cw = boto3.session.Session().client(
+        "cloudwatch",
+        endpoint_url=up.url,
+        region_name="us-east-1",
+        aws_access_key_id=key.access_key_id,
+        aws_secret_access_key=key.secret_access_key,
+    )
+    sm.create_training_job(**job(s3, "metrics-1", TRAIN))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="metrics-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="metrics-1")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    stats = cw.get_metric_statistics(
+        Namespace="/aws/sagemaker/TrainingJobs",
+        MetricName="validation:accuracy",
+        Dimensions=[{"Name": "TrainingJobName", "Value": "metrics-1"}],
+        StartTime=d["TrainingStartTime"] - datetime.timedelta(minutes=5),
+        EndTime=d["TrainingEndTime"] + datetime.timedelta(minutes=5),
+        Period=60,
+        Statistics=["SampleCount", "Maximum", "Minimum"],
+    )["Datapoints"]
+    assert sum(p["SampleCount"] for p in stats) == 2  # the script printed the metric twice
+    assert max(p["Maximum"] for p in stats) == pytest.approx(0.91)
+    assert min(p["Minimum"] for p in stats) == pytest.approx(0.75)
+    listed = cw.list_metrics(Namespace="/aws/sagemaker/TrainingJobs")["Metrics"]
+    assert {
+        "Namespace": "/aws/sagemaker/TrainingJobs",
+        "MetricName": "validation:accuracy",
+        "Dimensions": [{"Name": "TrainingJobName", "Value": "metrics-1"}],
+    } in listed
+
+    bad = job(s3, "metrics-2", TRAIN)
+    bad["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+"}]
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        sm.create_training_job(**bad)
+    assert "MetricDefinitions loss: 'loss=([0-9.]+' is not a regular expression" in str(refused.value)

@@ -58,6 +58,7 @@ from servekit.storage import Storage
 from servekit.sts.api import StsService, is_sts_request
 from servekit.training.api import TrainingJobsApi
 from servekit.training.images import ImageTable
+from servekit.training.metrics import NAMESPACE as TRAINING_METRICS
 from servekit.training.runner import JobEnvelope, TrainingRunner
 from servekit.transform.api import TransformJobsApi
 from servekit.tuning.api import TuningJobsApi
@@ -242,6 +243,9 @@ def build(
         job_env,
         envelopes=job_envelope,
         images=images,
+        metrics=lambda job, metric, value, at: endpoint_metrics.record(
+            TRAINING_METRICS, metric, (("TrainingJobName", job),), value, at
+        ),
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(

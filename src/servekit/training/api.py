@@ -17,6 +17,7 @@ from servekit.training import contract
 from servekit.training.images import unknown_image
 from servekit.training.jobs import JobTasks, fail_unfinished, list_page, when
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus
+from servekit.training.metrics import regex_problem
 from servekit.training.runner import KIND, TrainingRunner
 
 _UNFINISHED = (TrainingJobStatus.IN_PROGRESS.value, TrainingJobStatus.STOPPING.value)
@@ -86,6 +87,10 @@ class TrainingJobsApi:
                 "entry_point) and its sagemaker_submit_directory; of SageMaker's built-in algorithms servekit runs "
                 "XGBoost"
             )
+        for d in spec.get("MetricDefinitions") or []:
+            problem = regex_problem(str(d.get("Regex", "")))
+            if problem:
+                raise validation_exception(f"MetricDefinitions {d.get('Name')}: {problem}")
         for ch in p.get("InputDataConfig") or []:
             source = (ch.get("DataSource") or {}).get("S3DataSource")
             if source is None:

@@ -16,7 +16,7 @@ import signal
 import socket
 import tarfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +28,8 @@ from servekit.training import contract, sandbox
 from servekit.training.checkpoints import SYNC_S, CheckpointSync
 from servekit.training.images import Image, ImageTable, framework_check, unknown_image
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
+from servekit.training.metrics import POLL_S as METRICS_POLL_S
+from servekit.training.metrics import MetricFollower, MetricSink, metric_values
 
 log = logging.getLogger(__name__)
 
@@ -299,17 +301,9 @@ def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) 
     """``MetricDefinitions`` over the job's log: each metric's last match (its first group, else the match)."""
     out = []
     for d in definitions:
-        try:
-            matches = list(re.finditer(d["Regex"], text))
-        except re.error:
-            continue
-        for m in reversed(matches):
-            try:
-                value = float(m.group(1) if m.groups() else m.group(0))
-            except ValueError:
-                continue
-            out.append({"MetricName": d["Name"], "Value": value, "Timestamp": when})
-            break
+        values = metric_values(d["Regex"], text)
+        if values:
+            out.append({"MetricName": d["Name"], "Value": values[-1], "Timestamp": when})
     return out
 
 
@@ -331,8 +325,10 @@ class SandboxJobRunner:
         stop_grace_s: float = STOP_GRACE_S,
         envelopes: Callable[[str], JobEnvelope | None] | None = None,
         images: ImageTable | None = None,
+        metrics: MetricSink | None = None,
     ) -> None:
         self.jobs = jobs
+        self.metrics = metrics  # where a training job's MetricDefinitions matches go (CloudWatch), as they appear
         self.envelopes = envelopes or (lambda _: None)
         self.images = images or ImageTable([home / "images.yaml"])
         self.root = home / self.FOLDER
@@ -615,6 +611,44 @@ class TrainingRunner(SandboxJobRunner):
             env = sandbox_env({**self.environment, **sm})
             commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+        definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+        follower = None
+        if self.metrics is not None and definitions:
+            logs = [job_dir / f"{host}.log" for host in hosts]
+            follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
+        with self._following(follower):
+            return await self._run_with_checkpoints(req, job_dir, hosts, commands, limit, run, envelope)
+
+    @contextlib.contextmanager
+    def _following(self, follower: MetricFollower | None) -> Iterator[None]:
+        """Metrics from the logs while the block runs, and what the logs hold at its end."""
+        if follower is None:
+            yield
+            return
+
+        async def follow() -> None:
+            while True:
+                await asyncio.sleep(METRICS_POLL_S)
+                follower.read(self.clock())
+
+        task = asyncio.create_task(follow())
+        try:
+            yield
+        finally:
+            task.cancel()
+            follower.read(self.clock(), final=True)
+
+    async def _run_with_checkpoints(
+        self,
+        req: Mapping[str, Any],
+        job_dir: Path,
+        hosts: Sequence[str],
+        commands: Sequence[tuple[list[str], Mapping[str, str], Path]],
+        limit: float,
+        run: Running,
+        envelope: JobEnvelope | None,
+    ) -> tuple[list[tuple[int, bool]], bool]:
+        checkpoint = req.get("CheckpointConfig") or {}
         if not checkpoint.get("S3Uri"):
             return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
         sync = CheckpointSync(self.files, str(checkpoint["S3Uri"]), [_ml(job_dir, h) / "checkpoints" for h in hosts])

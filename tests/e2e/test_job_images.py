@@ -5,6 +5,7 @@ mapped to an interpreter without the framework fails the job with what to instal
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import botocore.exceptions
 import pytest
@@ -124,3 +126,77 @@ def test_a_malformed_images_file_is_a_clear_error(up: UpProcess) -> None:
         assert "images.yaml: images[0]: give command" in refused.value.response["Error"]["Message"]
     finally:
         (up.home / "images.yaml").unlink()
+
+
+def wheel(name: str, version: str, code: str) -> bytes:
+    """A pure-Python wheel of one module, built here (no index, no network)."""
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": code,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: servekit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return buf.getvalue()
+
+
+USES_EXTRA = "import extrapkg, os\nprint('extrapkg says', extrapkg.VALUE, flush=True)\n"
+
+
+def source_with_requirements(s3: Any, name: str) -> dict[str, Any]:
+    request = job(s3, name, USES_EXTRA)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in {
+            "train.py": USES_EXTRA.encode(),
+            "requirements.txt": b"./extrapkg-0.1-py3-none-any.whl\n",
+            "extrapkg-0.1-py3-none-any.whl": wheel("extrapkg", "0.1", "VALUE = 42\n"),
+        }.items():
+            member = tarfile.TarInfo(path)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    s3.put_object(Bucket=BUCKET, Key=f"{name}/source/sourcedir.tar.gz", Body=buf.getvalue())
+    return request
+
+
+def stream_lines(logs: Any, name: str) -> list[str]:
+    group = "/aws/sagemaker/TrainingJobs"
+    stream = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=f"{name}/")["logStreams"][0]
+    events = logs.get_log_events(logGroupName=group, logStreamName=stream["logStreamName"], startFromHead=True)
+    return [e["message"] for e in events["events"]]
+
+
+def test_requirements_are_not_installed_unless_allowed(up: UpProcess) -> None:
+    sm, s3, logs = clients(up)
+    sm.create_training_job(**source_with_requirements(s3, "reqs-1"))
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="reqs-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="reqs-1")
+    assert "ModuleNotFoundError: No module named 'extrapkg'" in d["FailureReason"]
+    assert any(
+        "requirements.txt not installed (start servekit up with --allow-installs" in m
+        for m in stream_lines(logs, "reqs-1")
+    )
+
+
+def test_allowed_installs_put_requirements_on_the_scripts_path(tmp_path: Path) -> None:
+    allowing = UpProcess(tmp_path / "home", "--allow-installs")
+    allowing.start()
+    try:
+        sm, s3, logs = clients(allowing)
+        sm.create_training_job(**source_with_requirements(s3, "reqs-2"))
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="reqs-2", WaiterConfig=FAST)
+        d = sm.describe_training_job(TrainingJobName="reqs-2")
+        assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+        lines = stream_lines(logs, "reqs-2")
+        assert "extrapkg says 42" in lines
+        assert any("Successfully installed extrapkg-0.1" in m for m in lines)  # pip's own output, in the job's log
+        assert importlib.util.find_spec("extrapkg") is None  # into the job's folder, not servekit's environment
+    finally:
+        allowing.stop()

@@ -75,6 +75,14 @@ def up(
             "(which `servekit images add` writes).",
         ),
     ] = None,
+    allow_installs: Annotated[
+        bool,
+        typer.Option(
+            "--allow-installs",
+            help="pip install a training script's requirements.txt (from the network, into the job's own folder) "
+            "before it runs; without it the job runs with what its interpreter has.",
+        ),
+    ] = False,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
     from servekit.backends.ray_actors import config_from_cli
@@ -113,6 +121,7 @@ def up(
                 url,
                 s3_endpoint,
                 images,
+                allow_installs,
             )
         except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
             typer.echo(f"servekit: {exc}", err=True)

@@ -124,6 +124,7 @@ def build(
     url: str | None = None,
     s3_endpoint: str | None = None,
     images_file: str | None = None,
+    allow_installs: bool = False,
 ) -> ControlPlane:
     """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there); ``s3_endpoint``: an
     external S3-compatible store for ``s3://`` data outside the plane's own buckets (else AWS's variables name one)."""
@@ -246,6 +247,7 @@ def build(
         metrics=lambda job, metric, value, at: endpoint_metrics.record(
             TRAINING_METRICS, metric, (("TrainingJobName", job),), value, at
         ),
+        allow_installs=allow_installs,
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(
@@ -332,6 +334,7 @@ def prepare_leader(
     database_url: str | None = None,
     s3_endpoint: str | None = None,
     images_file: str | None = None,
+    allow_installs: bool = False,
 ) -> Prepared:
     """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
@@ -345,6 +348,7 @@ def prepare_leader(
         url=f"http://{f'[{reach}]' if ':' in reach else reach}:{port}",
         s3_endpoint=s3_endpoint,
         images_file=images_file,
+        allow_installs=allow_installs,
     )
     external = external_s3(s3_endpoint, os.environ, f"http://{f'[{reach}]' if ':' in reach else reach}:{port}")
     record = home / S3_ENDPOINT_FILE

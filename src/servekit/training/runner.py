@@ -280,6 +280,9 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 CHECKPOINTS = f"{contract.ML}/checkpoints"
+SITE = "/opt/servekit/site"  # what a job's requirements.txt installed, on its PYTHONPATH
+INSTALL_LIMIT_S = 1800.0
+NO_INSTALLS = "start servekit up with --allow-installs to install a job's requirements.txt"
 XGBOOST_ALGORITHM = "servekit.training.algorithms.xgboost_algorithm"
 _EVAL_LINE = re.compile(r"^\[\d+\]\t(.*)$", re.MULTILINE)
 _EVAL_ITEM = re.compile(r"(\w+)-([\w@.:-]+?):([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
@@ -326,8 +329,10 @@ class SandboxJobRunner:
         envelopes: Callable[[str], JobEnvelope | None] | None = None,
         images: ImageTable | None = None,
         metrics: MetricSink | None = None,
+        allow_installs: bool = False,
     ) -> None:
         self.jobs = jobs
+        self.allow_installs = allow_installs  # pip install a script's requirements.txt (servekit up --allow-installs)
         self.metrics = metrics  # where a training job's MetricDefinitions matches go (CloudWatch), as they appear
         self.envelopes = envelopes or (lambda _: None)
         self.images = images or ImageTable([home / "images.yaml"])
@@ -553,8 +558,6 @@ class TrainingRunner(SandboxJobRunner):
                     ) from None
         if not (code / script.program).is_file():
             raise JobFailed(f"ClientError: the entry point {script.program} is not in the source directory")
-        if (code / "requirements.txt").exists():
-            log.info("training job %s: requirements.txt not installed (the job uses servekit's Python)", req)
         return channels
 
     async def _train(
@@ -588,6 +591,16 @@ class TrainingRunner(SandboxJobRunner):
                     f.write(warning + "\n")
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
+        site = None
+        if script is not None and (job_dir / "code" / "requirements.txt").is_file():
+            if not self.allow_installs:
+                for host in hosts:
+                    with (job_dir / f"{host}.log").open("a") as f:
+                        f.write(f"servekit: {contract.CODE}/requirements.txt not installed ({NO_INSTALLS})\n")
+            else:
+                site = job_dir / "site"
+                if await self._install(job_dir, hosts[0], python, bwrap, bin_dir, site, run):
+                    return [(0, True)] * len(hosts), True
         port = free_port()
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
         checkpoint = req.get("CheckpointConfig") or {}
@@ -605,9 +618,14 @@ class TrainingRunner(SandboxJobRunner):
                 bin=bin_dir,
                 hostname=host,
                 hosts_file=hosts_file,
-                mounts=[(ckpt, local, True)] if local != CHECKPOINTS else [],
+                mounts=[
+                    *([(ckpt, local, True)] if local != CHECKPOINTS else []),
+                    *([(site, SITE, False)] if site is not None else []),
+                ],
             )
             sm = contract.environment(req, script, self.cpus(envelope), host, port)
+            if site is not None:  # what requirements.txt installed, after the source directory
+                sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
             env = sandbox_env({**self.environment, **sm})
             commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
@@ -618,6 +636,33 @@ class TrainingRunner(SandboxJobRunner):
             follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
         with self._following(follower):
             return await self._run_with_checkpoints(req, job_dir, hosts, commands, limit, run, envelope)
+
+    async def _install(
+        self, job_dir: Path, host: str, python: str, bwrap: str, bin_dir: Path, site: Path, run: Running
+    ) -> bool:
+        """``pip install -r requirements.txt`` into ``site`` in the sandbox (its output in the first host's log, as
+        the containers print it), for every host to import; True when the job was stopped meanwhile."""
+        site.mkdir(parents=True, exist_ok=True)
+        layout = sandbox.Layout(
+            _ml(job_dir, host), code=job_dir / "code", hidden=[self.home], bin=bin_dir, mounts=[(site, SITE, True)]
+        )
+        argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]
+        argv += ["-r", f"{contract.CODE}/requirements.txt"]
+        log_path = job_dir / f"{host}.log"
+        env = sandbox_env({**self.environment, "PIP_NO_CACHE_DIR": "1"})
+        rc, stopped = await run_sandboxed(
+            sandbox.command(layout, argv, bwrap), env, log_path, INSTALL_LIMIT_S, run, self.stop_grace_s
+        )
+        if stopped:
+            if run.reason == "MaxRuntimeExceeded" and not run.stop.is_set():
+                raise JobFailed(f"ClientError: installing requirements.txt took over {INSTALL_LIMIT_S:.0f} s")
+            return True
+        if rc != 0:
+            raise JobFailed(
+                f"ClientError: installing requirements.txt failed: {_last_line(log_path) or 'pip failed'} "
+                f"(exit code {rc})"
+            )
+        return False
 
     @contextlib.contextmanager
     def _following(self, follower: MetricFollower | None) -> Iterator[None]:

@@ -1,4 +1,5 @@
-"""CtrlC: SIGINT counted and woken on a descriptor, raised only inside ``raising()``."""
+"""CtrlC (a real fork, a real SIGINT to this process): SIGINT counted and woken on a descriptor, raised only inside
+``raising()``, never inside an at-fork callback."""
 
 from __future__ import annotations
 

@@ -408,6 +408,10 @@ class TrainingRunner(SandboxJobRunner):
             final=final,
         )
 
+    def log_path(self, name: str, host: str = contract.HOST) -> Path:
+        """Where a job's host's log grows (the first host's: the one metrics are read from)."""
+        return self.root / name / f"{host}.log"
+
     # ---- a job -----------------------------------------------------------------------------------------------
     async def run(self, name: str) -> None:
         run = self.running[name] = Running()
@@ -458,7 +462,7 @@ class TrainingRunner(SandboxJobRunner):
                 run.reason or "Stopped by the user",
             )
             return
-        logs = {job_dir / f"{host}.log": f"{name}/{host}-{int(self.clock())}" for host in hosts}
+        logs = {self.log_path(name, host): f"{name}/{host}-{int(self.clock())}" for host in hosts}
         for log_path, stream in logs.items():
             self.logs.register(LOG_GROUP, stream, log_path)
         started = self.clock()
@@ -478,15 +482,18 @@ class TrainingRunner(SandboxJobRunner):
         ended = self.clock()
         times = {"TrainingEndTime": ended, "TrainingTimeInSeconds": max(1, int(ended - started))}
         times["BillableTimeInSeconds"] = times["TrainingTimeInSeconds"]
-        if stopped:
+        if stopped:  # a stopped job keeps what its log says (SageMaker reports a stopped job's metrics too)
             timed_out = run.reason == "MaxRuntimeExceeded"
+            first_log = self.log_path(name)
+            text = first_log.read_text(errors="replace") if first_log.exists() else ""
+            definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
             self._move(
                 name,
                 SecondaryStatus.MAX_RUNTIME_EXCEEDED if timed_out else SecondaryStatus.STOPPED,
                 "Training job stopped",
                 TrainingJobStatus.STOPPED,
-                "Training job reached the MaxRuntimeInSeconds of its StoppingCondition" if timed_out else "",
-                times,
+                "Training job reached the MaxRuntimeInSeconds of its StoppingCondition" if timed_out else run.reason,
+                {**times, "FinalMetricDataList": final_metrics(definitions, text, ended)},
             )
             return
         for host, (rc, host_stopped), host_run in zip(hosts, codes, run.hosts, strict=True):
@@ -500,7 +507,7 @@ class TrainingRunner(SandboxJobRunner):
             raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")
         self._move(name, SecondaryStatus.UPLOADING, "Uploading generated training model", details=times)
         artifacts = await asyncio.to_thread(self._upload, req, name, job_dir, hosts)
-        first_log = job_dir / f"{hosts[0]}.log"
+        first_log = self.log_path(name)
         text = first_log.read_text(errors="replace") if first_log.exists() else ""
         metrics = final_metrics((req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or [], text, ended)
         if script is None:  # a built-in algorithm: SageMaker knows its metrics (train:rmse, validation:auc, ...)

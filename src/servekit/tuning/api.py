@@ -13,7 +13,6 @@ completed jobs."""
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import logging
 import zlib
@@ -25,14 +24,13 @@ from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
-from servekit.training import contract
 from servekit.training.api import TrainingJobsApi
 from servekit.training.jobs import RESTARTED, JobTasks, fail_unfinished, list_page, when
+from servekit.training.metrics import LogLines, metric_values
 from servekit.training.runner import KIND as TRAINING
-from servekit.training.runner import final_metrics
 from servekit.tuning import warmstart
 from servekit.tuning.space import HyperbandSearch, SpaceError, Strategy, hyperband_resources, parse, strategy
-from servekit.tuning.stopping import MedianStopping, Stopper, intermediate_values
+from servekit.tuning.stopping import MedianStopping, Stopper
 from servekit.tuning.warmstart import Parent, WarmStartError
 
 log = logging.getLogger(__name__)
@@ -53,29 +51,13 @@ class LogCurve:
     has ended)."""
 
     def __init__(self, path: Path, regex: str) -> None:
-        self.path = path
         self.regex = regex
         self.values: list[float] = []
-        self._offset = 0
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._partial = ""
+        self._lines = LogLines(path)
 
     def read(self, final: bool = False) -> bool:
         """Read what the log gained; whether new values came with it."""
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-        except OSError:
-            chunk = b""
-        self._offset += len(chunk)
-        text = self._partial + self._decoder.decode(chunk, final=final)
-        if final:
-            complete, self._partial = text, ""
-        else:
-            cut = text.rfind("\n") + 1
-            complete, self._partial = text[:cut], text[cut:]
-        new = intermediate_values(self.regex, complete) if complete else []
+        new = metric_values(self.regex, self._lines.read(final))
         self.values += new
         return bool(new)
 
@@ -267,7 +249,7 @@ class TuningJobsApi:
                 if task not in done:
                     continue
                 del running[job]
-                ended = self._settled(task.result(), definitions)
+                ended = task.result()
                 if stopper is not None:
                     curves[job].read(final=True)
                     stopper.ended(job, curves.pop(job).values)
@@ -282,7 +264,7 @@ class TuningJobsApi:
                 self._stop_training(job, "Stopped by the tuning job")
             for task in running.values():
                 with contextlib.suppress(Exception):
-                    self._settled(await task, definitions)
+                    await task
             self._record(name, trials, parents)
             self.jobs.update(KIND, name, status="Stopped", final=True)
             return
@@ -295,27 +277,11 @@ class TuningJobsApi:
             self.jobs.update(KIND, name, status="Completed", final=True)
 
     def log_of(self, job: str) -> Path:
-        """Where a training job's log grows (its first host's: the one SageMaker reads metrics from)."""
-        return self.training.runner.root / job / f"{contract.HOST}.log"
+        return self.training.runner.log_path(job)
 
     def _stop_training(self, job: str, reason: str) -> None:
         if self.training.runner.stop(job, reason):
             self.jobs.update(TRAINING, job, status="Stopping", secondary="Stopping")
-
-    def _settled(self, row: SageMakerJobRow, definitions: list[Mapping[str, str]]) -> SageMakerJobRow:
-        """A training job the search stopped keeps what its log says: its metrics' last values become its
-        ``FinalMetricDataList`` (SageMaker reports a stopped job's metrics too)."""
-        if row.status != "Stopped" or row.details.get("FinalMetricDataList"):
-            return row
-        try:
-            text = self.log_of(row.name).read_text(errors="replace")
-        except OSError:
-            return row
-        metrics = final_metrics(definitions, text, row.ended if row.ended is not None else row.modified)
-        if not metrics:
-            return row
-        self.jobs.update(TRAINING, row.name, details={"FinalMetricDataList": metrics})
-        return self.jobs.get(TRAINING, row.name) or row
 
     def _record(self, name: str, trials: list[dict[str, Any]], parents: list[Parent]) -> dict[str, Any] | None:
         """Counters, every training job's summary and the best so far, into the tuning job's row."""

@@ -1,7 +1,6 @@
 """Stopping a tuning job's training jobs while they run, from the objective metric each one prints once per epoch.
 Pure: the values come in (read from the logs by the API), decisions come out; no clock, no file.
 
-- :func:`intermediate_values`: the objective's metric definition over a log, every match in order (one per epoch).
 - :func:`median_rule`: SageMaker's early stopping (``TrainingJobEarlyStoppingType: Auto``): after each epoch, the
   job's objective is compared with the median of the earlier jobs' running averages up to the same epoch; worse
   (lower when maximizing, higher when minimizing) stops it.
@@ -11,7 +10,6 @@ Pure: the values come in (read from the logs by the API), decisions come out; no
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Sequence
 from typing import Protocol
@@ -26,22 +24,6 @@ class Stopper(Protocol):
     def progress(self, job: str, values: Sequence[float]) -> str | None: ...
 
     def ended(self, job: str, values: Sequence[float]) -> None: ...
-
-
-def intermediate_values(regex: str, text: str) -> list[float]:
-    """Every match of a metric definition's regex in ``text``, in order: its first group (else the whole match)
-    as a number; a match that is not a number is skipped, as for ``FinalMetricDataList``."""
-    try:
-        pattern = re.compile(regex)
-    except re.error:
-        return []
-    out = []
-    for m in pattern.finditer(text):
-        try:
-            out.append(float(m.group(1) if m.groups() else m.group(0)))
-        except ValueError:
-            continue
-    return out
 
 
 def median_rule(current: Sequence[float], earlier: Sequence[Sequence[float]], maximize: bool) -> float | None:

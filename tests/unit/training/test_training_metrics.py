@@ -11,6 +11,8 @@ from servekit.training.metrics import LogLines, MetricFollower, metric_values, r
 def test_values_lines_and_the_follower(tmp_path: Path) -> None:
     assert metric_values(r"loss=([-0-9.e]+)", "loss=1.5 loss=abc loss=-2e-1") == [1.5, -0.2]
     assert metric_values(r"loss=[0-9]+", "loss=12") == []  # no group: the whole match, not a number
+    assert metric_values(r"loss=(", "loss=1") == []  # a broken regex matches nothing
+    assert metric_values(r"[0-9]\.[0-9]", "a 0.9 b 0.5\r\n") == [0.9, 0.5]
     assert regex_problem("(") is not None and regex_problem(r"a=(\d+)") is None
 
     log = tmp_path / "algo-1.log"

@@ -7,15 +7,7 @@ import random
 
 import pytest
 
-from servekit.tuning.stopping import MedianStopping, intermediate_values, median_rule
-
-
-def test_intermediate_values_are_every_match_in_order() -> None:
-    log = "epoch 1 loss=0.9\nnoise loss=n/a\nepoch 2 loss=0.5\r\nepoch 3 loss=1e-1\n"
-    assert intermediate_values(r"loss=([0-9.e-]+)", log) == [0.9, 0.5, 0.1]
-    assert intermediate_values(r"loss=\d\.\d", log) == []  # a whole match that is no number: skipped
-    assert intermediate_values(r"[0-9]\.[0-9]", "a 0.9 b 0.5") == [0.9, 0.5]  # no group: the whole match
-    assert intermediate_values(r"loss=(", log) == []  # a broken regex matches nothing
+from servekit.tuning.stopping import MedianStopping, median_rule
 
 
 def test_the_median_of_running_averages_decides() -> None:

@@ -33,6 +33,9 @@ class FakeRunner:
         self.running: dict[str, asyncio.Event] = {}
         self.reasons: dict[str, str] = {}
 
+    def log_path(self, name: str) -> Path:
+        return self.root / name / "algo-1.log"
+
     def stop(self, name: str, reason: str = "") -> bool:
         event = self.running.get(name)
         if event is None:
@@ -44,8 +47,8 @@ class FakeRunner:
 
 class FakeTraining:
     """Each job prints ``epoch=<n> score=<v>`` once a virtual second, its values from ``curve`` (of its
-    hyperparameters), and ends Completed (with its FinalMetricDataList) or, stopped, Stopped (without: the tuning
-    job reads the log)."""
+    hyperparameters), and ends Completed or, stopped, Stopped, with its log's FinalMetricDataList either way (as
+    the training runner does)."""
 
     def __init__(self, jobs: SageMakerJobs, root: Path, curve: Curve) -> None:
         self.jobs = jobs
@@ -63,7 +66,7 @@ class FakeTraining:
         return {"TrainingJobArn": f"arn:training/{name}"}
 
     async def _run(self, name: str, hyperparameters: dict[str, str]) -> None:
-        log = self.runner.root / name / "algo-1.log"
+        log = self.runner.log_path(name)
         log.parent.mkdir(parents=True)
         stop = self.runner.running[name]
         for epoch, value in enumerate(self.curve(hyperparameters), 1):
@@ -76,10 +79,18 @@ class FakeTraining:
             except TimeoutError:
                 continue
         del self.runner.running[name]
-        if stop.is_set():
-            self.jobs.update(TRAINING, name, status="Stopped", secondary="Stopped", final=True)
-            return
         metrics = final_metrics(METRICS, log.read_text(), 2.0)
+        if stop.is_set():
+            self.jobs.update(
+                TRAINING,
+                name,
+                status="Stopped",
+                secondary="Stopped",
+                reason=self.runner.reasons[name],
+                details={"FinalMetricDataList": metrics},
+                final=True,
+            )
+            return
         self.jobs.update(
             TRAINING,
             name,

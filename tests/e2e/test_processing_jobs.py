@@ -5,6 +5,7 @@ as SageMaker ends them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,3 +142,50 @@ def test_a_failing_script_and_bad_paths(up: UpProcess) -> None:
     with pytest.raises(botocore.exceptions.ClientError) as bad:
         sm.create_processing_job(**outside)
     assert "under /opt/ml/processing/" in bad.value.response["Error"]["Message"]
+
+
+SPLIT = """
+import json, os, socket
+host = json.load(open("/opt/ml/config/resourceconfig.json"))["current_host"]
+part = sorted(os.listdir("/opt/ml/processing/input"))
+seen = {"host": host, "hostname": socket.gethostname(), "part": [p for p in part if p != "code"]}
+open(f"/opt/ml/processing/train/{host}.json", "w").write(json.dumps(seen))
+open(f"/opt/ml/processing/report/{host}.txt", "w").write("progress " + host)
+print("instance", host, "done", flush=True)
+if os.environ.get("FAIL_ON") == host:
+    raise SystemExit(f"{host} gave up")
+"""
+
+
+def test_two_instances_share_a_sharded_input_and_continuous_outputs_survive_a_failure(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    req = request(s3, "split-1", SPLIT)
+    for i in range(4):
+        s3.put_object(Bucket=BUCKET, Key=f"split-1/raw/part-{i}.csv", Body=f"{i}\n".encode())
+    req["ProcessingResources"]["ClusterConfig"]["InstanceCount"] = 2
+    req["ProcessingInputs"][0]["S3Input"]["S3DataDistributionType"] = "ShardedByS3Key"
+    sm.create_processing_job(**req)
+    sm.get_waiter("processing_job_completed_or_stopped").wait(ProcessingJobName="split-1", WaiterConfig=FAST)
+    d = sm.describe_processing_job(ProcessingJobName="split-1")
+    assert d["ProcessingJobStatus"] == "Completed", d.get("FailureReason")
+    seen = {
+        host: json.loads(s3.get_object(Bucket=BUCKET, Key=f"split-1/output/train/{host}.json")["Body"].read())
+        for host in ("algo-1", "algo-2")
+    }
+    parts = ["part-0.csv", "part-1.csv", "part-2.csv", "part-3.csv", "raw.csv"]
+    assert seen["algo-1"] == {"host": "algo-1", "hostname": "algo-1", "part": parts[0::2]}
+    assert seen["algo-2"] == {"host": "algo-2", "hostname": "algo-2", "part": parts[1::2]}
+
+    failing = request(s3, "split-2", SPLIT)
+    failing["Environment"] = {"FAIL_ON": "algo-1"}
+    failing["ProcessingOutputConfig"]["Outputs"][1]["S3Output"]["S3UploadMode"] = "Continuous"
+    sm.create_processing_job(**failing)
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("processing_job_completed_or_stopped").wait(ProcessingJobName="split-2", WaiterConfig=FAST)
+    d = sm.describe_processing_job(ProcessingJobName="split-2")
+    assert (d["ProcessingJobStatus"], d["FailureReason"]) == ("Failed", "AlgorithmError: algo-1 gave up, exit code: 1")
+    # the Continuous output was uploaded although the job failed; the EndOfJob one was not
+    progress = s3.get_object(Bucket=BUCKET, Key="split-2/output/report/algo-1.txt")["Body"].read()
+    assert progress == b"progress algo-1"
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="split-2/output/train/")
+    assert listed["KeyCount"] == 0

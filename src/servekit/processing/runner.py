@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
-from servekit.training import sandbox
+from servekit.training import contract, sandbox
+from servekit.training.folder_sync import SYNC_S, FolderSync
 from servekit.training.images import Image
-from servekit.training.runner import JobFailed, Running, SandboxJobRunner, run_sandboxed, sandbox_env
+from servekit.training.runner import JobFailed, Running, SandboxJobRunner, run_hosts, sandbox_env, shards
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ def _last_line(path: Path) -> str:
 
 class ProcessingRunner(SandboxJobRunner):
     FOLDER = "processing"
+    sync_s = SYNC_S  # how often Continuous outputs are uploaded
 
     def _set(self, name: str, status: ProcessingJobStatus, reason: str | None = None, **details: Any) -> None:
         row = self.jobs.get(KIND, name)
@@ -67,7 +69,9 @@ class ProcessingRunner(SandboxJobRunner):
         assert row is not None
         req = row.request
         job_dir = self.root / name
-        mounts, outputs = await asyncio.to_thread(self._prepare, req, job_dir)
+        cluster = (req.get("ProcessingResources") or {}).get("ClusterConfig") or {}
+        hosts = contract.hosts({"ResourceConfig": cluster})
+        mounts, outputs = await asyncio.to_thread(self._prepare, req, job_dir, hosts)
         if run.stop.is_set():
             self._set(name, ProcessingJobStatus.STOPPED, run.reason or "Stopped by the user")
             return
@@ -90,51 +94,81 @@ class ProcessingRunner(SandboxJobRunner):
                 "ClientError: AppSpecification has no ContainerEntrypoint; servekit runs the command the job names "
                 "(the SDK's processors always give one)"
             )
-        log_path = job_dir / "algo-1.log"
-        stream = f"{name}/algo-1-{int(self.clock())}"
-        self.logs.register(LOG_GROUP, stream, log_path)
+        logs = {job_dir / f"{host}.log": f"{name}/{host}-{int(self.clock())}" for host in hosts}
+        for log_path, stream in logs.items():
+            self.logs.register(LOG_GROUP, stream, log_path)
         started = self.clock()
         self.jobs.update(KIND, name, details={"ProcessingStartTime": started})
-        layout = sandbox.Layout(
-            job_dir / "ml",
-            hidden=[self.home],
-            mounts=mounts,
-            bin=sandbox.python_wrappers(job_dir / "bin", python),
-        )
+        bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
+        hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
-        limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        cluster = (req.get("ProcessingResources") or {}).get("ClusterConfig") or {}
-        envelope = self.envelope(str(cluster.get("InstanceType") or ""))
-        try:
-            rc, stopped = await run_sandboxed(
-                sandbox.command(layout, argv, bwrap), env, log_path, limit, run, self.stop_grace_s, envelope
+        commands = []
+        for host in hosts:
+            layout = sandbox.Layout(
+                _ml(job_dir, host),
+                hidden=[self.home],
+                mounts=mounts[host],
+                bin=bin_dir,
+                hostname=host,
+                hosts_file=hosts_file,
             )
+            commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
+        limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+        envelope = self.envelope(str(cluster.get("InstanceType") or ""))
+        continuous = [FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"]
+        keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
+        try:
+            codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
         finally:
-            await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
-            self.logs.unregister(log_path)
+            for keeper in keepers:
+                keeper.cancel()
+            await asyncio.gather(*keepers, return_exceptions=True)
+            for log_path, stream in logs.items():
+                await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
+                self.logs.unregister(log_path)
+        for sync in continuous:  # whatever the end, as SageMaker's continuous upload has it
+            await asyncio.to_thread(self._sync, sync)
         ended = self.clock()
         if stopped:
-            reason = "The job reached its MaxRuntimeInSeconds" if run.reason == "MaxRuntimeExceeded" else ""
+            reason = "The job reached its MaxRuntimeInSeconds" if run.reason == "MaxRuntimeExceeded" else run.reason
             self._set(name, ProcessingJobStatus.STOPPED, reason, ProcessingEndTime=ended)
             return
-        if rc != 0:
+        for host, (rc, host_stopped), host_run in zip(hosts, codes, run.hosts, strict=True):
+            if rc == 0 or host_stopped:  # stopped because another instance failed
+                continue
             # what the job wrote for SageMaker: /opt/ml/output/message (processing), or failure (as training)
-            written = [job_dir / "ml" / "output" / n for n in ("message", "failure")]
-            text = run.failure(rc) or next((p.read_text(errors="replace").strip() for p in written if p.is_file()), "")
-            raise JobFailed(text or f"AlgorithmError: {_last_line(log_path) or 'the command failed'}, exit code: {rc}")
-        await asyncio.to_thread(self._upload, outputs)
+            written = [_ml(job_dir, host) / "output" / n for n in ("message", "failure")]
+            text = host_run.failure(rc)
+            text = text or next((p.read_text(errors="replace").strip() for p in written if p.is_file()), "")
+            last = _last_line(job_dir / f"{host}.log") or "the command failed"
+            on = f" on {host}" if len(hosts) > 1 else ""
+            raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")
+        for uri, folders, mode in outputs:
+            if mode != "Continuous":
+                await asyncio.to_thread(self._sync, FolderSync(self.files, uri, folders))
         self._set(name, ProcessingJobStatus.COMPLETED, ProcessingEndTime=self.clock())
 
+    @staticmethod
+    def _sync(sync: FolderSync) -> None:
+        try:
+            sync.sync()
+        except (OSError, ValueError) as exc:
+            raise JobFailed(f"ClientError: uploading to {sync.uri}: {exc}") from None
+
     def _prepare(
-        self, req: Mapping[str, Any], job_dir: Path
-    ) -> tuple[list[tuple[Path, str, bool]], list[tuple[Path, str]]]:
-        ml = job_dir / "ml"
-        (ml / "config").mkdir(parents=True, exist_ok=True)
-        (ml / "output").mkdir(parents=True, exist_ok=True)
-        (ml / "config" / "processingjobconfig.json").write_text(json.dumps(dict(req), indent=2, default=str))
-        resource = {"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0"}
-        (ml / "config" / "resourceconfig.json").write_text(json.dumps(resource))
-        mounts: list[tuple[Path, str, bool]] = []
+        self, req: Mapping[str, Any], job_dir: Path, hosts: list[str]
+    ) -> tuple[dict[str, list[tuple[Path, str, bool]]], list[tuple[str, list[Path], str]]]:
+        """Each instance's mounts (inputs read-only at their LocalPath, its own output folders writable) and each
+        output's (S3Uri, the instances' folders, S3UploadMode)."""
+        mounts: dict[str, list[tuple[Path, str, bool]]] = {host: [] for host in hosts}
+        for host in hosts:
+            ml = _ml(job_dir, host)
+            (ml / "config").mkdir(parents=True, exist_ok=True)
+            (ml / "output").mkdir(parents=True, exist_ok=True)
+            (ml / "config" / "processingjobconfig.json").write_text(json.dumps(dict(req), indent=2, default=str))
+            cluster = (req.get("ProcessingResources") or {}).get("ClusterConfig") or {}
+            resource = contract.resource_config({"ResourceConfig": cluster}, host)
+            (ml / "config" / "resourceconfig.json").write_text(json.dumps(resource))
         for i, item in enumerate(req.get("ProcessingInputs") or []):
             source = item.get("S3Input")
             if source is None:
@@ -145,26 +179,26 @@ class ProcessingRunner(SandboxJobRunner):
                 self.files.fetch(source["S3Uri"], folder)
             except (OSError, ValueError) as exc:
                 raise JobFailed(f"ClientError: input {item.get('InputName')}: {exc}") from None
-            mounts.append((folder, local, False))
-        outputs: list[tuple[Path, str]] = []
+            sharded = source.get("S3DataDistributionType") == "ShardedByS3Key" and len(hosts) > 1
+            for host, part in zip(hosts, shards(folder, len(hosts)) if sharded else [folder] * len(hosts), strict=True):
+                mounts[host].append((part, local, False))
+        outputs: list[tuple[str, list[Path], str]] = []
         for i, item in enumerate((req.get("ProcessingOutputConfig") or {}).get("Outputs") or []):
             target = item.get("S3Output")
             if target is None:
                 raise JobFailed(f"ClientError: output {item.get('OutputName')}: only S3Output is supported")
-            folder = job_dir / "outputs" / str(i)
-            folder.mkdir(parents=True, exist_ok=True)
-            mounts.append((folder, str(target["LocalPath"]), True))
-            outputs.append((folder, str(target["S3Uri"]).rstrip("/")))
-        return nest(mounts), outputs
+            folders = []
+            for host in hosts:
+                folder = job_dir / "outputs" / str(i) / host
+                folder.mkdir(parents=True, exist_ok=True)
+                mounts[host].append((folder, str(target["LocalPath"]), True))
+                folders.append(folder)
+            outputs.append((str(target["S3Uri"]), folders, str(target.get("S3UploadMode") or "EndOfJob")))
+        return {host: nest(m) for host, m in mounts.items()}, outputs
 
-    def _upload(self, outputs: list[tuple[Path, str]]) -> None:
-        for folder, uri in outputs:
-            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-                rel = path.relative_to(folder).as_posix()
-                try:
-                    self.files.put_file(f"{uri}/{rel}", path)
-                except (OSError, ValueError) as exc:
-                    raise JobFailed(f"ClientError: uploading {rel} to {uri}: {exc}") from None
+
+def _ml(job_dir: Path, host: str) -> Path:
+    return job_dir / "ml" if host == contract.HOST else job_dir / f"ml-{host}"
 
 
 def nest(mounts: list[tuple[Path, str, bool]]) -> list[tuple[Path, str, bool]]:

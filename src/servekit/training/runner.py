@@ -25,7 +25,7 @@ from servekit._utils.processes import rss_bytes
 from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
-from servekit.training.checkpoints import SYNC_S, CheckpointSync
+from servekit.training.folder_sync import SYNC_S, FolderSync
 from servekit.training.images import Image, ImageTable, framework_check, unknown_image
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 from servekit.training.metrics import POLL_S as METRICS_POLL_S
@@ -703,7 +703,7 @@ class TrainingRunner(SandboxJobRunner):
         checkpoint = req.get("CheckpointConfig") or {}
         if not checkpoint.get("S3Uri"):
             return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
-        sync = CheckpointSync(self.files, str(checkpoint["S3Uri"]), [_ml(job_dir, h) / "checkpoints" for h in hosts])
+        sync = FolderSync(self.files, str(checkpoint["S3Uri"]), [_ml(job_dir, h) / "checkpoints" for h in hosts])
         try:
             await asyncio.to_thread(sync.restore)
         except (OSError, ValueError) as exc:

@@ -1,11 +1,11 @@
-"""``CheckpointConfig``: a training job's checkpoint folder (``/opt/ml/checkpoints``, or its ``LocalPath``) kept in
-step with ``S3Uri``, as SageMaker does, so that a job started again (after a stop, a failure, a spot interruption in
-the cloud) resumes from what the last one saved.
+"""Folders of a job kept in step with an S3 prefix while it runs: a training job's checkpoints (``CheckpointConfig``:
+``/opt/ml/checkpoints`` or its ``LocalPath`` and ``S3Uri``, as SageMaker does, so that a job started again after a
+stop or a failure resumes from what the last one saved) and a processing job's ``Continuous`` outputs.
 
-Before the job: the objects under ``S3Uri`` are copied into each host's folder (copies, not the links channels get:
-the script rewrites its checkpoints in place, and a link would rewrite the stored object too). While it runs: every
-file whose size or modification time changed is uploaded each ``SYNC_S``. When it ends, whatever the end: once more.
-Where hosts write the same name, the first host's file is the one kept."""
+Before the job (checkpoints): the objects under the prefix are copied into each host's folder (copies, not the links
+channels get: the script rewrites its checkpoints in place, and a link would rewrite the stored object too). While it
+runs: every file whose size or modification time changed is uploaded each ``SYNC_S``. When it ends, whatever the
+end: once more. Where hosts write the same name, the first host's file is the one kept."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from typing import Protocol
 SYNC_S = 10.0
 
 
-class CheckpointFiles(Protocol):
+class SyncFiles(Protocol):
     def fetch(self, uri: str, dest: Path) -> int: ...
 
     def put_file(self, uri: str, path: Path, content_type: str = ...) -> str: ...
 
 
-class CheckpointSync:
-    def __init__(self, files: CheckpointFiles, uri: str, folders: Sequence[Path]) -> None:
+class FolderSync:
+    def __init__(self, files: SyncFiles, uri: str, folders: Sequence[Path]) -> None:
         self.files = files
         self.uri = uri.rstrip("/")
         self.folders = list(folders)

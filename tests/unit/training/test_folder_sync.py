@@ -1,10 +1,10 @@
-"""CheckpointSync: restored as copies, only changed files uploaded, the first host's file where names meet."""
+"""FolderSync: restored as copies, only changed files uploaded, the first host's file where names meet."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from servekit.training.checkpoints import CheckpointSync
+from servekit.training.folder_sync import FolderSync
 
 
 class Bucket:
@@ -35,7 +35,7 @@ def test_restore_sync_and_the_first_hosts_file(tmp_path: Path) -> None:
     hosts = [tmp_path / "a" / "checkpoints", tmp_path / "b" / "checkpoints"]
     for h in hosts:
         h.mkdir(parents=True)
-    sync = CheckpointSync(bucket, "s3://b/ck/", hosts)
+    sync = FolderSync(bucket, "s3://b/ck/", hosts)
     assert sync.restore() == 0  # a first run: nothing there
     (hosts[0] / "model.pt").write_bytes(b"a1")
     (hosts[1] / "model.pt").write_bytes(b"b1")
@@ -49,7 +49,7 @@ def test_restore_sync_and_the_first_hosts_file(tmp_path: Path) -> None:
 
     again = [tmp_path / "c" / "checkpoints"]
     again[0].mkdir(parents=True)
-    resumed = CheckpointSync(bucket, "s3://b/ck", again)
+    resumed = FolderSync(bucket, "s3://b/ck", again)
     assert resumed.restore() == 2
     assert (again[0] / "model.pt").read_bytes() == b"a2-longer"
     assert resumed.sync() == 0  # what was restored is not sent back

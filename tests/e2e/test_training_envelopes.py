@@ -1,4 +1,5 @@
-"""A training job's instance type is an envelope, as for endpoints: ``SM_NUM_CPUS`` is its vCPUs, and a job whose
+"""A training job's instance type is an envelope, as for endpoints: ``SM_NUM_CPUS`` is its vCPUs (and the job is
+pinned to that many CPUs), and a job whose
 processes hold more resident memory than it has is killed and ends Failed with "out of memory" in FailureReason;
 the next job on the same plane runs as usual. The types come from ``servekit up --instance-types``."""
 
@@ -29,7 +30,7 @@ INSTANCE_TYPES = textwrap.dedent(
 GREEDY = textwrap.dedent(
     """
     import os, time
-    print("cpus", os.environ["SM_NUM_CPUS"], flush=True)
+    print("cpus", os.environ["SM_NUM_CPUS"], "pinned to", len(os.sched_getaffinity(0)), flush=True)
     hold = []
     while True:  # up to 1 GiB, 64 MiB at a time, then wait to be killed
         if len(hold) < 16:
@@ -69,7 +70,7 @@ def test_a_job_over_its_memory_fails_out_of_memory_and_the_next_job_runs(up: UpP
     # the image is scikit-learn 1.2: servekit's Python has another version, and the job's log says so first
     mismatch = not sklearn.__version__.startswith("1.2.")
     assert [m.startswith("servekit: the image") and "is scikit-learn 1.2" in m for m in messages[:1]] == [mismatch]
-    assert messages[int(mismatch)] == "cpus 1"
+    assert messages[int(mismatch)] == "cpus 1 pinned to 1"  # SM_NUM_CPUS, and taskset's pinning
     sm.create_training_job(**job(s3, "after-1", TRAIN, ResourceConfig=small))
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="after-1", WaiterConfig=FAST)
     assert sm.describe_training_job(TrainingJobName="after-1")["TrainingJobStatus"] == "Completed"

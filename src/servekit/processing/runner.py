@@ -102,6 +102,7 @@ class ProcessingRunner(SandboxJobRunner):
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
+        envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         commands = []
         for host in hosts:
             layout = sandbox.Layout(
@@ -112,9 +113,8 @@ class ProcessingRunner(SandboxJobRunner):
                 hostname=host,
                 hosts_file=hosts_file,
             )
-            commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
+            commands.append((self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         continuous = [FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"]
         keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
         try:

@@ -345,6 +345,7 @@ class SandboxJobRunner:
         self.clock = clock
         self.stop_grace_s = stop_grace_s
         self.running: dict[str, Running] = {}
+        self._next_cpu = 0  # where the next pinned host's CPUs start
 
     def image(self, uri: str) -> Image:
         """The job's image, or the job fails (an images file broken or changed since the job was accepted)."""
@@ -358,6 +359,18 @@ class SandboxJobRunner:
 
     def envelope(self, instance_type: str) -> JobEnvelope | None:
         return self.envelopes(instance_type) if instance_type else None
+
+    def pinned(self, argv: list[str], envelope: JobEnvelope | None) -> list[str]:
+        """``argv`` on the envelope's vCPUs of the CPUs this process may use (``taskset``), each host of each job
+        starting where the last one ended, so that hosts spread over the machine; as is when the type has as many
+        vCPUs as there are CPUs, or taskset is missing (the job then shares every CPU)."""
+        allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        taskset = shutil.which("taskset")
+        if envelope is None or taskset is None or not 0 < envelope.vcpus < len(allowed):
+            return argv
+        chosen = [allowed[(self._next_cpu + i) % len(allowed)] for i in range(envelope.vcpus)]
+        self._next_cpu = (self._next_cpu + envelope.vcpus) % len(allowed)
+        return [taskset, "--cpu-list", ",".join(map(str, sorted(chosen))), *argv]
 
     def cpus(self, envelope: JobEnvelope | None) -> int:
         """``SM_NUM_CPUS``: the instance type's vCPUs (this machine's CPUs for a type without an envelope)."""
@@ -634,7 +647,7 @@ class TrainingRunner(SandboxJobRunner):
             if site is not None:  # what requirements.txt installed, after the source directory
                 sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
             env = sandbox_env({**self.environment, **sm})
-            commands.append((sandbox.command(layout, argv, bwrap), env, job_dir / f"{host}.log"))
+            commands.append((self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log"))
         limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
         definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
         follower = None

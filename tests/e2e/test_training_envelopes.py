@@ -1,7 +1,7 @@
-"""A training job's instance type is an envelope, as for endpoints: ``SM_NUM_CPUS`` is its vCPUs (and the job is
-pinned to that many CPUs), and a job whose
-processes hold more resident memory than it has is killed and ends Failed with "out of memory" in FailureReason;
-the next job on the same plane runs as usual. The types come from ``servekit up --instance-types``."""
+"""A training job's instance type is an envelope, as for endpoints: ``SM_NUM_CPUS`` is its vCPUs and the job is
+pinned to that many CPUs; a job whose processes hold more resident memory than the type has is killed and ends
+Failed with "out of memory" in FailureReason; the next job on the same plane runs as usual. The types come from
+``servekit up --instance-types``."""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@
   image's is a warning in the job's log. Matched on the repository name, not the account (it varies by region).
 - Images of the user's own (``servekit images add <uri> --command ...`` writes ``<home>/images.yaml``; ``servekit up
   --images FILE`` adds a file): their command runs in the job's sandbox, as the container would.
+- SageMaker images servekit answers with a program of its own (:data:`BUILTIN`), run in the sandbox like the user's:
+  Model Monitor's analyzer runs servekit's baseline (``servekit.monitor.baseline.analyzer``). A mapping of the
+  user's for the same repository or URI replaces it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ FRAMEWORKS = {
     "tensorflow-training": "tensorflow",
     "huggingface-pytorch-training": "pytorch",
 }
+# Repositories servekit runs a program of its own for (as a command in the job's sandbox: the job's processes never
+# import servekit's packages into the control plane): Model Monitor's analyzer (DefaultModelMonitor.suggest_baseline).
+ANALYZER = "sagemaker-model-monitor-analyzer"
+BUILTIN: dict[str, tuple[str, ...]] = {ANALYZER: ("python3", "-u", "-m", "servekit.monitor.baseline.analyzer")}
 # what a framework's scripts import, and what a user installs for it
 MODULES = {"scikit-learn": "sklearn", "xgboost": "xgboost", "pytorch": "torch", "tensorflow": "tensorflow"}
 DISTRIBUTIONS = {"scikit-learn": "scikit-learn", "xgboost": "xgboost", "pytorch": "torch", "tensorflow": "tensorflow"}
@@ -97,7 +104,10 @@ class ImageTable:
         )
         framework = framework_of(uri)
         if entry is None:
-            return Image(uri, framework) if framework else None
+            if framework:
+                return Image(uri, framework)
+            builtin = BUILTIN.get(repository(uri))
+            return Image(uri, None, builtin) if builtin else None
         return Image(uri, None if entry.command else framework, entry.command, entry.python)
 
 

@@ -93,3 +93,14 @@ def test_the_framework_check_against_an_interpreter(tmp_path: Path) -> None:
     assert f"{bare} has no scikit-learn installed: install it (pip install scikit-learn)" in error
     assert "servekit images add sagemaker-scikit-learn --python /path/to/python" in error
     assert framework_check(Image(OWN, None, ("prog",)), str(bare)) == (None, None)  # own images: no check
+
+
+def test_model_monitors_analyzer_runs_servekits_baseline_unless_the_user_maps_it(tmp_path: Path) -> None:
+    analyzer = "156813124566.dkr.ecr.us-east-1.amazonaws.com/sagemaker-model-monitor-analyzer"
+    command = ("python3", "-u", "-m", "servekit.monitor.baseline.analyzer")
+    table = ImageTable([tmp_path / "images.yaml"])
+    for uri in (analyzer, analyzer.replace("us-east-1", "eu-west-1").replace("156813124566", "468650794304")):
+        assert table.resolve(uri) == Image(uri, None, command)  # any account and region: the repository counts
+    assert table.resolve(analyzer).own  # a processing job of it needs no ContainerEntrypoint
+    save_images_file(tmp_path / "images.yaml", (ImageEntry("sagemaker-model-monitor-analyzer", ("python3", "/a.py")),))
+    assert table.resolve(analyzer) == Image(analyzer, None, ("python3", "/a.py"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +29,9 @@ from servekit.monitor.stream.sources import SourceError, SourceStats, read
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BUCKETS = 10  # statistics.json's equal-width buckets
+# Where a baseline's rows come from: a fresh pass over the data at each call (build reads it twice), counting what it
+# reads into the stats it is given.
+Tables = Callable[[SourceStats], Iterator[pa.Table]]
 
 
 @dataclass(slots=True)
@@ -43,9 +46,8 @@ class _ColumnScan:
     sample: FloatArray = field(default_factory=lambda: np.empty(0))
 
 
-def _batches(uri: str, cfg: BaselineConfig, stats: SourceStats) -> Iterator[pa.Table]:
-    for batch in read(uri, timestamp_column=cfg.timestamp_column, batch_rows=cfg.batch_rows, stats=stats):
-        table = batch.table
+def _batches(tables: Tables, cfg: BaselineConfig, stats: SourceStats) -> Iterator[pa.Table]:
+    for table in tables(stats):
         drop = [c for c in table.column_names if c in cfg.exclude or c == cfg.timestamp_column]
         yield table.drop_columns(drop) if drop else table
 
@@ -55,12 +57,26 @@ def _column(table: pa.Table, name: str) -> pa.ChunkedArray | pa.Array:
 
 
 def build(uri: str, cfg: BaselineConfig, stats: SourceStats | None = None) -> Baseline:
+    """The baseline of the data under ``uri`` (any file or folder :func:`~servekit.monitor.stream.sources.read`
+    reads)."""
+
+    def tables(counted: SourceStats) -> Iterator[pa.Table]:
+        for batch in read(uri, timestamp_column=cfg.timestamp_column, batch_rows=cfg.batch_rows, stats=counted):
+            yield batch.table
+
+    return build_from(tables, cfg, stats, what=repr(uri))
+
+
+def build_from(
+    tables: Tables, cfg: BaselineConfig, stats: SourceStats | None = None, what: str = "the data"
+) -> Baseline:
+    """The baseline of the rows ``tables`` gives (called twice, once per pass); ``what`` names the data in errors."""
     stats = stats if stats is not None else SourceStats()
-    scans, rows = _scan(uri, cfg, stats)
+    scans, rows = _scan(tables, cfg, stats)
     if rows == 0 or not scans:
-        raise SourceError(f"{uri!r} has no rows to build a baseline from")
+        raise SourceError(f"{what} has no rows to build a baseline from")
     features = [_feature(name, scan, cfg) for name, scan in scans.items()]
-    profiles, chunk_summaries, chunk_rows = _summarise(uri, cfg, features, scans, stats)
+    profiles, chunk_summaries, chunk_rows = _summarise(tables, cfg, features, scans)
     thresholds = {name: _learn_thresholds(profiles[name], chunk_summaries[name], chunk_rows, cfg) for name in profiles}
     for feature, metric, value in cfg.overrides:
         if feature in thresholds and metric in thresholds[feature]:
@@ -68,11 +84,11 @@ def build(uri: str, cfg: BaselineConfig, stats: SourceStats | None = None) -> Ba
     return Baseline(tuple(scans), rows, profiles, thresholds, {}, {})
 
 
-def _scan(uri: str, cfg: BaselineConfig, stats: SourceStats) -> tuple[dict[str, _ColumnScan], int]:
+def _scan(tables: Tables, cfg: BaselineConfig, stats: SourceStats) -> tuple[dict[str, _ColumnScan], int]:
     rng = np.random.default_rng(cfg.seed)
     scans: dict[str, _ColumnScan] = {}
     rows = 0
-    for table in _batches(uri, cfg, stats):
+    for table in _batches(tables, cfg, stats):
         keys = rng.random(table.num_rows)
         rows += table.num_rows
         for name in table.column_names:
@@ -115,7 +131,7 @@ def _feature(name: str, scan: _ColumnScan, cfg: BaselineConfig) -> Feature:
 
 
 def _summarise(
-    uri: str, cfg: BaselineConfig, features: list[Feature], scans: dict[str, _ColumnScan], stats: SourceStats
+    tables: Tables, cfg: BaselineConfig, features: list[Feature], scans: dict[str, _ColumnScan]
 ) -> tuple[dict[str, Profile], dict[str, list[NumericSummary] | list[IntArray]], IntArray]:
     k = cfg.chunks
     rng = np.random.default_rng(cfg.seed + 1)
@@ -129,8 +145,7 @@ def _summarise(
     }
     cat_missing = {n: np.zeros(k, np.int64) for n in cat_counts}
     chunk_rows = np.zeros(k, np.int64)
-    stats_pass2 = SourceStats()
-    for table in _batches(uri, cfg, stats_pass2):
+    for table in _batches(tables, cfg, SourceStats()):
         chunk = rng.integers(0, k, table.num_rows).astype(np.int64)
         chunk_rows += np.bincount(chunk, minlength=k)
         for name, f in numeric.items():

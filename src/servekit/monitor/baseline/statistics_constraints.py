@@ -62,10 +62,20 @@ def statistics(baseline: Baseline) -> dict[str, Any]:
                 },
             }
         features.append(entry)
-    return {"version": 0.0, "dataset": {"item_count": float(baseline.rows)}, "features": features}
+    return {"version": 0.0, "dataset": {"item_count": baseline.rows}, "features": features}
 
 
-def constraints(baseline: Baseline) -> dict[str, Any]:
+def monitoring_config(categorical_drift_method: str | None = None) -> dict[str, Any]:
+    """``constraints.json``'s ``monitoring_config``; ``categorical_drift_method`` (``LInfinity`` or ``ChiSquared``) as
+    the SDK's ``monitoring_config_override`` sets it, written for compatibility: servekit judges drift with its
+    learned thresholds."""
+    distribution = dict(MONITORING_CONFIG["distribution_constraints"])
+    if categorical_drift_method is not None:
+        distribution["categorical_drift_method"] = categorical_drift_method
+    return {**MONITORING_CONFIG, "distribution_constraints": distribution}
+
+
+def constraints(baseline: Baseline, categorical_drift_method: str | None = None) -> dict[str, Any]:
     features = []
     for name, p in baseline.profiles.items():
         rows = p.summary.present + p.summary.missing
@@ -79,4 +89,4 @@ def constraints(baseline: Baseline) -> dict[str, Any]:
         elif isinstance(p, CategoricalProfile) and p.complete and p.domain:
             entry["string_constraints"] = {"domains": list(p.domain)}
         features.append(entry)
-    return {"version": 0.0, "features": features, "monitoring_config": MONITORING_CONFIG}
+    return {"version": 0.0, "features": features, "monitoring_config": monitoring_config(categorical_drift_method)}

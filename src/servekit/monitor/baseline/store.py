@@ -65,23 +65,29 @@ def save(baseline: Baseline, root: Path) -> Path:
     numbers = [int(m.group(1)) for p in root.iterdir() if (m := _VERSION_RE.match(p.name))]
     name = f"v{max(numbers, default=0) + 1:04d}"
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
-    contents = {
-        "statistics.json": statistics_constraints.statistics(baseline),
-        "constraints.json": statistics_constraints.constraints(baseline),
-        "baseline.json": profiles_json(baseline),
-        "thresholds.json": thresholds_json(baseline),
-    }
-    for file, data in contents.items():
-        (tmp / file).write_bytes(dump(data))
-    (tmp / VALUES_DIR).mkdir()
-    for feature, file in _values_files(baseline).items():
-        profile = baseline.profiles[feature]
-        assert isinstance(profile, NumericProfile) and profile.values is not None
-        np.save(tmp / file, profile.values, allow_pickle=False)
+    write_files(baseline, tmp)
     final = root / name
     os.replace(tmp, final)
     write_atomic(root / "CURRENT", f"{name}\n".encode())
     return final
+
+
+def write_files(baseline: Baseline, folder: Path, constraints: dict[str, Any] | None = None) -> None:
+    """A version's files in ``folder`` (which exists): what :func:`load` reads as a version folder given as is.
+    ``constraints``: the ``constraints.json`` to write, when not the one made from ``baseline``."""
+    contents = {
+        "statistics.json": statistics_constraints.statistics(baseline),
+        "constraints.json": constraints if constraints is not None else statistics_constraints.constraints(baseline),
+        "baseline.json": profiles_json(baseline),
+        "thresholds.json": thresholds_json(baseline),
+    }
+    for file, data in contents.items():
+        (folder / file).write_bytes(dump(data))
+    (folder / VALUES_DIR).mkdir(exist_ok=True)
+    for feature, file in _values_files(baseline).items():
+        profile = baseline.profiles[feature]
+        assert isinstance(profile, NumericProfile) and profile.values is not None
+        np.save(folder / file, profile.values, allow_pickle=False)
 
 
 def versions(root: Path) -> list[str]:

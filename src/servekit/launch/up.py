@@ -214,8 +214,9 @@ def build(
     )
     # Model registry: package groups, versions and their approval; deploy on approval through hosting's operations
     registry = RegistryService(db.registry, hosting.handlers(), account)
-    # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture
-    planner = Planner(db.monitoring, db.hosting, account)
+    # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture; a
+    # baseline in the plane's own S3 store (a baselining job's output) is read from the store's files
+    planner = Planner(db.monitoring, db.hosting, account, objects.local_path)
     scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, account)
     monitoring = MonitoringService(db.monitoring, planner, scheduler, account)
     # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)

@@ -162,3 +162,53 @@ def test_a_two_host_pytorch_job_a_failing_script_and_max_run(tmp_path: Path) -> 
         assert steps["slow"] == {"status": "Stopped", "secondary": "MaxRuntimeExceeded"}
     finally:
         up.stop()
+
+
+@pytest.mark.timeout(600)
+def test_model_monitor_suggests_a_baseline_and_schedules_on_an_endpoint(tmp_path: Path) -> None:
+    python = os.environ.get("SERVEKIT_SDK_PYTHON")
+    if not python:
+        pytest.fail("SERVEKIT_SDK_PYTHON names the SageMaker SDK's interpreter: run `make test-sdk`")
+    up = UpProcess(tmp_path / "home")
+    up.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SAGEMAKER_"))}
+        env.update(SERVEKIT_HOME=str(up.home), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
+        servekit = f"{shlex.quote(sys.executable)} -m servekit.cli.main"
+        args = (python, HERE / "sdk_model_monitor.py", model_tar(tmp_path / "model.tar.gz"), HERE / "inference.py")
+        script = " ".join(shlex.quote(str(a)) for a in (*args, tmp_path / "work"))
+        run = subprocess.run(
+            ["bash", "-c", f'eval "$({servekit} env)" && exec {script}'],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
+        assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-6000:]}\n{up.log.read_text()[-3000:]}"
+        steps = steps_of(run.stdout)
+        assert str(steps["image"]).endswith("/sagemaker-model-monitor-analyzer")
+        assert steps["baseline_job"] == "Completed"
+        # suggest_baseline(logs=True) printed the analyzer's own log, read back from CloudWatch Logs
+        assert "servekit analyzer: 1000 rows from 1 files, 2 features" in run.stdout, run.stdout
+        assert steps["statistics_uri"] == (
+            "s3://sagemaker-us-east-1-000000000000/model-monitor/sdk-baseline/statistics.json"
+        )
+        statistics = steps["statistics"]
+        assert isinstance(statistics, dict) and statistics["item_count"] == 1000
+        features = statistics["features"]
+        assert list(features) == ["x", "y"] and [t for t, _ in features.values()] == ["Fractional", "Fractional"]
+        assert abs(features["x"][1]) < 0.15 and abs(features["y"][1] - 5.0) < 0.3
+        assert steps["constraints"] == {"features": {"x": 1.0, "y": 1.0}, "comparison_threshold": 0.1}
+        assert steps["predict"] == [22.0]
+        assert steps["schedule"] == {
+            "name": True,
+            "type": "DataQuality",
+            "expression": "cron(0 * ? * * *)",
+            "endpoint": True,
+        }
+        assert steps["found"] is True
+        assert ["x", "baseline_drift_check"] in steps["violations"], steps["violations"]
+        assert ["y", "baseline_drift_check"] not in steps["violations"], steps["violations"]
+        assert steps["deleted"] == []
+    finally:
+        up.stop()

@@ -98,7 +98,7 @@ class MonitoringService:
             name = p["JobDefinitionName"]
             arn = self._arn(kind, name)
             try:
-                spec = spec_from_definition(type_, p)
+                spec = spec_from_definition(type_, p, self._planner.objects)
             except JobSpecError as exc:
                 raise validation_exception(str(exc)) from None
             request = {k: v for k, v in p.items() if k != "Tags"}
@@ -426,6 +426,9 @@ def _processing_job(row: ExecutionRow) -> dict[str, Any]:
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": int(job.get("max_runtime_s") or 3600)},
         "Environment": environment,
+        # always a list, as SageMaker's: the SDK's MonitoringExecution.from_processing_arn reads it for every
+        # execution its list_executions() returns, failed ones included
+        "ProcessingInputs": [],
     }
     if job.get("data"):
         out["ProcessingInputs"] = [

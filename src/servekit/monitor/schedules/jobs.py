@@ -7,7 +7,9 @@ How SageMaker's job definition maps onto servekit's monitor:
 
 - ``*BaselineConfig.ConstraintsResource.S3Uri`` (or ``StatisticsResource``): a baseline made by
   ``servekit monitor baseline`` — its folder, a version folder, or the ``constraints.json``/``statistics.json``
-  inside one (its folder is used). Data quality needs one.
+  inside one (its folder is used) — or the output of a baselining job of Model Monitor's analyzer image
+  (``DefaultModelMonitor.suggest_baseline``), which is such a version folder; in servekit up's own S3 store too
+  (``s3://``, read from the store's files). Data quality needs one.
 - ``*JobInput.EndpointInput.EndpointName``: the endpoint whose capture is read: the ``DataCaptureConfig``
   destination of its endpoint config at run time, ``<DestinationS3Uri>/<endpoint>/``. ``StartTimeOffset`` and
   ``EndTimeOffset`` (model quality's label delay) replace the schedule's ``DataAnalysis*Time``.
@@ -23,7 +25,8 @@ How SageMaker's job definition maps onto servekit's monitor:
   problem type, ``EndpointInput.InferenceAttribute``/``ProbabilityAttribute``/``ProbabilityThresholdAttribute``
   where the prediction is in the captured answer, and the baseline a model-quality ``constraints.json``.
 
-Locations are local: a path or ``file://`` URI (the monitor runs on this machine). Record preprocessor and
+Locations are local: a path or ``file://`` URI (the monitor runs on this machine); a baseline may also be an
+``s3://`` URI of servekit up's own store (:data:`ObjectPaths`). Record preprocessor and
 post-analytics scripts, ``ContainerEntrypoint`` and ``BatchTransformInput`` are refused with what to do instead.
 """
 
@@ -34,7 +37,7 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +71,13 @@ SERVEKIT_NAMESPACE = "servekit"
 DATA_METRICS_NAMESPACE = "aws/sagemaker/Endpoints/data-metrics"
 MODEL_METRICS_NAMESPACE = "aws/sagemaker/Endpoints/model-metrics"
 NO_DATA = "Job inputs had no data"
+# An ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (None for another bucket): the
+# composition root hands in the store's resolver; without one no ``s3://`` URI is local.
+ObjectPaths = Callable[[str], Path | None]
+
+
+def no_objects(_uri: str) -> Path | None:
+    return None
 
 
 class MonitoringType(enum.StrEnum):
@@ -114,21 +124,36 @@ def local_path(uri: str, where: str) -> str:
     )
 
 
-def baseline_folder(uri: str, where: str) -> str:
-    """The servekit baseline folder ``uri`` names (its folder when it names constraints.json/statistics.json)."""
-    path = Path(local_path(uri, where))
-    if path.suffix == ".json":
-        path = path.parent
+def baseline_folder(uri: str, where: str, objects: ObjectPaths = no_objects) -> str:
+    """The servekit baseline folder ``uri`` names (its folder when it names constraints.json/statistics.json): a
+    local one, or one in servekit up's own S3 store (``objects``)."""
+    if uri.startswith("s3://"):
+        prefix = uri.rsplit("/", 1)[0] if uri.endswith(".json") else uri.rstrip("/")
+        found = objects(prefix + "/")
+        if found is None:
+            raise JobSpecError(
+                f"{where} {uri!r} is not in servekit up's own S3 store (no such bucket or prefix): servekit reads a "
+                "baseline from this machine: a local path, a file:// URI or an s3:// URI of its own store."
+            )
+        path = found
+    else:
+        path = Path(local_path(uri, where))
+        if path.suffix == ".json":
+            path = path.parent
     if not ((path / "CURRENT").is_file() or (path / "baseline.json").is_file()):
         raise JobSpecError(
-            f"{where} {uri!r} is not a baseline made by servekit monitor baseline (no CURRENT or baseline.json in "
-            f"{path}): servekit judges drift against its own baseline summaries."
+            f"{where} {uri!r} is not a baseline made by servekit monitor baseline or by a baselining job of Model "
+            f"Monitor's analyzer image (DefaultModelMonitor.suggest_baseline): no CURRENT or baseline.json in "
+            f"{path}; servekit judges drift against its own baseline summaries."
         )
     return str(path)
 
 
-def spec_from_definition(type_: MonitoringType, request: Mapping[str, Any]) -> JobSpec:
-    """A Create{DataQuality,ModelQuality}JobDefinition request as a :class:`JobSpec`."""
+def spec_from_definition(
+    type_: MonitoringType, request: Mapping[str, Any], objects: ObjectPaths = no_objects
+) -> JobSpec:
+    """A Create{DataQuality,ModelQuality}JobDefinition request as a :class:`JobSpec` (``objects``: where ``s3://``
+    URIs of servekit up's own store are on disk)."""
     prefix = type_.value
     job_input = request.get(f"{prefix}JobInput") or {}
     app = request.get(f"{prefix}AppSpecification") or {}
@@ -143,10 +168,13 @@ def spec_from_definition(type_: MonitoringType, request: Mapping[str, Any]) -> J
         output_where=f"{prefix}JobOutputConfig",
         request=request,
         resources=request.get("JobResources") or {},
+        objects=objects,
     )
 
 
-def spec_from_inline(definition: Mapping[str, Any], type_: MonitoringType) -> JobSpec:
+def spec_from_inline(
+    definition: Mapping[str, Any], type_: MonitoringType, objects: ObjectPaths = no_objects
+) -> JobSpec:
     """A schedule's inline ``MonitoringJobDefinition`` as a :class:`JobSpec`."""
     inputs = definition.get("MonitoringInputs") or []
     if len(inputs) != 1:
@@ -162,6 +190,7 @@ def spec_from_inline(definition: Mapping[str, Any], type_: MonitoringType) -> Jo
         output_where="MonitoringJobDefinition.MonitoringOutputConfig",
         request=definition,
         resources=definition.get("MonitoringResources") or {},
+        objects=objects,
     )
 
 
@@ -177,6 +206,7 @@ def _spec(
     output_where: str,
     request: Mapping[str, Any],
     resources: Mapping[str, Any],
+    objects: ObjectPaths,
 ) -> JobSpec:
     if job_input.get("BatchTransformInput") is not None or not job_input.get("EndpointInput"):
         raise JobSpecError(
@@ -206,7 +236,7 @@ def _spec(
     if resource.get("S3Uri"):
         uri = str(resource["S3Uri"])
         if type_ is MonitoringType.DATA_QUALITY:
-            baseline = baseline_folder(uri, f"{where}.ConstraintsResource.S3Uri")
+            baseline = baseline_folder(uri, f"{where}.ConstraintsResource.S3Uri", objects)
         else:  # model quality's baseline is its constraints.json itself
             baseline = local_path(uri, f"{where}.ConstraintsResource.S3Uri")
             if not Path(baseline).exists():
@@ -214,7 +244,7 @@ def _spec(
     elif type_ is MonitoringType.DATA_QUALITY:
         raise JobSpecError(
             f"servekit judges data quality against a baseline: give {where}.ConstraintsResource.S3Uri (a folder made "
-            "by servekit monitor baseline, or its constraints.json)."
+            "by servekit monitor baseline or by DefaultModelMonitor.suggest_baseline, or its constraints.json)."
         )
     else:
         raise JobSpecError(

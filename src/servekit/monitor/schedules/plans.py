@@ -23,7 +23,9 @@ from servekit.monitor.schedules.jobs import (
     JobSpec,
     JobSpecError,
     MonitoringType,
+    ObjectPaths,
     local_path,
+    no_objects,
     spec_from_definition,
     spec_from_inline,
 )
@@ -44,10 +46,15 @@ class Plan:
 
 
 class Planner:
-    def __init__(self, repo: Monitoring, hosting: Hosting, account: Account | None = None) -> None:
+    def __init__(
+        self, repo: Monitoring, hosting: Hosting, account: Account | None = None, objects: ObjectPaths = no_objects
+    ) -> None:
+        """``objects``: an ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (a baseline
+        there, such as a baselining job's output, is read from disk)."""
         self.repo = repo
         self._hosting = hosting
         self._account = account or Account()
+        self.objects = objects
 
     def plan(self, config: Mapping[str, Any], tags: Mapping[str, str]) -> tuple[MonitoringType, str | None, Plan]:
         """A MonitoringScheduleConfig (and the schedule's tags) checked: its type, job definition name and plan."""
@@ -71,11 +78,11 @@ class Planner:
                     raise validation_exception(
                         f"Job definition {by_name} is a {type_.value} job definition, not {given}."
                     )
-                spec = spec_from_definition(type_, row.request)
+                spec = spec_from_definition(type_, row.request, self.objects)
                 definition_name: str | None = row.name
             else:
                 type_ = MonitoringType(given or MonitoringType.DATA_QUALITY)
-                spec = spec_from_inline(inline or {}, type_)
+                spec = spec_from_inline(inline or {}, type_, self.objects)
                 definition_name = None
             schedule_config = config.get("ScheduleConfig") or {}
             cron = parse_expression(schedule_config.get("ScheduleExpression"))

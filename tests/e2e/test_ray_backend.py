@@ -6,13 +6,16 @@ node, and a request mix sent all along with botocore's own retry handling sees n
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -396,3 +399,41 @@ def test_an_instance_no_node_can_hold_fails_the_endpoint_with_the_reason(up: UpP
     assert d["EndpointStatus"] == "Failed"
     assert "needs 8 CPU, 32.0 GiB memory" in d["FailureReason"]
     assert "no node of the Ray cluster can hold it" in d["FailureReason"]
+
+
+JOB_HOST = textwrap.dedent(
+    """
+    import json, os
+    def parent(pid):
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    bwrap = os.getppid()  # this script's parent is the sandbox; the sandbox's is who started it
+    starter = open(f"/proc/{parent(bwrap)}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+    host = os.environ["SM_CURRENT_HOST"]
+    print("started by", starter.split()[0], flush=True)
+    json.dump({"starter": starter}, open(os.path.join(os.environ["SM_MODEL_DIR"], host + ".json"), "w"))
+    """
+)
+
+
+def test_a_two_host_training_job_runs_its_hosts_as_ray_actors_on_both_nodes(up: UpProcess) -> None:
+    from tests.e2e.test_training_jobs import BUCKET, clients, job
+
+    sm, s3, logs = clients(up)
+    request = job(s3, "ray-hosts-1", JOB_HOST, ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 2})
+    sm.create_training_job(**request)
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="ray-hosts-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="ray-hosts-1")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    body = s3.get_object(Bucket=BUCKET, Key="output/ray-hosts-1/output/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        starters = {n: json.load(tar.extractfile(n))["starter"] for n in tar.getnames()}  # type: ignore[arg-type]
+    assert sorted(starters) == ["algo-1.json", "algo-2.json"]
+    assert all(s.startswith("ray::HostActor") for s in starters.values()), starters  # a Ray worker, not servekit up
+    nodes = set()
+    group = "/aws/sagemaker/TrainingJobs"
+    for stream in logs.describe_log_streams(logGroupName=group, logStreamNamePrefix="ray-hosts-1/")["logStreams"]:
+        events = logs.get_log_events(logGroupName=group, logStreamName=stream["logStreamName"], startFromHead=True)
+        said = [e["message"] for e in events["events"] if e["message"].startswith("servekit: this host runs on")]
+        assert len(said) == 1, events["events"]
+        nodes.add(said[0].rsplit(" ", 1)[1])
+    assert nodes == set(node_ids().values())  # one host on each node

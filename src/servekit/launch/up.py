@@ -22,6 +22,7 @@ from servekit.aws.names import Account
 from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
 from servekit.backends.ray_actors import RayBackend, RayBackendConfig
+from servekit.backends.ray_job_hosts import RayJobHosts
 from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.metrics_api import CloudWatchMetrics
 from servekit.cloudwatch.store import MetricsStore
@@ -232,6 +233,9 @@ def build(
     images = ImageTable([home / "images.yaml", *([Path(images_file)] if images_file else [])])
     images.entries()  # a malformed file is an error now, not at the first job
 
+    # With --backend ray, jobs' hosts are Ray actors on the cluster the endpoints' backend connected to
+    job_hosts = RayJobHosts(ray) if ray is not None else None
+
     def job_envelope(instance_type: str) -> JobEnvelope | None:  # a job's instance type, as endpoints see it
         e = envelopes.envelope(instance_type)
         return None if e is None else JobEnvelope(instance_type, e.vcpus, e.memory_bytes)
@@ -245,6 +249,7 @@ def build(
         job_env,
         envelopes=job_envelope,
         images=images,
+        launch=job_hosts,
         metrics=lambda job, metric, value, at: endpoint_metrics.record(
             TRAINING_METRICS, metric, (("TrainingJobName", job),), value, at
         ),
@@ -260,6 +265,7 @@ def build(
         job_env,
         envelopes=job_envelope,
         images=images,
+        launch=job_hosts,
     )
     # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
     processing = ProcessingJobsApi(

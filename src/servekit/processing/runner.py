@@ -118,7 +118,7 @@ class ProcessingRunner(SandboxJobRunner):
         continuous = [FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"]
         keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
         try:
-            codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
+            codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
         finally:
             for keeper in keepers:
                 keeper.cancel()

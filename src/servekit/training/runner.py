@@ -81,6 +81,7 @@ class Running:
     reason: str = ""
     hosts: list[Running] = field(default_factory=list)  # a job of several hosts: one run each
     out_of_memory: str = ""  # why the memory watcher killed it
+    cancel: Callable[[], None] | None = None  # ends it elsewhere (a host on Ray: kills its actor)
 
     def failure(self, rc: int) -> str:
         """What ended the run, when it was not the script itself: its envelope, or a SIGKILL from elsewhere."""
@@ -99,6 +100,25 @@ class Running:
             if run.proc is not None and run.proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(run.proc.pid, signal.SIGKILL)
+            if run.cancel is not None:
+                with contextlib.suppress(Exception):  # Ray's own errors: the actor is gone already
+                    run.cancel()
+
+
+class Launcher(Protocol):
+    """Runs one host's sandbox command: here (:func:`run_sandboxed`) or on a Ray node
+    (``servekit.backends.ray_job_hosts.RayJobHosts``). Its exit code, and whether it was stopped."""
+
+    async def __call__(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        limit_s: float,
+        run: Running,
+        grace_s: float,
+        envelope: JobEnvelope | None = None,
+    ) -> tuple[int, bool]: ...
 
 
 async def run_hosts(
@@ -107,13 +127,14 @@ async def run_hosts(
     run: Running,
     grace_s: float,
     envelope: JobEnvelope | None = None,
+    launch: Launcher | None = None,
 ) -> tuple[list[tuple[int, bool]], bool]:
     """Run one sandbox command per host (:func:`run_sandboxed`) together. When one host fails the others are
     stopped (they would wait for it forever in a rendezvous); a stop of the job stops them all. Each host's exit
     code and whether it was stopped, and whether the job was stopped (``run.reason`` says why)."""
     run.hosts = [Running() for _ in commands]
     tasks = [
-        asyncio.create_task(run_sandboxed(argv, env, log_path, limit_s, host, grace_s, envelope))
+        asyncio.create_task((launch or run_sandboxed)(argv, env, log_path, limit_s, host, grace_s, envelope))
         for (argv, env, log_path), host in zip(commands, run.hosts, strict=True)
     ]
     stopper = asyncio.create_task(run.stop.wait())
@@ -330,8 +351,10 @@ class SandboxJobRunner:
         images: ImageTable | None = None,
         metrics: MetricSink | None = None,
         allow_installs: bool = False,
+        launch: Launcher | None = None,
     ) -> None:
         self.jobs = jobs
+        self.launch = launch  # where hosts run: None = here; on Ray, no pinning to this machine's CPUs
         self.allow_installs = allow_installs  # pip install a script's requirements.txt (servekit up --allow-installs)
         self.metrics = metrics  # where a training job's MetricDefinitions matches go (CloudWatch), as they appear
         self.envelopes = envelopes or (lambda _: None)
@@ -366,7 +389,7 @@ class SandboxJobRunner:
         vCPUs as there are CPUs, or taskset is missing (the job then shares every CPU)."""
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         taskset = shutil.which("taskset")
-        if envelope is None or taskset is None or not 0 < envelope.vcpus < len(allowed):
+        if self.launch is not None or envelope is None or taskset is None or not 0 < envelope.vcpus < len(allowed):
             return argv
         chosen = [allowed[(self._next_cpu + i) % len(allowed)] for i in range(envelope.vcpus)]
         self._next_cpu = (self._next_cpu + envelope.vcpus) % len(allowed)
@@ -715,7 +738,7 @@ class TrainingRunner(SandboxJobRunner):
     ) -> tuple[list[tuple[int, bool]], bool]:
         checkpoint = req.get("CheckpointConfig") or {}
         if not checkpoint.get("S3Uri"):
-            return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
+            return await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
         sync = FolderSync(self.files, str(checkpoint["S3Uri"]), [_ml(job_dir, h) / "checkpoints" for h in hosts])
         try:
             await asyncio.to_thread(sync.restore)
@@ -723,7 +746,7 @@ class TrainingRunner(SandboxJobRunner):
             raise JobFailed(f"ClientError: CheckpointConfig.S3Uri {checkpoint['S3Uri']}: {exc}") from None
         keeper = asyncio.create_task(sync.keep_in_step(self.checkpoint_sync_s))
         try:
-            return await run_hosts(commands, limit, run, self.stop_grace_s, envelope)
+            return await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
         finally:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError, OSError, ValueError):

@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import botocore.exceptions
+import botocore.waiter
 import pytest
 
 from servekit.aws import Credentials
@@ -353,3 +354,54 @@ def test_metric_definitions_become_cloudwatch_metrics_and_a_bad_regex_is_refused
     with pytest.raises(botocore.exceptions.ClientError) as refused:
         sm.create_training_job(**bad)
     assert "MetricDefinitions loss: 'loss=([0-9.]+' is not a regular expression" in str(refused.value)
+
+
+GRACEFUL = """
+import signal, sys, time
+def on_term(signum, frame):
+    open("/opt/ml/model/stopped.txt", "w").write("saved on SIGTERM")
+    print("got SIGTERM, saved", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stop_sends_the_script_sigterm_first(up: UpProcess) -> None:
+    """StopTrainingJob is SIGTERM to the script itself (inside the sandbox), so it can save its state; SIGKILL would
+    come only after the grace."""
+    sm, s3, logs = clients(up)
+    sm.create_training_job(**job(s3, "graceful-1", GRACEFUL))
+    ready = botocore.waiter.create_waiter_with_client(
+        "Ready",
+        botocore.waiter.WaiterModel(
+            {
+                "version": 2,
+                "waiters": {
+                    "Ready": {
+                        "operation": "FilterLogEvents",
+                        "delay": 1,
+                        "maxAttempts": 120,
+                        "acceptors": [
+                            {
+                                "state": "success",
+                                "matcher": "path",
+                                "argument": "contains(events[].message, 'ready')",
+                                "expected": True,
+                            },
+                            {"state": "retry", "matcher": "error", "expected": "ResourceNotFoundException"},
+                        ],
+                    }
+                },
+            }
+        ),
+        logs,
+    )
+    ready.wait(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="graceful-1/")
+    sm.stop_training_job(TrainingJobName="graceful-1")
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="graceful-1", WaiterConfig=FAST)
+    assert sm.describe_training_job(TrainingJobName="graceful-1")["TrainingJobStatus"] == "Stopped"
+    events = logs.filter_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="graceful-1/")
+    assert "got SIGTERM, saved" in [e["message"] for e in events["events"]]

@@ -69,3 +69,41 @@ def rss_bytes(pid: int) -> int | None:
         return total
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs (each once; empty when it is gone)."""
+    out: list[int] = []
+    todo = [pid]
+    seen = {pid}
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
+        except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
+            continue
+        for task in tasks:
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
+            for child in children:
+                if child not in seen:
+                    seen.add(child)
+                    out.append(child)
+                    todo.append(child)
+    return out
+
+
+def signal_sandbox(pid: int, sig: int) -> None:
+    """``sig`` to what a sandbox (bubblewrap, started in a session of its own) runs. SIGTERM goes to the processes
+    inside it, not to bubblewrap: killed, it would take its child down with SIGKILL (``--die-with-parent``) before
+    the child could save anything; bubblewrap exits when its child does. Any other signal goes to the whole group and
+    every process inside."""
+    targets = descendants(pid)
+    if sig != signal.SIGTERM:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+    for p in targets:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, sig)

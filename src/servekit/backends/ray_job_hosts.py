@@ -15,9 +15,7 @@ after the grace, as locally; ``servekit up`` stopping kills the actors, and the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
-import os
 import signal
 import subprocess
 import uuid
@@ -26,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from servekit._utils.processes import rss_bytes
+from servekit._utils.processes import rss_bytes, signal_sandbox
 from servekit.backends.ray_actors import (
     NodeRoom,
     RayBackendConfig,
@@ -41,7 +39,7 @@ WATCH_S = 0.25  # how often a host's memory is read against its envelope
 
 
 class HostRun(Protocol):
-    """What a job's runner holds for one host (servekit.training.runner.Running)."""
+    """What a job's runner holds for one host (servekit.training.hosts.Running)."""
 
     stop: asyncio.Event
     reason: str
@@ -50,7 +48,7 @@ class HostRun(Protocol):
 
 
 class HostEnvelope(Protocol):
-    """A host's instance type (servekit.training.runner.JobEnvelope)."""
+    """A host's instance type (servekit.training.hosts.JobEnvelope)."""
 
     @property
     def instance_type(self) -> str: ...
@@ -113,8 +111,7 @@ class HostActor:
         self.signal(signal.SIGKILL)
 
     def signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, sig)
+        signal_sandbox(self._proc.pid, sig)
 
 
 class RayJobHosts:
@@ -161,7 +158,7 @@ class RayJobHosts:
         grace_s: float,
         envelope: HostEnvelope | None = None,
     ) -> tuple[int, bool]:
-        """As ``servekit.training.runner.run_sandboxed``, on a Ray node: its exit code, and whether it was stopped."""
+        """As ``servekit.training.hosts.run_sandboxed``, on a Ray node: its exit code, and whether it was stopped."""
         ray = self._ray
         wanted: dict[str, float] = {"CPU": float(envelope.vcpus if envelope else 1), **self._config.resources}
         name = f"servekit-job-host-{uuid.uuid4().hex[:12]}"

@@ -129,7 +129,7 @@ COMMANDS = (
     ),
     Lazy(
         "images",
-        _CLI + "images_cmd:images_app",
+        _CLI + "up_cmd:images_app",
         "Images SageMaker jobs may name, mapped to local programs or interpreters: add, list, remove.",
         group=True,
     ),

@@ -58,9 +58,10 @@ from servekit.state.gateway_routes import GatewayRoutes
 from servekit.storage import Storage
 from servekit.sts.api import StsService, is_sts_request
 from servekit.training.api import TrainingJobsApi
+from servekit.training.hosts import JobEnvelope
 from servekit.training.images import ImageTable
 from servekit.training.metrics import NAMESPACE as TRAINING_METRICS
-from servekit.training.runner import JobEnvelope, TrainingRunner
+from servekit.training.runner import TrainingRunner
 from servekit.transform.api import TransformJobsApi
 from servekit.tuning.api import TuningJobsApi
 

@@ -17,8 +17,9 @@ from typing import Any
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
 from servekit.training import contract, sandbox
 from servekit.training.folder_sync import SYNC_S, FolderSync
+from servekit.training.hosts import Running, run_hosts, sandbox_env, shards
 from servekit.training.images import Image
-from servekit.training.runner import JobFailed, Running, SandboxJobRunner, run_hosts, sandbox_env, shards
+from servekit.training.runner import JobFailed, SandboxJobRunner
 
 log = logging.getLogger(__name__)
 

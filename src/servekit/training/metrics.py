@@ -8,6 +8,7 @@ import codecs
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 POLL_S = 1.0  # how often a running job's log is read for metrics
@@ -90,3 +91,31 @@ class MetricFollower:
                     self.sink(self.job, name, value, now)
                     sent += 1
         return sent
+
+
+_EVAL_LINE = re.compile(r"^\[\d+\]\t(.*)$", re.MULTILINE)
+
+
+_EVAL_ITEM = re.compile(r"(\w+)-([\w@.:-]+?):([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
+
+
+def evaluation_metrics(text: str, when: float) -> list[dict[str, Any]]:
+    """A built-in algorithm's metrics as SageMaker names them (``train:rmse``), from its last evaluation line
+    (``[9]\ttrain-rmse:0.12\tvalidation-rmse:0.31``)."""
+    lines = _EVAL_LINE.findall(text)
+    if not lines:
+        return []
+    return [
+        {"MetricName": f"{channel}:{metric}", "Value": float(value), "Timestamp": when}
+        for channel, metric, value in _EVAL_ITEM.findall(lines[-1])
+    ]
+
+
+def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) -> list[dict[str, Any]]:
+    """``MetricDefinitions`` over the job's log: each metric's last match (its first group, else the match)."""
+    out = []
+    for d in definitions:
+        values = metric_values(d["Regex"], text)
+        if values:
+            out.append({"MetricName": d["Name"], "Value": values[-1], "Timestamp": when})
+    return out

@@ -10,32 +10,38 @@ import contextlib
 import json
 import logging
 import os
-import re
 import shutil
-import signal
-import socket
 import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from servekit._utils.processes import rss_bytes
 from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
 from servekit.training.folder_sync import SYNC_S, FolderSync
+from servekit.training.hosts import (
+    STOP_GRACE_S,
+    JobEnvelope,
+    Launcher,
+    Running,
+    free_port,
+    last_line,
+    run_hosts,
+    run_sandboxed,
+    sandbox_env,
+    shards,
+)
 from servekit.training.images import Image, ImageTable, framework_check, unknown_image
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 from servekit.training.metrics import POLL_S as METRICS_POLL_S
-from servekit.training.metrics import MetricFollower, MetricSink, metric_values
+from servekit.training.metrics import MetricFollower, MetricSink, evaluation_metrics, final_metrics
 
 log = logging.getLogger(__name__)
 
 KIND = "training"
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-STOP_GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL two minutes later
 _FAILURE_MAX = 1024
 
 
@@ -61,109 +67,6 @@ class JobFailed(Exception):
     """The job cannot go on; the message is its FailureReason."""
 
 
-@dataclass(frozen=True)
-class JobEnvelope:
-    """What an instance type gives a job's host: its CPUs (``SM_NUM_CPUS``) and memory (a host whose processes
-    hold more resident memory is killed and the job fails "out of memory")."""
-
-    instance_type: str
-    vcpus: int
-    memory_bytes: int | None
-
-
-MEMORY_POLL_S = 0.25  # how often a host's resident memory is read against its envelope
-
-
-@dataclass
-class Running:
-    proc: asyncio.subprocess.Process | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    reason: str = ""
-    hosts: list[Running] = field(default_factory=list)  # a job of several hosts: one run each
-    out_of_memory: str = ""  # why the memory watcher killed it
-    cancel: Callable[[], None] | None = None  # ends it elsewhere (a host on Ray: kills its actor)
-
-    def failure(self, rc: int) -> str:
-        """What ended the run, when it was not the script itself: its envelope, or a SIGKILL from elsewhere."""
-        if self.out_of_memory:
-            return self.out_of_memory
-        if rc == -signal.SIGKILL:
-            return (
-                "OutOfMemoryError: the job was killed (SIGKILL), as the kernel's out-of-memory killer does when the "
-                "machine runs out of memory"
-            )
-        return ""
-
-    def kill(self) -> None:
-        """SIGKILL what still runs (servekit up is stopping: the sandboxes die with it)."""
-        for run in [self, *self.hosts]:
-            if run.proc is not None and run.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(run.proc.pid, signal.SIGKILL)
-            if run.cancel is not None:
-                with contextlib.suppress(Exception):  # Ray's own errors: the actor is gone already
-                    run.cancel()
-
-
-class Launcher(Protocol):
-    """Runs one host's sandbox command: here (:func:`run_sandboxed`) or on a Ray node
-    (``servekit.backends.ray_job_hosts.RayJobHosts``). Its exit code, and whether it was stopped."""
-
-    async def __call__(
-        self,
-        argv: list[str],
-        env: Mapping[str, str],
-        log_path: Path,
-        limit_s: float,
-        run: Running,
-        grace_s: float,
-        envelope: JobEnvelope | None = None,
-    ) -> tuple[int, bool]: ...
-
-
-async def run_hosts(
-    commands: Sequence[tuple[list[str], Mapping[str, str], Path]],
-    limit_s: float,
-    run: Running,
-    grace_s: float,
-    envelope: JobEnvelope | None = None,
-    launch: Launcher | None = None,
-) -> tuple[list[tuple[int, bool]], bool]:
-    """Run one sandbox command per host (:func:`run_sandboxed`) together. When one host fails the others are
-    stopped (they would wait for it forever in a rendezvous); a stop of the job stops them all. Each host's exit
-    code and whether it was stopped, and whether the job was stopped (``run.reason`` says why)."""
-    run.hosts = [Running() for _ in commands]
-    tasks = [
-        asyncio.create_task((launch or run_sandboxed)(argv, env, log_path, limit_s, host, grace_s, envelope))
-        for (argv, env, log_path), host in zip(commands, run.hosts, strict=True)
-    ]
-    stopper = asyncio.create_task(run.stop.wait())
-    pending: set[asyncio.Task[Any]] = {*tasks, stopper}
-    try:
-        while pending - {stopper}:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            abort = ""
-            if stopper in done:
-                abort = run.reason
-            for task in done - {stopper}:
-                rc, stopped = task.result()
-                if rc != 0 and not stopped:
-                    abort = "another host of the job failed"
-            if stopper in done or abort:
-                for host in run.hosts:
-                    if not host.stop.is_set():
-                        host.reason = host.reason or abort
-                        host.stop.set()
-    finally:
-        stopper.cancel()
-    results = [t.result() for t in tasks]
-    timed_out = any(h.reason == "MaxRuntimeExceeded" for h in run.hosts)
-    if timed_out and not run.stop.is_set():
-        run.reason = "MaxRuntimeExceeded"
-    stopped = run.stop.is_set() or timed_out
-    return results, stopped
-
-
 def _extract(archive: Path, dest: Path) -> None:
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")  # refuses absolute paths, .., links out of dest
@@ -187,148 +90,11 @@ def _ml(job_dir: Path, host: str) -> Path:
     return job_dir / "ml" if host == contract.HOST else job_dir / f"ml-{host}"
 
 
-def shards(folder: Path, count: int) -> list[Path]:
-    """``ShardedByS3Key``: ``count`` folders beside ``folder``, the i-th holding every ``count``-th file by key from
-    the i-th (hard links, or copies across file systems)."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    out = []
-    for i in range(count):
-        shard = folder.with_name(f"{folder.name}.shard-{i + 1}")
-        shutil.rmtree(shard, ignore_errors=True)
-        shard.mkdir(parents=True)
-        for src in files[i::count]:
-            dest = shard / src.relative_to(folder)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(src, dest)
-            except OSError:
-                shutil.copy2(src, dest)
-        out.append(shard)
-    return out
-
-
-def free_port() -> int:
-    """A loopback port no one listens on now, for the hosts' rendezvous."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _last_line(path: Path) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 8192))
-            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1].strip() if lines else ""
-
-
-async def _watch_memory(proc: asyncio.subprocess.Process, envelope: JobEnvelope, run: Running) -> None:
-    limit = envelope.memory_bytes
-    assert limit is not None
-    while proc.returncode is None:
-        rss = rss_bytes(proc.pid)
-        if rss is not None and rss > limit:
-            run.out_of_memory = (
-                f"OutOfMemoryError: out of memory: the job's processes held {rss / 2**30:.2f} GiB resident, over "
-                f"the {limit / 2**30:.2f} GiB of its instance type {envelope.instance_type}"
-            )
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            return
-        await asyncio.sleep(MEMORY_POLL_S)
-
-
-async def run_sandboxed(
-    argv: list[str],
-    env: Mapping[str, str],
-    log_path: Path,
-    limit_s: float,
-    run: Running,
-    grace_s: float,
-    envelope: JobEnvelope | None = None,
-) -> tuple[int, bool]:
-    """Run ``argv`` (a sandbox command) with its output appended to ``log_path``; stop it when ``run.stop`` is set
-    or after ``limit_s`` (SIGTERM to its process group, SIGKILL after ``grace_s``); kill it when its processes hold
-    more memory than ``envelope`` allows (``run.out_of_memory`` says so). Its exit code, and whether it was stopped
-    (``run.reason`` says why: ``MaxRuntimeExceeded`` when the limit passed)."""
-    with log_path.open("ab") as out:
-        run.proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdout=out,
-            stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL,
-            env=dict(env),
-            start_new_session=True,
-        )
-    proc = run.proc
-    waiter = asyncio.create_task(proc.wait())
-    stopper = asyncio.create_task(run.stop.wait())
-    watcher = None
-    if envelope is not None and envelope.memory_bytes is not None:
-        watcher = asyncio.create_task(_watch_memory(proc, envelope, run))
-    try:
-        done, _ = await asyncio.wait({waiter, stopper}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if watcher is not None:
-            watcher.cancel()
-    if waiter in done:
-        return waiter.result(), False
-    if not run.stop.is_set():
-        run.reason = "MaxRuntimeExceeded"
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(asyncio.shield(waiter), grace_s)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await waiter
-    return proc.returncode or 0, True
-
-
-def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """A job's environment: a plain PATH with servekit's Python first as ``python``/``python3`` (BIN), then
-    ``extra``."""
-    return {
-        "PATH": f"{sandbox.BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "HOME": "/tmp",
-        "LANG": os.environ.get("LANG", "C.UTF-8"),
-        **extra,
-    }
-
-
 CHECKPOINTS = f"{contract.ML}/checkpoints"
 SITE = "/opt/servekit/site"  # what a job's requirements.txt installed, on its PYTHONPATH
 INSTALL_LIMIT_S = 1800.0
 NO_INSTALLS = "start servekit up with --allow-installs to install a job's requirements.txt"
 XGBOOST_ALGORITHM = "servekit.training.algorithms.xgboost_algorithm"
-_EVAL_LINE = re.compile(r"^\[\d+\]\t(.*)$", re.MULTILINE)
-_EVAL_ITEM = re.compile(r"(\w+)-([\w@.:-]+?):([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
-
-
-def evaluation_metrics(text: str, when: float) -> list[dict[str, Any]]:
-    """A built-in algorithm's metrics as SageMaker names them (``train:rmse``), from its last evaluation line
-    (``[9]\ttrain-rmse:0.12\tvalidation-rmse:0.31``)."""
-    lines = _EVAL_LINE.findall(text)
-    if not lines:
-        return []
-    return [
-        {"MetricName": f"{channel}:{metric}", "Value": float(value), "Timestamp": when}
-        for channel, metric, value in _EVAL_ITEM.findall(lines[-1])
-    ]
-
-
-def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) -> list[dict[str, Any]]:
-    """``MetricDefinitions`` over the job's log: each metric's last match (its first group, else the match)."""
-    out = []
-    for d in definitions:
-        values = metric_values(d["Regex"], text)
-        if values:
-            out.append({"MetricName": d["Name"], "Value": values[-1], "Timestamp": when})
-    return out
 
 
 class SandboxJobRunner:
@@ -538,7 +304,7 @@ class TrainingRunner(SandboxJobRunner):
             failure = _ml(job_dir, host) / "output" / "failure"
             text = host_run.failure(rc)
             text = text or (failure.read_text(errors="replace").strip() if failure.is_file() else "")
-            last = _last_line(job_dir / f"{host}.log") or "the script failed"
+            last = last_line(job_dir / f"{host}.log") or "the script failed"
             on = f" on {host}" if len(hosts) > 1 else ""
             raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")
         self._move(name, SecondaryStatus.UPLOADING, "Uploading generated training model", details=times)
@@ -702,7 +468,7 @@ class TrainingRunner(SandboxJobRunner):
             return True
         if rc != 0:
             raise JobFailed(
-                f"ClientError: installing requirements.txt failed: {_last_line(log_path) or 'pip failed'} "
+                f"ClientError: installing requirements.txt failed: {last_line(log_path) or 'pip failed'} "
                 f"(exit code {rc})"
             )
         return False

@@ -105,6 +105,7 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
         "keys",
         "autoscale",
         "registry",
+        "images",
         "export",
     ]
 

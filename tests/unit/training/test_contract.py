@@ -10,6 +10,7 @@ import botocore.session
 import pytest
 
 from servekit.training import contract
+from servekit.training.hosts import shards
 from servekit.training.images import framework_of, repository, unknown_image
 from servekit.training.lifecycle import (
     IllegalTransition,
@@ -17,7 +18,7 @@ from servekit.training.lifecycle import (
     TrainingJobStatus,
     check_transition,
 )
-from servekit.training.runner import final_metrics, shards
+from servekit.training.metrics import final_metrics
 from servekit.training.sandbox import Layout, command
 
 REQUEST = {

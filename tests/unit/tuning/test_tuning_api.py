@@ -18,8 +18,8 @@ from servekit.aws.names import Account
 from servekit.state.database import StateDB
 from servekit.state.sagemaker_jobs import SageMakerJobRow, SageMakerJobs
 from servekit.testing.clock import run_virtual
+from servekit.training.metrics import final_metrics
 from servekit.training.runner import KIND as TRAINING
-from servekit.training.runner import final_metrics
 from servekit.tuning.api import TuningJobsApi
 from servekit.tuning.stopping import median_rule
 

@@ -405,3 +405,35 @@ def test_stop_sends_the_script_sigterm_first(up: UpProcess) -> None:
     assert sm.describe_training_job(TrainingJobName="graceful-1")["TrainingJobStatus"] == "Stopped"
     events = logs.filter_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="graceful-1/")
     assert "got SIGTERM, saved" in [e["message"] for e in events["events"]]
+
+
+def test_a_manifest_channel_gets_the_listed_objects_and_augmented_manifests_are_refused(up: UpProcess) -> None:
+    sm, s3, logs = clients(up)
+    for key in ("listed/a.csv", "listed/sub/b.csv", "listed/not-me.csv"):
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"1,2\n")
+    manifest = json.dumps([{"prefix": f"s3://{BUCKET}/listed/"}, "a.csv", "sub/b.csv"])
+    s3.put_object(Bucket=BUCKET, Key="manifests/train.json", Body=manifest.encode())
+    lister = textwrap.dedent(
+        """
+        import os
+        top = "/opt/ml/input/data/train"
+        for root, _, names in sorted(os.walk(top)):
+            for n in sorted(names):
+                print("has", os.path.relpath(os.path.join(root, n), top))
+        """
+    )
+    channel = {
+        "ChannelName": "train",
+        "DataSource": {"S3DataSource": {"S3DataType": "ManifestFile", "S3Uri": f"s3://{BUCKET}/manifests/train.json"}},
+    }
+    sm.create_training_job(**job(s3, "manifest-1", lister, InputDataConfig=[channel]))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="manifest-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="manifest-1")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    events = logs.filter_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="manifest-1/")
+    assert [e["message"] for e in events["events"] if e["message"].startswith("has ")] == ["has a.csv", "has sub/b.csv"]
+
+    channel["DataSource"]["S3DataSource"]["S3DataType"] = "AugmentedManifestFile"
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        sm.create_training_job(**job(s3, "manifest-2", lister, InputDataConfig=[channel]))
+    assert "S3DataType AugmentedManifestFile is not supported here" in str(refused.value)

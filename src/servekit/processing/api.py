@@ -14,6 +14,7 @@ from servekit.errors import ConfigError
 from servekit.processing.lifecycle import ProcessingJobStatus
 from servekit.processing.runner import KIND, ProcessingRunner, local_path_problem
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
+from servekit.training.inputs import SUPPORTED_DATA_TYPES
 from servekit.training.jobs import JobTasks, fail_unfinished, list_page, when
 
 _UNFINISHED = (ProcessingJobStatus.IN_PROGRESS.value, ProcessingJobStatus.STOPPING.value)
@@ -62,6 +63,11 @@ class ProcessingJobsApi:
                 raise validation_exception(f"Input {item.get('InputName')}: {problem}")
             if not str(s3.get("S3Uri", "")).startswith("s3://"):
                 raise validation_exception(f"Input {item.get('InputName')}: S3Uri must be an s3:// URI")
+            if s3.get("S3DataType", "S3Prefix") not in SUPPORTED_DATA_TYPES:
+                raise validation_exception(
+                    f"Input {item.get('InputName')}: S3DataType {s3.get('S3DataType')} is not supported here "
+                    "(S3Prefix and ManifestFile are)"
+                )
         for item in (p.get("ProcessingOutputConfig") or {}).get("Outputs") or []:
             s3 = item.get("S3Output")
             if s3 is None:

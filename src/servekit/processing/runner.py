@@ -19,6 +19,7 @@ from servekit.training import contract, sandbox
 from servekit.training.folder_sync import SYNC_S, FolderSync
 from servekit.training.hosts import Running, run_hosts, sandbox_env, shards
 from servekit.training.images import Image
+from servekit.training.inputs import fetch_input
 from servekit.training.runner import JobFailed, SandboxJobRunner
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ class ProcessingRunner(SandboxJobRunner):
             local = str(source["LocalPath"])
             folder = job_dir / "inputs" / str(i)
             try:
-                self.files.fetch(source["S3Uri"], folder)
+                fetch_input(self.files, source, folder)
             except (OSError, ValueError) as exc:
                 raise JobFailed(f"ClientError: input {item.get('InputName')}: {exc}") from None
             sharded = source.get("S3DataDistributionType") == "ShardedByS3Key" and len(hosts) > 1

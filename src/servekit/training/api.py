@@ -15,6 +15,7 @@ from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import JobExists, SageMakerJobRow, SageMakerJobs
 from servekit.training import contract
 from servekit.training.images import unknown_image
+from servekit.training.inputs import SUPPORTED_DATA_TYPES
 from servekit.training.jobs import JobTasks, fail_unfinished, list_page, when
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus
 from servekit.training.metrics import regex_problem
@@ -97,6 +98,11 @@ class TrainingJobsApi:
                 raise validation_exception(f"Channel {ch.get('ChannelName')}: only S3DataSource channels are supported")
             if not str(source.get("S3Uri", "")).startswith("s3://"):
                 raise validation_exception(f"Channel {ch.get('ChannelName')}: S3Uri must be an s3:// URI")
+            if source.get("S3DataType", "S3Prefix") not in SUPPORTED_DATA_TYPES:
+                raise validation_exception(
+                    f"Channel {ch.get('ChannelName')}: S3DataType {source.get('S3DataType')} is not supported here "
+                    "(S3Prefix and ManifestFile are)"
+                )
         if not str(p["OutputDataConfig"].get("S3OutputPath", "")).startswith("s3://"):
             raise validation_exception("OutputDataConfig.S3OutputPath must be an s3:// URI")
         arn = self.account.arn_of("training-job", name)

@@ -34,6 +34,7 @@ from servekit.training.hosts import (
     shards,
 )
 from servekit.training.images import Image, ImageTable, framework_check, unknown_image
+from servekit.training.inputs import fetch_input
 from servekit.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 from servekit.training.metrics import POLL_S as METRICS_POLL_S
 from servekit.training.metrics import MetricFollower, MetricSink, evaluation_metrics, final_metrics
@@ -337,10 +338,9 @@ class TrainingRunner(SandboxJobRunner):
         channels: dict[str, dict[str, Path]] = {host: {} for host in hosts}
         for ch in req.get("InputDataConfig") or []:
             source = (ch.get("DataSource") or {}).get("S3DataSource") or {}
-            uri = source.get("S3Uri", "")
             target = job_dir / "channels" / ch["ChannelName"]
             try:
-                self.files.fetch(uri, target)
+                fetch_input(self.files, source, target)
             except (OSError, ValueError) as exc:
                 raise JobFailed(f"ClientError: channel {ch['ChannelName']}: {exc}") from None
             sharded = source.get("S3DataDistributionType") == "ShardedByS3Key" and len(hosts) > 1

@@ -22,7 +22,7 @@ from typing import Any
 
 from servekit.pipelines.sagemaker.errors import EvaluationError, ParameterValueError
 from servekit.pipelines.sagemaker.expressions import JOIN, JSON_GET, RefKind, is_function, is_get, parse_get
-from servekit.pipelines.sagemaker.model import Definition, ParameterType, ParameterValue, Step
+from servekit.pipelines.sagemaker.model import Definition, ParameterType, ParameterValue, Step, StepType
 from servekit.pipelines.sagemaker.parse import article
 from servekit.pipelines.sagemaker.paths import Key, Member, PathNotFound, PathSyntaxError, follow, parse_path
 
@@ -165,7 +165,10 @@ class Evaluator:
         self._files: dict[str, Any] = {}
 
     def arguments(self, step: Step) -> dict[str, Any]:
-        """The step's Arguments with every expression evaluated: the request its service gets."""
+        """The step's Arguments with every expression evaluated: the request its service gets. A condition step
+        has none (:func:`servekit.pipelines.sagemaker.conditions.outcome`), nor a fail step (:meth:`error_message`)."""
+        if step.type in (StepType.CONDITION, StepType.FAIL):
+            raise TypeError(f"step {step.name!r} is a {step.type} step, which calls no service")
         result = self.value(step.arguments)
         assert isinstance(result, dict)
         return result

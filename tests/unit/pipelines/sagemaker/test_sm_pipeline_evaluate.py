@@ -332,3 +332,12 @@ def test_paths() -> None:
     for bad in ("a..b", "a.", "a[x]", ".a", ""):
         with pytest.raises(PathSyntaxError):
             parse_path(bad)
+
+
+def test_the_experiment_config_and_steps_that_call_no_service() -> None:
+    d = definition()
+    ev = Evaluator(context(d))
+    assert ev.value(d.experiment_config) == {"ExperimentName": "credit-scoring", "TrialName": "abc123def456"}
+    for name in ("CheckAuc", "AucTooLow"):
+        with pytest.raises(TypeError, match="calls no service"):
+            ev.arguments(d.step(name))

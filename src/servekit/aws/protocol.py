@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from botocore.model import OperationModel, Shape
 
+from servekit._utils.jsondepth import nests_deeper_than
 from servekit.aws.errors import ApiError
 from servekit.aws.models import ServiceSpec
 from servekit.aws.serialize import OutputShapeError, dumps, json_structure, rest_output
@@ -60,6 +61,9 @@ def unknown_operation(message: str = "") -> ApiError:
     return ApiError("UnknownOperationException", message, 400)
 
 
+MAX_JSON_DEPTH = 128  # Search's recursive SubExpressions stay far below; a hostile body stops here
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -68,12 +72,16 @@ def decode_json_body(body: bytes) -> dict[str, Any]:
     """A request body that must be a JSON object (empty means ``{}``); else ``SerializationException``."""
     if not body.strip():
         return {}
+    if nests_deeper_than(body, MAX_JSON_DEPTH):  # json recurses per level: refuse before it does
+        raise serialization_error(f"The request body nests JSON arrays/objects more than {MAX_JSON_DEPTH} levels deep")
     try:
         data = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError:
         raise serialization_error("The request body is not UTF-8") from None
     except ValueError as e:
         raise serialization_error(f"The request body is not valid JSON: {e}") from None
+    except RecursionError:  # a thread with less stack left than the depth check assumes
+        raise serialization_error("The request body nests JSON too deeply") from None
     if isinstance(data, list):
         raise serialization_error("Start of list found where not expected")
     if not isinstance(data, dict):

@@ -7,6 +7,10 @@ from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 
 
+class TimestampOutOfRange(ValueError):
+    """A number of epoch seconds past the years a timestamp may hold (1 to 9999)."""
+
+
 def parse_timestamp(value: object) -> datetime:
     """Epoch seconds (number or numeric string), ISO 8601 or an HTTP date → an aware UTC datetime.
 
@@ -17,11 +21,16 @@ def parse_timestamp(value: object) -> datetime:
     if isinstance(value, int | float):
         if not math.isfinite(value):
             raise ValueError("not a finite number")
-        return datetime.fromtimestamp(value, UTC)
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):  # past the years a datetime holds (1 to 9999)
+            raise TimestampOutOfRange(f"{value!r} is out of the range of timestamps (years 1 to 9999)") from None
     if isinstance(value, str):
         text = value.strip()
         try:
             return parse_timestamp(float(text))
+        except TimestampOutOfRange:
+            raise
         except ValueError:
             pass
         try:

@@ -30,7 +30,7 @@ from botocore.model import ListShape, MapShape, Shape, StructureShape
 
 from servekit.aws.errors import ApiError
 from servekit.aws.patterns import compile_pattern
-from servekit.aws.timestamps import parse_timestamp
+from servekit.aws.timestamps import TimestampOutOfRange, parse_timestamp
 
 _INT_RANGE = {"integer": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 _JAVA_TYPE = {
@@ -203,6 +203,9 @@ class _Checker:
                 return value
             try:
                 return parse_timestamp(value)
+            except TimestampOutOfRange:  # a number, but past year 9999 (or before year 1): the value is invalid
+                self.fail(shape, value, path, "Member must be a timestamp between the years 1 and 9999")
+                return None
             except ValueError:
                 raise _wrong_type(shape, value, path) from None
         if kind == "blob":

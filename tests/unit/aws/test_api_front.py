@@ -368,3 +368,42 @@ def test_response_stream_events_are_read_by_boto3(boto_client: MakeClient, api_k
         next(events)
     assert e.value.response["Error"]["Code"] == "ModelStreamError"
     assert e.value.response["Error"]["Message"] == "died"
+
+
+DEEP_OBJECT = b'{"a":' * 1500 + b"1" + b"}" * 1500
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        # out of the years a datetime holds: OverflowError in the parser before
+        (b'{"LastModifiedTimeBefore": 1e20}', "ValidationException"),
+        (b'{"CreationTimeAfter": -1e308}', "ValidationException"),
+        # nested past the recursion limit: RecursionError in the JSON parser before
+        (b"[" * 2000 + b"]" * 2000, "SerializationException"),
+        (DEEP_OBJECT, "SerializationException"),
+    ],
+    ids=["time-1e20", "time--1e308", "list-2000-deep", "object-1500-deep"],
+)
+def test_hostile_json_bodies_are_400s_not_500s(
+    boto_client: MakeClient, api_keys: Credentials, body: bytes, code: str
+) -> None:
+    sm = boto_client("sagemaker", api_keys.admin)
+
+    def raw_body(request: Any, **_: Any) -> None:
+        request.data = body  # what a hand-made client sends; botocore itself refuses to serialize these
+
+    sm.meta.events.register("before-sign.sagemaker.ListEndpoints", raw_body)
+    with pytest.raises(ClientError) as e:
+        sm.list_endpoints()
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert _error(e)["Code"] == code, _error(e)
+
+
+@pytest.mark.parametrize("value", [1e20, -1e308, 1e308, "1e300"])
+def test_timestamps_past_the_years_a_timestamp_holds_are_out_of_range(value: object) -> None:
+    """Every protocol's parser (JSON, query, XML) takes timestamps through parse_timestamp."""
+    from servekit.aws.timestamps import TimestampOutOfRange, parse_timestamp
+
+    with pytest.raises(TimestampOutOfRange, match="out of the range of timestamps"):
+        parse_timestamp(value)

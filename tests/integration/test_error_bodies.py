@@ -94,3 +94,42 @@ def test_status_names_files_relative_to_the_model(tmp_path: Path) -> None:
         message = status["status"]["error_message"]
         assert "corrupt model file in <bad>/1" in message, message
         assert str(tmp_path) not in message
+
+
+LEAKY = """
+def model_fn(model_dir):
+    return 2.0
+
+def input_fn(body, content_type):
+    raise ValueError("cannot open /srv/secrets/db.txt: password=hunter2")
+
+def predict_fn(data, model):
+    return data
+"""
+
+
+def test_a_handlers_own_input_fn_error_text_goes_to_the_log_not_the_client(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """User code's exception text may carry a path or a secret: the 400 says what failed, with a request id."""
+    from servekit.testing.app_client import LOOPBACK, serving_app, wait_until_loaded
+
+    code = tmp_path / "leaky" / "1" / "code"
+    code.mkdir(parents=True)
+    (code / "inference.py").write_text(LEAKY)
+    config = ServerConfig(models=(ModelConfig("leaky", str(tmp_path / "leaky")),), file_system_poll_wait_seconds=0)
+    with TestClient(serving_app(config), raise_server_exceptions=False, client=LOOPBACK) as c:
+        wait_until_loaded(c)
+        with caplog.at_level(logging.INFO, logger="servekit.protocols.http"):
+            r = c.post(
+                "/invocations",
+                content=b"[1, 2]",
+                headers={"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=leaky", "Content-Type": "text/csv"},
+            )
+    assert r.status_code == 400, r.text
+    body = r.text
+    assert "password" not in body and "/srv/secrets" not in body
+    rid = r.headers["x-servekit-request-id"]
+    assert f"the handler's input_fn refused the body as text/csv (ValueError) (request id {rid}" in body
+    logged = [rec.getMessage() for rec in caplog.records]
+    assert any(rid in m and "password=hunter2" in m for m in logged), logged

@@ -247,4 +247,9 @@ def test_handler_error_from_input_fn(client: TestClient) -> None:
         "/invocations", content=b"\x00", headers={**_to("iris_handler"), "Content-Type": "application/x-npy"}
     )
     assert r.status_code == 400, r.text
-    assert "unsupported content type application/x-npy" in r.json()["error"]
+    # the handler's own ValueError text goes to the log (it is user code's); the client gets what failed and an id
+    rid = r.headers["x-servekit-request-id"]
+    assert r.json()["error"] == (
+        "the handler's input_fn refused the body as application/x-npy (ValueError) "
+        f"(request id {rid}; the server log has the details)"
+    )

@@ -216,6 +216,19 @@ class RequestRunner:
             )
             public = ServekitError(exc.code, f"{exc.message} (request id {rid}; the server log has the details)")
             return _with_request_id(error_response(public, self.table), rid)
+        if exc.details.get("cause"):  # a client error whose user-code text is for the log only
+            rid = secrets.token_hex(8)
+            log.info(
+                "request %s: %s %s (model %r): %s: %s",
+                rid,
+                self.protocol,
+                api,
+                model,
+                exc.message,
+                exc.details["cause"],
+            )
+            public = ServekitError(exc.code, f"{exc.message} (request id {rid}; the server log has the details)")
+            return _with_request_id(error_response(public, self.table), rid)
         if "; models: " in exc.message and not trusted_caller(scope):
             return error_response(ServekitError(exc.code, _SERVED_MODELS.sub("", exc.message)), self.table)
         return error_response(exc, self.table)

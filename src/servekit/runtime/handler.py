@@ -140,7 +140,25 @@ def _predict_failed(data: Any, model: Any, exc: Exception) -> ServekitError:
     fault = _input_fault(data, model)
     if fault is None:
         return _model_raised("predict_fn", exc)
-    return ServekitError(ErrorCode.INVALID_ARGUMENT, f"{fault} (predict_fn raised {type(exc).__name__}: {exc})")
+    # the fault is ours to say; the exception's text is user code's, for the server log only
+    return ServekitError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"{fault} (predict_fn raised {type(exc).__name__})",
+        {"cause": f"{type(exc).__name__}: {exc}"},
+    )
+
+
+def _input_fn_refused(content_type: str, exc: BaseException) -> ServekitError:
+    """The handler's own input_fn raised on the body: a client error, but its text is user code's and may say too
+    much (a path, a secret). Only what json's own decoder says about the body's syntax is shown; the rest goes to
+    the server log with the request id."""
+    if isinstance(exc, RecursionError | json.JSONDecodeError):
+        return _undecodable(content_type, exc)
+    return ServekitError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"the handler's input_fn refused the body as {content_type} ({type(exc).__name__})",
+        {"cause": f"{type(exc).__name__}: {exc}"},
+    )
 
 
 def _undecodable(content_type: str, exc: BaseException) -> ServekitError:
@@ -255,7 +273,7 @@ class HandlerServable:
             except ServekitError:
                 raise
             except (ValueError, RecursionError, OverflowError) as exc:  # what decoders raise on malformed bodies
-                raise _undecodable(content_type, exc) from exc
+                raise _input_fn_refused(content_type, exc) from exc
             except Exception as exc:
                 raise _model_raised("input_fn", exc) from exc
         if self._predict_fn is None:  # pragma: no cover - __init__ sets a default unless transform_fn is defined

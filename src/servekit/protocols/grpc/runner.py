@@ -110,6 +110,19 @@ class GrpcRunner:
             )
             context.set_trailing_metadata(((REQUEST_ID_KEY, rid),))
             return status, f"{exc.message} (request id {rid}; the server log has the details)"
+        if exc.details.get("cause"):  # a client error whose user-code text is for the log only
+            rid = secrets.token_hex(8)
+            log.info(
+                "request %s: %s %s (model %r): %s: %s",
+                rid,
+                self.protocol,
+                api,
+                model,
+                exc.message,
+                exc.details["cause"],
+            )
+            context.set_trailing_metadata(((REQUEST_ID_KEY, rid),))
+            return status, f"{exc.message} (request id {rid}; the server log has the details)"
         if "; models: " in exc.message and not trusted_peer(context):
             return status, _SERVED_MODELS.sub("", exc.message)
         return status, exc.message

@@ -51,13 +51,17 @@ def credentials(home: Path) -> Credentials:
 
 def client(service: str, url: str, home: Path | None) -> Any:
     """A botocore client of ``service`` (``sagemaker``, ``cloudwatch``…) at ``url``, signed with the home's first
-    admin key; short connect timeout and one retry, so a CLI call against a stopped ``servekit up`` fails fast."""
+    admin key; short connect timeout and one retry, so a CLI call against a stopped ``servekit up`` fails fast.
+    Where neither ``--url`` nor ``$SERVEKIT_URL`` names an address, the one the home's ``servekit up`` recorded is
+    used (so ``servekit up --port 9000`` needs no flag on the other commands)."""
     from botocore.config import Config
 
     from servekit.aws import client as signed_client
 
     root = home_dir(home)
     credentials(root)
+    if url == DEFAULT_URL and not os.environ.get(URL_ENV):
+        url = leader_url(root) or url
     config = Config(connect_timeout=5, read_timeout=120, retries={"mode": "standard", "total_max_attempts": 2})
     with api_errors(url):
         made = signed_client(root, service, url.rstrip("/"), region=REGION, config=config)
@@ -87,6 +91,22 @@ def api_errors(url: str) -> Iterator[None]:
         error = exc.response.get("Error", {})
         raise fail(f"{error.get('Code', 'Error')}: {error.get('Message', '') or exc}") from None
     except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:
-        raise fail(f"cannot reach servekit up at {url} ({type(exc).__name__}): is it running?") from None
+        where = getattr(exc, "kwargs", {}).get("endpoint_url") or url  # the client may use the home's recorded one
+        raise fail(f"cannot reach servekit up at {where} ({type(exc).__name__}): is it running?") from None
     except bx.BotoCoreError as exc:
         raise fail(f"{type(exc).__name__}: {exc}") from None
+
+
+def leader_url(home: Path) -> str | None:
+    """The address the home's running ``servekit up`` recorded, if one did."""
+    from servekit.state.database import StateDB, database_path
+    from servekit.state.gateway_routes import GatewayRoutes
+
+    if not database_path(home).exists():
+        return None
+    try:
+        with StateDB.open(home) as db:
+            row = GatewayRoutes(db.conn).leader()
+    except Exception:  # an unreadable or older home: the caller falls back to the default address
+        return None
+    return row.url if row is not None else None

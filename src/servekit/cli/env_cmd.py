@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from servekit.cli.api_client import DEFAULT_URL, URL_ENV, credentials, fail, home_dir
+from servekit.cli.api_client import DEFAULT_URL, URL_ENV, credentials, fail, home_dir, leader_url
 
 REGION = "us-east-1"
 ACCOUNT = "000000000000"
@@ -42,21 +42,6 @@ def sdk_config(bucket: str) -> str:
         "      Session:\n"
         f"        DefaultS3Bucket: {bucket}\n"
     )
-
-
-def leader_url(home: Path) -> str | None:
-    """The address the home's running ``servekit up`` recorded, if one did."""
-    from servekit.state.database import StateDB, database_path
-    from servekit.state.gateway_routes import GatewayRoutes
-
-    if not database_path(home).exists():
-        return None
-    try:
-        with StateDB.open(home) as db:
-            row = GatewayRoutes(db.conn).leader()
-    except Exception:  # an unreadable or older home: the caller falls back to the default address
-        return None
-    return row.url if row is not None else None
 
 
 def lines(

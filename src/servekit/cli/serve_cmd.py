@@ -170,7 +170,7 @@ def serve(
         str,
         _tf(
             "--capture_format",
-            help="jsonl (SageMaker's JSON Lines layout) or parquet (a column per feature; needs servekit[monitor]).",
+            help="jsonl (SageMaker's JSON Lines layout) or parquet (a column per feature; needs servekit\\[monitor]).",
         ),
     ] = "jsonl",
     auth_token_file: Annotated[
@@ -289,7 +289,11 @@ def serve(
         raise typer.Exit(2) from None
     from servekit.launch.serve import run_server
 
-    run_server(config, log_level, grpc, stack)
+    try:
+        run_server(config, log_level, grpc, stack)
+    except ConfigError as exc:  # a port another process holds: one line, as for a bad flag
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _capture_config(

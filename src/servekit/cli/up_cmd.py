@@ -67,7 +67,7 @@ def up(
         str | None,
         typer.Option(
             "--database-url",
-            help="State in this PostgreSQL database (postgresql://user@host:port/db, needs servekit[postgres]) "
+            help="State in this PostgreSQL database (postgresql://user@host:port/db, needs servekit\\[postgres]) "
             "instead of the home's SQLite file, so that gateway replicas on other hosts share it "
             "(default $SERVEKIT_DATABASE_URL).",
         ),

@@ -9,6 +9,7 @@ Prometheus metrics are aggregated across workers through prometheus_client's mul
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import logging
 import multiprocessing as mp
@@ -25,6 +26,7 @@ import uvicorn
 
 from servekit.config.grpc import GrpcConfig
 from servekit.config.models import ServerConfig
+from servekit.errors import ConfigError
 from servekit.launch.connections import GuardStats, guarded_protocol, resolve
 from servekit.launch.http_stack import HttpStack, http_stack
 from servekit.protocols.app import FastPath, build_app
@@ -44,7 +46,13 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        busy = exc.errno == errno.EADDRINUSE
+        hint = ": another process listens there (choose another port)" if busy else f": {exc.strerror}"
+        raise ConfigError(f"cannot listen on {host}:{port}{hint}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock

@@ -208,3 +208,11 @@ def test_serve_refuses_a_negative_inline_run_limit(served: list[ServerConfig], t
     result = invoke("serve", "--model_base_path", str(tmp_path), "--inline_run_limit_micros", "-1")
     assert result.exit_code == 2 and "inline_run_limit_micros must be >= 0" in result.output
     assert served == []
+
+
+@pytest.mark.parametrize(("args", "extra"), [(("serve",), "servekit[monitor]"), (("up",), "servekit[postgres]")])
+def test_help_keeps_the_names_of_extras(args: tuple[str, ...], extra: str) -> None:
+    """The help renderer reads ``[monitor]`` as markup unless it is escaped: the extra's name must survive."""
+    shown = invoke(*args, "--help", width=400)
+    assert shown.exit_code == 0, shown.output
+    assert extra in shown.output

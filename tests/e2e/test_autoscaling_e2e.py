@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import pytest
 from botocore.config import Config
 
@@ -127,6 +128,13 @@ def test_load_scales_out_then_in_without_failing_a_request(fast_up: UpProcess, t
     first = set(instance_ports(up.home))
     assert len(first) == 1
 
+    # a variant hosting does not have is refused, as AWS does (it was accepted, then dropped in the background)
+    for missing in ("endpoint/does-not-exist/variant/A", KEY["ResourceId"].rsplit("/", 1)[0] + "/no-such-variant"):
+        with pytest.raises(botocore.exceptions.ClientError) as refused:
+            aas.register_scalable_target(MinCapacity=1, MaxCapacity=3, **{**KEY, "ResourceId": missing})
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+        assert f"Resource {missing} does not exist" in refused.value.response["Error"]["Message"]
+    assert aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"] == []
     aas.register_scalable_target(MinCapacity=1, MaxCapacity=3, **KEY)
     aas.put_scaling_policy(
         PolicyName="ipi", PolicyType="TargetTrackingScaling", **KEY,

@@ -59,10 +59,18 @@ def _key(p: dict[str, Any]) -> Key:
 
 
 class AutoscalingApi:
-    def __init__(self, repo: Autoscaling, account: Account, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        repo: Autoscaling,
+        account: Account,
+        clock: Callable[[], float] = time.time,
+        variant_exists: Callable[[str, str], bool] | None = None,
+    ) -> None:
+        """``variant_exists(endpoint, variant)``: whether hosting has that endpoint variant (None: not checked)."""
         self.repo = repo
         self.account = account
         self.clock = clock
+        self._variant_exists = variant_exists
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -94,6 +102,12 @@ class AutoscalingApi:
     # ---- scalable targets ------------------------------------------------------------------------------------
     async def register_scalable_target(self, p: dict[str, Any]) -> dict[str, Any]:
         key = _key(p)
+        endpoint, variant = parse_resource_id(key[1])
+        if self._variant_exists is not None and not self._variant_exists(endpoint, variant):
+            raise _validation(
+                f"Resource {key[1]} does not exist: there is no endpoint {endpoint} with a variant {variant} "
+                "(create the endpoint first)."
+            )
         found = self.repo.get_target(key)
         old = found.document if found else {}
         lo = p.get("MinCapacity", old.get("MinCapacity"))

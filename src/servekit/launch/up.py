@@ -79,6 +79,18 @@ def scaled_variants(db: StateDB, endpoint: str) -> set[str]:
     return {t.key[1][len(prefix) :] for t in db.autoscaling.targets("sagemaker") if t.key[1].startswith(prefix)}
 
 
+def endpoint_variant_exists(db: StateDB, endpoint: str, variant: str) -> bool:
+    """Whether the endpoint exists with that production variant (in its config, or the one an update moves to)."""
+    row = db.hosting.get_endpoint(endpoint)
+    if row is None:
+        return False
+    for name in (row.config_name, row.pending_config_name):
+        config = db.hosting.get_endpoint_config(name) if name else None
+        if config is not None and any(v.get("VariantName") == variant for v in config.variants):
+            return True
+    return any(v.name == variant for v in row.variants)
+
+
 def default_bucket(account: Account) -> str:
     """The bucket the SageMaker SDK uses by default, named as AWS names it (``sagemaker-<region>-<account>``)."""
     return f"sagemaker-{account.region}-{account.account_id}"
@@ -306,7 +318,9 @@ def build(
         services={
             "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
-            "application-autoscaling": AutoscalingApi(db.autoscaling, account).handlers(),
+            "application-autoscaling": AutoscalingApi(
+                db.autoscaling, account, variant_exists=functools.partial(endpoint_variant_exists, db)
+            ).handlers(),
             "logs": logs.handlers(),
         },
         alarms=alarms,

@@ -151,6 +151,14 @@ def test_a_linear_rollout_shows_each_step_and_completes_under_load(up1: UpProces
         if v.get("VariantStatus")
     ]
     live = [(w, s) for w, s in dict.fromkeys(steps) if s != "Creating"]
+    # every phase has a real start, the Creating one too (it read 1970-01-01 while the new fleet launched)
+    starts = [
+        s["StartTime"]
+        for d in seen
+        for v in d.get("PendingDeploymentSummary", {}).get("ProductionVariants", [])
+        for s in v.get("VariantStatus", [])
+    ]
+    assert starts and min(starts).year >= 2020, sorted(set(starts))[:3]
     assert (0.5, "ActivatingTraffic") in live and (1.0, "ActivatingTraffic") in live, steps
     assert (1.0, "Baking") in live, steps
     blue_weights = {v["CurrentWeight"] for d in seen for v in d["ProductionVariants"]}

@@ -458,7 +458,10 @@ class EndpointController:
                     "CurrentInstanceCount": len(fleet.healthy()) if fleet is not None else 0,
                     "DesiredInstanceCount": v.count,
                     "InstanceType": v.instance_type,
-                    "VariantStatus": [{"Status": status, "StatusMessage": message, "StartTime": d.phase_wall}],
+                    # until the first phase change, the phase began when the deployment did (not at epoch 0)
+                    "VariantStatus": [
+                        {"Status": status, "StatusMessage": message, "StartTime": d.phase_wall or d.wall_started}
+                    ],
                 }
             )
         return {"EndpointConfigName": d.plan.config_name, "StartTime": d.wall_started, "ProductionVariants": variants}

@@ -3,7 +3,7 @@
 Each host is one actor, placed with its instance type's envelope as Ray resources (``num_cpus`` = vCPUs, ``memory``
 = the type's bytes, plus the backend's custom resources) on the node with room that runs the fewest job hosts of this
 control plane (soft node affinity, as for endpoints' instances), so a job's hosts land on different nodes where they
-can; the first line of each host's log says which node. The actor runs the same sandbox command the local runner
+can; a line of each host's log says which node. The actor runs the same sandbox command the local runner
 runs (bubblewrap must be installed on every node), its output appended to the host's log, and enforces the memory
 envelope on its node. The job's folders (``/opt/ml`` of each host, channels, code) are paths under the servekit
 home: on a cluster of several machines the home must be on storage every node mounts at the same path, as for

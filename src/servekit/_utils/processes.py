@@ -52,23 +52,36 @@ async def stop_children(children: Iterable[asyncio.subprocess.Process], grace_s:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def rss_bytes(pid: int) -> int | None:
-    """Resident memory of a process and its children (a serve process may run worker processes)."""
+def _vm_rss(pid: int) -> int | None:
     try:
-        total = 0
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                children = (task / "children").read_text().split()
-            except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile; the sample stands
-                continue
-            for child in children:
-                total += rss_bytes(int(child)) or 0
-        return total
+        text = Path(f"/proc/{pid}/status").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+    return sum(int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith("VmRSS:"))
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process and its descendants (a serve process may run worker processes); None when the
+    process is gone."""
+    own = _vm_rss(pid)
+    if own is None:
+        return None
+    return own + sum(_vm_rss(child) or 0 for child in descendants(pid))
+
+
+def out_of_memory(rss: int, limit: int, instance_type: str) -> str:
+    """A job host's FailureReason when its processes outgrew its instance type (here or on a Ray node)."""
+    return (
+        f"OutOfMemoryError: out of memory: the job's processes held {rss / 2**30:.2f} GiB resident, over the "
+        f"{limit / 2**30:.2f} GiB of its instance type {instance_type}"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port no one listens on now (on ``host``, the loopback by default)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def descendants(pid: int) -> list[int]:

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from servekit._utils.files import tail_lines
+from servekit._utils.processes import free_port as free_port  # where the backends' users import it
 from servekit._utils.processes import rss_bytes
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,6 @@ class ReplicaBackend(Protocol):
     def log_tail(self, handle: InstanceHandle, lines: int = 20) -> str: ...
 
     async def close(self) -> None: ...
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class LocalProcessBackend:

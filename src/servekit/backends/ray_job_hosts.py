@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from servekit._utils.processes import rss_bytes, signal_sandbox
+from servekit._utils.processes import out_of_memory, rss_bytes, signal_sandbox
 from servekit.backends.ray_actors import (
     NodeRoom,
     RayBackendConfig,
@@ -104,10 +104,7 @@ class HostActor:
         rss = rss_bytes(self._proc.pid) if self._memory else None
         if self._memory is None or rss is None or rss <= self._memory or self._over:
             return
-        self._over = (
-            f"OutOfMemoryError: out of memory: the job's processes held {rss / 2**30:.2f} GiB resident, over the "
-            f"{self._memory / 2**30:.2f} GiB of its instance type {self._type}"
-        )
+        self._over = out_of_memory(rss, self._memory, self._type)
         self.signal(signal.SIGKILL)
 
     def signal(self, sig: int) -> None:

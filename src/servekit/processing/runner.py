@@ -17,7 +17,7 @@ from typing import Any
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
 from servekit.training import contract, sandbox
 from servekit.training.folder_sync import SYNC_S, FolderSync
-from servekit.training.hosts import Running, run_hosts, sandbox_env, shards
+from servekit.training.hosts import Running, last_line, ml_dir, run_hosts, sandbox_env, shards
 from servekit.training.images import Image
 from servekit.training.inputs import fetch_input
 from servekit.training.runner import JobFailed, SandboxJobRunner
@@ -28,15 +28,6 @@ KIND = "processing"
 LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
 PREFIX = "/opt/ml/processing/"
 _FAILURE_MAX = 1024
-
-
-def _last_line(path: Path) -> str:
-    try:
-        text = path.read_bytes()[-8192:].decode("utf-8", "replace")
-    except OSError:
-        return ""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else ""
 
 
 class ProcessingRunner(SandboxJobRunner):
@@ -108,7 +99,7 @@ class ProcessingRunner(SandboxJobRunner):
         commands = []
         for host in hosts:
             layout = sandbox.Layout(
-                _ml(job_dir, host),
+                ml_dir(job_dir, host),
                 hidden=[self.home],
                 mounts=mounts[host],
                 bin=bin_dir,
@@ -139,10 +130,10 @@ class ProcessingRunner(SandboxJobRunner):
             if rc == 0 or host_stopped:  # stopped because another instance failed
                 continue
             # what the job wrote for SageMaker: /opt/ml/output/message (processing), or failure (as training)
-            written = [_ml(job_dir, host) / "output" / n for n in ("message", "failure")]
+            written = [ml_dir(job_dir, host) / "output" / n for n in ("message", "failure")]
             text = host_run.failure(rc)
             text = text or next((p.read_text(errors="replace").strip() for p in written if p.is_file()), "")
-            last = _last_line(job_dir / f"{host}.log") or "the command failed"
+            last = last_line(job_dir / f"{host}.log") or "the command failed"
             on = f" on {host}" if len(hosts) > 1 else ""
             raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")
         for uri, folders, mode in outputs:
@@ -164,7 +155,7 @@ class ProcessingRunner(SandboxJobRunner):
         output's (S3Uri, the instances' folders, S3UploadMode)."""
         mounts: dict[str, list[tuple[Path, str, bool]]] = {host: [] for host in hosts}
         for host in hosts:
-            ml = _ml(job_dir, host)
+            ml = ml_dir(job_dir, host)
             (ml / "config").mkdir(parents=True, exist_ok=True)
             (ml / "output").mkdir(parents=True, exist_ok=True)
             (ml / "config" / "processingjobconfig.json").write_text(json.dumps(dict(req), indent=2, default=str))
@@ -197,10 +188,6 @@ class ProcessingRunner(SandboxJobRunner):
                 folders.append(folder)
             outputs.append((str(target["S3Uri"]), folders, str(target.get("S3UploadMode") or "EndOfJob")))
         return {host: nest(m) for host, m in mounts.items()}, outputs
-
-
-def _ml(job_dir: Path, host: str) -> Path:
-    return job_dir / "ml" if host == contract.HOST else job_dir / f"ml-{host}"
 
 
 def nest(mounts: list[tuple[Path, str, bool]]) -> list[tuple[Path, str, bool]]:

@@ -201,10 +201,12 @@ class RequestRunner:
         return response
 
     def _error(self, exc: ServekitError, model: str, api: str, scope: Mapping[str, Any] | None) -> Response:
-        if exc.code in (ErrorCode.MODEL_ERROR, ErrorCode.INTERNAL):
+        cause = exc.details.get("cause")
+        server_side = exc.code in (ErrorCode.MODEL_ERROR, ErrorCode.INTERNAL)
+        if server_side or cause:  # logged with an id; a client error carrying user code's text too (as info)
             rid = secrets.token_hex(8)
-            cause = exc.details.get("cause")
-            log.error(
+            log.log(
+                logging.ERROR if server_side else logging.INFO,
                 "request %s: %s %s (model %r): %s%s",
                 rid,
                 self.protocol,
@@ -212,20 +214,7 @@ class RequestRunner:
                 model,
                 exc.message,
                 f": {cause}" if cause else "",
-                exc_info=exc.__cause__ is not None and exc.__cause__,
-            )
-            public = ServekitError(exc.code, f"{exc.message} (request id {rid}; the server log has the details)")
-            return _with_request_id(error_response(public, self.table), rid)
-        if exc.details.get("cause"):  # a client error whose user-code text is for the log only
-            rid = secrets.token_hex(8)
-            log.info(
-                "request %s: %s %s (model %r): %s: %s",
-                rid,
-                self.protocol,
-                api,
-                model,
-                exc.message,
-                exc.details["cause"],
+                exc_info=server_side and exc.__cause__ is not None and exc.__cause__,
             )
             public = ServekitError(exc.code, f"{exc.message} (request id {rid}; the server log has the details)")
             return _with_request_id(error_response(public, self.table), rid)

@@ -10,14 +10,14 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from servekit._utils.processes import rss_bytes, signal_sandbox
-from servekit.training import sandbox
+from servekit._utils.files import tail_text
+from servekit._utils.processes import out_of_memory, rss_bytes, signal_sandbox
+from servekit.training import contract, sandbox
 
 STOP_GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL two minutes later
 
@@ -145,21 +145,15 @@ def shards(folder: Path, count: int) -> list[Path]:
     return out
 
 
-def free_port() -> int:
-    """A loopback port no one listens on now, for the hosts' rendezvous."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def last_line(path: Path) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, path.stat().st_size - 8192))
-            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
+    """The log's last non-blank line ("" when it has none): what a failed job's FailureReason quotes."""
+    lines = [ln for ln in tail_text(path, 8192).splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
+
+
+def ml_dir(job_dir: Path, host: str) -> Path:
+    """A host's ``/opt/ml`` on this machine (the first host's keeps the single-host name)."""
+    return job_dir / "ml" if host == contract.HOST else job_dir / f"ml-{host}"
 
 
 async def _watch_memory(proc: asyncio.subprocess.Process, envelope: JobEnvelope, run: Running) -> None:
@@ -168,10 +162,7 @@ async def _watch_memory(proc: asyncio.subprocess.Process, envelope: JobEnvelope,
     while proc.returncode is None:
         rss = rss_bytes(proc.pid)
         if rss is not None and rss > limit:
-            run.out_of_memory = (
-                f"OutOfMemoryError: out of memory: the job's processes held {rss / 2**30:.2f} GiB resident, over "
-                f"the {limit / 2**30:.2f} GiB of its instance type {envelope.instance_type}"
-            )
+            run.out_of_memory = out_of_memory(rss, limit, envelope.instance_type)
             with contextlib.suppress(ProcessLookupError):
                 signal_sandbox(proc.pid, signal.SIGKILL)
             return

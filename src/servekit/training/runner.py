@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from servekit._utils.processes import free_port
 from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
@@ -26,8 +27,8 @@ from servekit.training.hosts import (
     JobEnvelope,
     Launcher,
     Running,
-    free_port,
     last_line,
+    ml_dir,
     run_hosts,
     run_sandboxed,
     sandbox_env,
@@ -84,11 +85,6 @@ def _tar(folders: Sequence[Path], archive: Path) -> None:
                     continue
                 seen.add(arcname)
                 tar.add(item, arcname=arcname, recursive=False)
-
-
-def _ml(job_dir: Path, host: str) -> Path:
-    """A host's ``/opt/ml`` on this machine (the first host's keeps the single-host name)."""
-    return job_dir / "ml" if host == contract.HOST else job_dir / f"ml-{host}"
 
 
 CHECKPOINTS = f"{contract.ML}/checkpoints"
@@ -302,7 +298,7 @@ class TrainingRunner(SandboxJobRunner):
         for host, (rc, host_stopped), host_run in zip(hosts, codes, run.hosts, strict=True):
             if rc == 0 or host_stopped:  # stopped because another host failed
                 continue
-            failure = _ml(job_dir, host) / "output" / "failure"
+            failure = ml_dir(job_dir, host) / "output" / "failure"
             text = host_run.failure(rc)
             text = text or (failure.read_text(errors="replace").strip() if failure.is_file() else "")
             last = last_line(job_dir / f"{host}.log") or "the script failed"
@@ -330,7 +326,7 @@ class TrainingRunner(SandboxJobRunner):
         """Each host's ``/opt/ml`` and, per host, each channel's folder (the same one, or the host's shard of a
         ``ShardedByS3Key`` channel: every N-th object by key)."""
         for host in hosts:
-            ml = _ml(job_dir, host)
+            ml = ml_dir(job_dir, host)
             for sub in ("input/config", "model", "output/data", "output/intermediate", "checkpoints"):
                 (ml / sub).mkdir(parents=True, exist_ok=True)
             for fname, doc in contract.config_files(req, host).items():
@@ -418,9 +414,9 @@ class TrainingRunner(SandboxJobRunner):
             raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
         commands = []
         for host in hosts:
-            ckpt = _ml(job_dir, host) / "checkpoints"
+            ckpt = ml_dir(job_dir, host) / "checkpoints"
             layout = sandbox.Layout(
-                _ml(job_dir, host),
+                ml_dir(job_dir, host),
                 channels[host],
                 job_dir / "code",
                 hidden=[self.home],
@@ -453,7 +449,7 @@ class TrainingRunner(SandboxJobRunner):
         the containers print it), for every host to import; True when the job was stopped meanwhile."""
         site.mkdir(parents=True, exist_ok=True)
         layout = sandbox.Layout(
-            _ml(job_dir, host), code=job_dir / "code", hidden=[self.home], bin=bin_dir, mounts=[(site, SITE, True)]
+            ml_dir(job_dir, host), code=job_dir / "code", hidden=[self.home], bin=bin_dir, mounts=[(site, SITE, True)]
         )
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]
         argv += ["-r", f"{contract.CODE}/requirements.txt"]
@@ -505,7 +501,7 @@ class TrainingRunner(SandboxJobRunner):
         checkpoint = req.get("CheckpointConfig") or {}
         if not checkpoint.get("S3Uri"):
             return await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
-        sync = FolderSync(self.files, str(checkpoint["S3Uri"]), [_ml(job_dir, h) / "checkpoints" for h in hosts])
+        sync = FolderSync(self.files, str(checkpoint["S3Uri"]), [ml_dir(job_dir, h) / "checkpoints" for h in hosts])
         try:
             await asyncio.to_thread(sync.restore)
         except (OSError, ValueError) as exc:
@@ -528,9 +524,9 @@ class TrainingRunner(SandboxJobRunner):
         base = str((req.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")
         model_uri = f"{base}/{name}/output/model.tar.gz"
         archive = job_dir / "model.tar.gz"
-        _tar([_ml(job_dir, h) / "model" for h in hosts], archive)
+        _tar([ml_dir(job_dir, h) / "model" for h in hosts], archive)
         self.files.put_file(model_uri, archive, "application/x-tar")
-        outputs = [_ml(job_dir, h) / "output" / "data" for h in hosts]
+        outputs = [ml_dir(job_dir, h) / "output" / "data" for h in hosts]
         if any(any(o.iterdir()) for o in outputs):
             out_archive = job_dir / "output.tar.gz"
             _tar(outputs, out_archive)

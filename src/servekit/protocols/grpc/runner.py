@@ -100,26 +100,15 @@ class GrpcRunner:
         if exc.code is ErrorCode.UNAVAILABLE and model and self.ctx.service.is_ready(model):
             name = GRPC_OVERLOADED
         status = grpc.StatusCode[name]
-        if exc.code in (ErrorCode.MODEL_ERROR, ErrorCode.INTERNAL):
+        cause = exc.details.get("cause")
+        server_side = exc.code in (ErrorCode.MODEL_ERROR, ErrorCode.INTERNAL)
+        if server_side or cause:  # logged with an id; a client error carrying user code's text too (as info)
             rid = secrets.token_hex(8)
-            cause = exc.details.get("cause")
-            log.error(
+            log.log(
+                logging.ERROR if server_side else logging.INFO,
                 "request %s: %s %s (model %r): %s%s",
                 *(rid, self.protocol, api, model, exc.message, f": {cause}" if cause else ""),
-                exc_info=exc.__cause__ is not None and exc.__cause__,
-            )
-            context.set_trailing_metadata(((REQUEST_ID_KEY, rid),))
-            return status, f"{exc.message} (request id {rid}; the server log has the details)"
-        if exc.details.get("cause"):  # a client error whose user-code text is for the log only
-            rid = secrets.token_hex(8)
-            log.info(
-                "request %s: %s %s (model %r): %s: %s",
-                rid,
-                self.protocol,
-                api,
-                model,
-                exc.message,
-                exc.details["cause"],
+                exc_info=server_side and exc.__cause__ is not None and exc.__cause__,
             )
             context.set_trailing_metadata(((REQUEST_ID_KEY, rid),))
             return status, f"{exc.message} (request id {rid}; the server log has the details)"

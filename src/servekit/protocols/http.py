@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from servekit.codecs.json import dumps
@@ -74,15 +74,23 @@ async def read_body(request: Request, limit: int) -> bytes:
         return body
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise ServekitError(
-                ErrorCode.PAYLOAD_TOO_LARGE, f"request body exceeds the limit of {limit} bytes (--max_request_bytes)"
-            )
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    return body
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise ServekitError(
+                    ErrorCode.PAYLOAD_TOO_LARGE,
+                    f"request body exceeds the limit of {limit} bytes (--max_request_bytes)",
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # A chunked body that stops before its last chunk: the client went away, or sent a chunk the HTTP server
+        # cannot parse (`zz`, `-1`, an overlong size), which the server has already answered with its own 400
+        # and logged in one line. Either way a client's doing, not ours: no traceback, no INTERNAL in metrics.
+        raise ServekitError(
+            ErrorCode.CANCELLED, f"the chunked request body ended after {total} bytes, before its last chunk"
+        ) from None
+    return b"".join(chunks)
 
 
 def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:

@@ -164,7 +164,10 @@ class MultiModelRoutes:
         self._sagemaker = sagemaker
 
     async def load(self, request: Request) -> Response:
-        body = await read_body(request, 64 * 1024)
+        try:
+            body = await read_body(request, 64 * 1024)
+        except ServekitError as exc:  # too large, or cut off: an answer, not a traceback (no runner wraps this)
+            return _mme_error(SAGEMAKER_STATUS.get(exc.code, 400), exc.message)
         try:
             doc = json.loads(body)
         except ValueError as exc:

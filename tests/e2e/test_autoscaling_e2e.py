@@ -189,3 +189,48 @@ def test_load_scales_out_then_in_without_failing_a_request(fast_up: UpProcess, t
     assert re.fullmatch(r"Setting desired instance count to [12]\.", scale_in["Description"]), scale_in
     assert "-AlarmLow-" in scale_in["Cause"]
     assert len(instance_ports(up.home)) == variant()["CurrentInstanceCount"]  # the removed ones were stopped
+
+
+@pytest.mark.timeout(240)
+def test_an_idle_variant_publishes_zeros_lists_its_alarms_and_scales_in(fast_up: UpProcess, tmp_path: Path) -> None:
+    """Issue 30, item 6: with no traffic at all, InvocationsPerInstance has datapoints of 0 (it had none, so the
+    low alarm stayed INSUFFICIENT_DATA and the variant stayed at 2) and DescribeAlarms lists the policy's alarms."""
+    up = fast_up
+    sm, aas, cw = boto(up, "sagemaker"), boto(up, "application-autoscaling"), boto(up, "cloudwatch")
+    sm.create_model(ModelName="idle-m", PrimaryContainer={
+        "Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path, "double", 2.0)),
+    })  # fmt: skip
+    sm.create_endpoint_config(EndpointConfigName="idle-c", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "idle-m", "InitialInstanceCount": 2, "InstanceType": "ml.t2.medium",
+    }])  # fmt: skip
+    sm.create_endpoint(EndpointName="idle", EndpointConfigName="idle-c")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="idle", WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+    rid = "endpoint/idle/variant/AllTraffic"
+    aas.register_scalable_target(MinCapacity=1, MaxCapacity=2, **{**KEY, "ResourceId": rid})
+    aas.put_scaling_policy(
+        PolicyName="ipi", PolicyType="TargetTrackingScaling", **{**KEY, "ResourceId": rid},
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 600.0,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        },
+    )  # fmt: skip
+    prefix = f"TargetTracking-{rid}-Alarm"
+    listed = wait_for(
+        "the target-tracking alarms", lambda: cw.describe_alarms(AlarmNamePrefix=prefix)["MetricAlarms"], 30, up
+    )
+    assert [a["AlarmName"].removeprefix(prefix)[:4] for a in listed] == ["High", "Low-"]
+
+    def variant() -> dict[str, Any]:
+        [v] = sm.describe_endpoint(EndpointName="idle")["ProductionVariants"]
+        return dict(v)
+
+    wait_for("the idle variant to scale in", lambda: variant()["DesiredInstanceCount"] == 1, 120, up)
+    now = time.time()
+    points = cw.get_metric_statistics(
+        Namespace="AWS/SageMaker", MetricName="InvocationsPerInstance", Period=1, Statistics=["Sum"],
+        Dimensions=[{"Name": "EndpointName", "Value": "idle"}, {"Name": "VariantName", "Value": "AllTraffic"}],
+        StartTime=now - 20, EndTime=now,
+    )["Datapoints"]  # fmt: skip
+    assert len(points) >= 10 and {p["Sum"] for p in points} == {0.0}, points
+    activity = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId=rid)["ScalingActivities"][0]
+    assert f"{prefix}Low-" in activity["Cause"]

@@ -49,7 +49,14 @@ log = logging.getLogger(__name__)
 
 ACTION_PREFIX = "arn:aws:autoscaling:"  # the policy ARNs alarms hand to the scaler
 DEFAULT_TICK_S = 10.0
+ALARM_OWNER = "application-autoscaling"  # the managed alarms' owner in the alarm service
 _BUSY = ("Updating", "SystemUpdating", "RollingBack", "Creating")
+
+
+class ManagedAlarms(Protocol):
+    """Where the target-tracking policies' alarms are kept (``AlarmService`` is one)."""
+
+    def sync_managed(self, owner: str, wanted: Mapping[str, Mapping[str, Any]]) -> None: ...
 
 
 class Endpoints(Protocol):
@@ -83,8 +90,11 @@ class Autoscaler(BackgroundLoop):
         clock: Callable[[], float] = time.time,
         period_s: int = PERIOD_S,
         tick_s: float = DEFAULT_TICK_S,
+        alarms: ManagedAlarms | None = None,
     ) -> None:
+        """``alarms``: where each target-tracking policy's AlarmHigh/AlarmLow are listed (None: nowhere)."""
         self.repo = repo
+        self.alarms = alarms
         self.endpoints = endpoints
         self.source = source
         self.clock = clock
@@ -106,12 +116,47 @@ class Autoscaler(BackgroundLoop):
         arns = {d["PolicyARN"] for d in policies}
         for arn in [a for a in self._triggers if a not in arns]:
             log.info("alarm %s ran %s, which is no scaling policy", self._triggers.pop(arn).alarm_name, arn)
+        self._sync_alarms(policies)
         for target in self.repo.targets(NAMESPACE):
             mine = [d for d in policies if d["ResourceId"] == target.key[1] and d["ScalableDimension"] == target.key[2]]
             try:
                 await self._tick_target(target, mine, now)
             except Exception:
                 log.exception("autoscaling %s failed", target.key[1])
+
+    def _sync_alarms(self, policies: list[dict[str, Any]]) -> None:
+        """Each target-tracking policy's two alarms exist (and no deleted policy's), as AAS keeps them."""
+        wanted: dict[str, dict[str, Any]] = {}
+        for p in policies:
+            if p["PolicyType"] != "TargetTrackingScaling":
+                continue
+            self._triggers.pop(p["PolicyARN"], None)  # its alarms' actions: decide() reads the same window itself
+            policy = self._tt_policy(p)
+            if policy is not None:
+                wanted.update(policy.alarm_definitions(p["PolicyARN"]))
+        if self.alarms is not None:
+            try:
+                self.alarms.sync_managed(ALARM_OWNER, wanted)
+            except Exception:
+                log.exception("keeping the target-tracking alarms failed")
+
+    def _tt_policy(self, p: dict[str, Any]) -> TargetTrackingPolicy | None:
+        config = p["TargetTrackingScalingPolicyConfiguration"]
+        try:
+            return TargetTrackingPolicy(
+                name=p["PolicyName"],
+                resource_id=p["ResourceId"],
+                target_value=float(config["TargetValue"]),
+                policy_id=p["PolicyARN"].split(":")[6],
+                scale_out_cooldown_s=float(config.get("ScaleOutCooldown", 300)),
+                scale_in_cooldown_s=float(config.get("ScaleInCooldown", 300)),
+                disable_scale_in=bool(config.get("DisableScaleIn", False)),
+                period_s=self.period_s,
+                custom=_custom_metric(config.get("CustomizedMetricSpecification")),
+            )
+        except ValueError:
+            log.exception("policy %s cannot be evaluated", p["PolicyName"])
+            return None
 
     async def _tick_target(self, target: Stored, policies: list[dict[str, Any]], now: float) -> None:
         key = target.key
@@ -197,21 +242,8 @@ class Autoscaler(BackgroundLoop):
     def _target_tracking(
         self, p: dict[str, Any], current: int, lo: int, hi: int, mem: dict[str, Any], now: float
     ) -> Decision | None:
-        config = p["TargetTrackingScalingPolicyConfiguration"]
-        try:
-            policy = TargetTrackingPolicy(
-                name=p["PolicyName"],
-                resource_id=p["ResourceId"],
-                target_value=float(config["TargetValue"]),
-                policy_id=p["PolicyARN"].split(":")[6],
-                scale_out_cooldown_s=float(config.get("ScaleOutCooldown", 300)),
-                scale_in_cooldown_s=float(config.get("ScaleInCooldown", 300)),
-                disable_scale_in=bool(config.get("DisableScaleIn", False)),
-                period_s=self.period_s,
-                custom=_custom_metric(config.get("CustomizedMetricSpecification")),
-            )
-        except ValueError:
-            log.exception("policy %s cannot be evaluated", p["PolicyName"])
+        policy = self._tt_policy(p)
+        if policy is None:
             return None
         start, end = policy.window(now)
         points = policy.per_minute(self.source.datapoints(policy.query(), start, end))

@@ -24,12 +24,16 @@ The rules (``shared/reference/anchors-hosting.md`` §4, "Target tracking"):
 - Cooldowns: a scale-out waits out ``ScaleOutCooldown`` since the last scale-out; a scale-in waits out both
   ``ScaleInCooldown`` since the last scale-in and ``ScaleOutCooldown`` since the last scale-out, so capacity
   just added is not removed at once. ``DisableScaleIn`` never removes capacity.
+- The two alarms are also real CloudWatch alarms (:meth:`TargetTrackingPolicy.alarm_definitions`, kept by the
+  scaler), so DescribeAlarms lists them as AWS does; their thresholds are per period (``TargetValue`` scaled by
+  ``period_s / 60``) since they read the period's Sum. ``decide`` does not wait on them: it reads the same window.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from servekit.cloudwatch.source import MetricQuery
 
@@ -85,6 +89,28 @@ class TargetTrackingPolicy:
     @property
     def alarm_low(self) -> str:
         return f"TargetTracking-{self.resource_id}-AlarmLow-{self.policy_id}"
+
+    def alarm_definitions(self, policy_arn: str) -> dict[str, dict[str, Any]]:
+        """PutMetricAlarm inputs of the policy's AlarmHigh and AlarmLow, as Application Auto Scaling creates them."""
+        q = self.query()
+        scale = 1.0 if self.custom is not None else self.period_s / 60.0
+        common = {
+            "Namespace": q.namespace,
+            "MetricName": q.metric_name,
+            "Dimensions": [{"Name": k, "Value": v} for k, v in q.dimensions],
+            "Statistic": q.statistic,
+            "Period": q.period_s,
+            "AlarmActions": [policy_arn],
+            "AlarmDescription": f"DO NOT EDIT OR DELETE. For TargetTrackingScaling policy {policy_arn}.",
+            "TreatMissingData": "missing",
+        }
+        high = {**common, "AlarmName": self.alarm_high, "EvaluationPeriods": self.high_periods,
+                "DatapointsToAlarm": self.high_periods, "ComparisonOperator": "GreaterThanThreshold",
+                "Threshold": self.target_value * scale}  # fmt: skip
+        low = {**common, "AlarmName": self.alarm_low, "EvaluationPeriods": self.low_periods,
+               "DatapointsToAlarm": self.low_periods, "ComparisonOperator": "LessThanThreshold",
+               "Threshold": self.low_ratio * self.target_value * scale}  # fmt: skip
+        return {self.alarm_high: high, self.alarm_low: low}
 
     def query(self) -> MetricQuery:
         if self.custom is not None:

@@ -44,6 +44,7 @@ from servekit.state.alarms import AlarmRow, Alarms, HistoryRow, InvalidNextToken
 log = logging.getLogger(__name__)
 
 HISTORY_RETENTION_S = 14 * 86_400
+_MANAGED_BY = "ServekitManagedBy"  # in a managed alarm's stored definition (never described): who keeps it
 _REGION_NAMES = {"us-east-1": "US East (N. Virginia)", "us-west-2": "US West (Oregon)", "eu-west-1": "EU (Ireland)"}
 
 
@@ -267,15 +268,41 @@ class AlarmService(BackgroundLoop):
             out["StateReasonData"] = row.state_reason_data
         return {k: v for k, v in out.items() if v is not None}
 
+    def sync_managed(self, owner: str, wanted: Mapping[str, Mapping[str, Any]]) -> None:
+        """Make the alarms ``owner`` manages (e.g. the autoscaler's target-tracking alarms) exactly ``wanted``
+        (name -> PutMetricAlarm input): create or update the ones that differ, delete the ones no longer wanted.
+        Each is marked with its owner, so a user's alarm of a similar name is never touched."""
+        mine = {r.name: r for r in self.repo.all() if r.definition.get(_MANAGED_BY) == owner}
+        for name, params in wanted.items():
+            doc = {**params, _MANAGED_BY: owner}
+            row = mine.get(name)
+            if row is not None and row.definition == doc:
+                continue
+            try:
+                definition = AlarmDefinition.from_params(doc, self.resolution_s)
+            except AlarmConfigError as exc:
+                log.warning("managed alarm %s cannot be created: %s", name, exc.message)
+                continue
+            self.repo.put(name, definition.namespace, definition.metric_name, doc)
+            self._definitions.pop(name, None)
+        gone = [name for name in mine if name not in wanted]
+        if gone:
+            self.repo.delete(gone)
+            for name in gone:
+                self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        self._definitions.pop(name, None)
+        self._last_evaluated.pop(name, None)
+        self._held_until.pop(name, None)
+
     async def delete_alarms(self, p: dict[str, Any]) -> dict[str, Any]:
         names = list(p.get("AlarmNames") or [])
         missing = self.repo.delete(names)
         if missing:
             raise _error("ResourceNotFound", f"Alarm(s) {', '.join(missing)} not found; none were deleted.")
         for name in names:
-            self._definitions.pop(name, None)
-            self._last_evaluated.pop(name, None)
-            self._held_until.pop(name, None)
+            self._forget(name)
         return {}
 
     async def set_alarm_state(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,14 @@ deployment a variant has two fleets, and an alarm on the second series watches t
 SageMaker's guardrail deployments allow. ``ModelSetupTime`` (µs, the same two dimension sets) is the time from an
 instance's start to its first healthy check (:meth:`MetricsStore.record_setup_time`). The utilization metrics of
 namespace ``/aws/sagemaker/Endpoints`` come from :mod:`servekit.hosting.utilization`.
+
+**An idle variant publishes zeros**, as SageMaker's do: for every variant ``live_variants`` names (hosting's
+fleets, wired by ``servekit up``), each bucket that ended with no sample of a metric of :data:`IDLE_ZERO_METRICS`
+gets a datapoint of Sum, Average, Minimum and Maximum 0 (:meth:`MetricsStore.fill_idle`, run before each flush
+and each query). Its SampleCount is 0: SampleCount keeps counting requests, and an Average over busy and idle
+buckets stays a per-request ratio. Without these datapoints a target-tracking policy's low alarm would see missing
+data, never "below", and an idle variant would never scale in. Latencies are not filled: an idle minute has no
+latency, as in CloudWatch.
 """
 
 from __future__ import annotations
@@ -90,6 +98,10 @@ UNITS = {
     "ModelUnloadingTime": "Microseconds",
     "LoadedModelCount": "None",
 }
+# What SageMaker publishes as 0 for an idle variant (latencies it leaves out)
+IDLE_ZERO_METRICS = ("Invocations", "InvocationsPerInstance", "Invocation4XXErrors", "Invocation5XXErrors")
+# Filling after a long stall (a suspended process) stops this far back: alarms read the newest periods only
+_IDLE_BACKFILL_S = 3600
 BASIC_STATISTICS = ("SampleCount", "Average", "Sum", "Minimum", "Maximum")
 _PERCENTILE = re.compile(r"^p(\d{1,3}(?:\.\d+)?)$")
 
@@ -194,6 +206,8 @@ class _Open:
 
 
 _Key = tuple[str, str, Dimensions, int]
+# (endpoint, variant, endpoint config of a fleet serving it or None): the variants whose idle buckets get zeros
+LiveVariant = tuple[str, str, str | None]
 
 
 def _as_row(key: _Key, agg: _Open) -> MinuteRow:
@@ -211,8 +225,11 @@ class MetricsStore(BackgroundLoop):
         retention_s: float = RETENTION_S,
         units: dict[str, str] | None = None,
         resolution_s: int = MINUTE,
+        live_variants: Callable[[], Iterable[LiveVariant]] | None = None,
     ) -> None:
         self.repo = repo
+        self.live_variants = live_variants
+        self._idle_from: dict[Dimensions, int] = {}  # series of a live variant -> first bucket not yet filled
         self.clock = clock
         self.retention_s = retention_s
         self.resolution_s = check_resolution(resolution_s)
@@ -327,11 +344,36 @@ class MetricsStore(BackgroundLoop):
         for dims in _variant_dimensions(endpoint, variant, config_name):
             self.record(NAMESPACE, "ModelSetupTime", dims, max(0.0, setup_us), t)
 
+    def fill_idle(self) -> int:
+        """A zero datapoint of each :data:`IDLE_ZERO_METRICS` metric in every bucket that ended, since the variant
+        was first seen live, without one (see the module's doc); the number of zeros added. A bucket that ended
+        is never filled twice (each series remembers where it stopped), and one with traffic keeps its own
+        samples only, so SampleCount and Average stay exact."""
+        if self.live_variants is None:
+            return 0
+        current = self.bucket(self.clock())
+        floor = current - _IDLE_BACKFILL_S // self.resolution_s * self.resolution_s
+        starts: dict[Dimensions, int] = {}
+        for endpoint, variant, config_name in self.live_variants():
+            for dims in _variant_dimensions(endpoint, variant, config_name):
+                starts[dims] = self._idle_from.get(dims, current)  # a new variant starts now, not in the past
+        added = 0
+        for dims, start in starts.items():
+            for b in range(max(start, floor), current, self.resolution_s):
+                for metric in IDLE_ZERO_METRICS:
+                    key = (NAMESPACE, metric, dims, b)
+                    if key not in self._open:
+                        self._open[key] = _Open(min=0.0, max=0.0)  # Sum, Average, Min, Max 0; no sample
+                        added += 1
+        self._idle_from = dict.fromkeys(starts, current)  # a variant gone is forgotten
+        return added
+
     # ---- flushing ----------------------------------------------------------------------------------------------
     def flush(self, everything: bool = False) -> int:
         """Write the buckets before the current one (all of them with ``everything``), apply the retention and
         roll old sub-minute buckets up; the number of buckets written. On a database error the buckets stay in
         memory for the next flush."""
+        self.fill_idle()
         now = self.clock()
         current = self.bucket(now)
         done = [k for k in self._open if everything or k[3] < current]
@@ -384,6 +426,7 @@ class MetricsStore(BackgroundLoop):
     def minutes(self, namespace: str, metric: str, dimensions: Dimensions, start: float, end: float) -> list[MinuteRow]:
         """The series' buckets starting in [start rounded down to the bucket, end), stored and open, merged
         (named for the one-minute default; each row's ``minute`` is its bucket's start)."""
+        self.fill_idle()  # a period that just ended reads its zeros before the next flush writes them
         lo = self.bucket(start)
         hi = math.ceil(end)
         merged: dict[int, MinuteRow] = {r.minute: r for r in self.repo.minutes(namespace, metric, dimensions, lo, hi)}

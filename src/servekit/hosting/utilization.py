@@ -202,6 +202,18 @@ def hosting_instances(controllers: Mapping[str, EndpointController]) -> list[Ins
     return out
 
 
+def hosting_variants(controllers: Mapping[str, EndpointController]) -> list[tuple[str, str, str | None]]:
+    """``(endpoint, variant, endpoint config)`` of every fleet of every endpoint, a deployment's included: the
+    variants whose idle periods the metrics store fills with zeros (``MetricsStore.live_variants``)."""
+    out: list[tuple[str, str, str | None]] = []
+    for name, controller in list(controllers.items()):
+        fleets = list(controller.fleets.values())
+        if controller.deployment is not None:
+            fleets += [f for f in controller.deployment.fleets.values() if all(f is not g for g in fleets)]
+        out += [(name, fleet.plan.name, fleet.config_name or None) for fleet in fleets]
+    return out
+
+
 class UtilizationSampler(BackgroundLoop):
     """Samples every instance's utilization into ``store`` each ``interval_s`` (the store's resolution by
     default, at least a second); ``start()``/``close()`` run it beside the control plane."""

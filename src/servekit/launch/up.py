@@ -37,7 +37,7 @@ from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
 from servekit.hosting.orchestrator import Orchestrator
-from servekit.hosting.utilization import UtilizationSampler, hosting_instances
+from servekit.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
 from servekit.launch.logs import JobLogFiles, build_logs
@@ -204,6 +204,7 @@ def build(
         model_packages=functools.partial(container_for, db.registry),  # CreateModel's ModelPackageName
     )
     sampler = UtilizationSampler(lambda: hosting_instances(fleets.controllers), endpoint_metrics, disk_path=home)
+    endpoint_metrics.live_variants = lambda: hosting_variants(fleets.controllers)  # an idle variant publishes zeros
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
     # no less often than new datapoints arrive; alarms hand it their step-policy actions.
     resolution = endpoint_metrics.resolution_s
@@ -217,6 +218,7 @@ def build(
         action_handlers={ACTION_PREFIX: scaler.alarm_action},
         resolution_s=metrics_resolution_s,
     )
+    scaler.alarms = alarms  # target-tracking policies' AlarmHigh/AlarmLow, listed by DescribeAlarms as on AWS
     cloudwatch = {**alarms.handlers(), **CloudWatchMetrics(endpoint_metrics).handlers()}
     # Inference Recommender jobs: measure a model on instances of their own, reports under the home
     recommender = RecommendationJobs(

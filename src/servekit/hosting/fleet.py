@@ -99,6 +99,12 @@ class Deployment:
         return sum(v.count for v in self.plan.variants)
 
 
+def _weight(value: float) -> float:
+    """A weight as reported: a product of a set weight and a traffic share to 12 significant digits, so 0.7 at 70%
+    reads 0.49 as the value set would, not 0.48999999999999994 (the routes keep the exact product)."""
+    return float(f"{value:.12g}")
+
+
 def _count(full: int, fraction: float) -> int:
     """Instances a fleet of ``full`` runs at ``fraction`` (a rolling batch rounds up: never 0 of a live fleet)."""
     return full if fraction >= 1.0 else max(0, min(full, math.ceil(full * fraction - 1e-9)))
@@ -431,7 +437,7 @@ class EndpointController:
         for v in self.plan.variants:
             item: dict[str, object] = {
                 "VariantName": v.name,
-                "CurrentWeight": v.weight * blue_share,
+                "CurrentWeight": _weight(v.weight * blue_share),
                 "DesiredWeight": v.weight if d is None else 0.0,
                 "CurrentInstanceCount": len(self.fleets[v.name].healthy()) if v.name in self.fleets else 0,
                 "DesiredInstanceCount": v.count,
@@ -453,7 +459,7 @@ class EndpointController:
             variants.append(
                 {
                     "VariantName": v.name,
-                    "CurrentWeight": v.weight * share,
+                    "CurrentWeight": _weight(v.weight * share),
                     "DesiredWeight": v.weight,
                     "CurrentInstanceCount": len(fleet.healthy()) if fleet is not None else 0,
                     "DesiredInstanceCount": v.count,

@@ -486,6 +486,30 @@ def test_a_canary_update_bakes_each_step_for_its_wait_on_the_clock() -> None:
     assert sorted(h.backend.stopped) == ["ep-A-1", "ep-A-2"]
 
 
+def test_weights_during_a_canary_read_as_the_values_set_not_float_products() -> None:
+    """Issue 30, item 7: variant weight 0.7 with 30% on the new fleet read 0.48999999999999994 (0.7 x 0.7)."""
+    h = Harness()
+    policy = rollout.policy_from(blue_green("CANARY", 30, wait_s=300.0), 2)
+    seen: list[tuple[list[dict[str, object]], dict[str, object] | None]] = []
+
+    def alarms(names: Sequence[str]) -> Mapping[str, str]:
+        seen.append((h.controller.summary(), h.controller.pending_summary()))
+        return dict.fromkeys(names, "OK")
+
+    async def main() -> None:
+        await h.controller.create(plan(variant("A", count=2, weight=0.7)))
+        new = plan(variant("A", count=2, weight=0.7, model="m2"), config="cfg-2")
+        assert await h.controller.update(new, policy, alarms, lambda s: None) is True
+
+    run(main)
+    live, pending = seen[0]
+    assert pending is not None
+    variants = pending["ProductionVariants"]
+    assert isinstance(variants, list)
+    green = variants[0]
+    assert (live[0]["CurrentWeight"], green["CurrentWeight"]) == (0.49, 0.21)
+
+
 def test_a_rolling_update_replaces_blue_batch_by_batch() -> None:
     h = Harness()
     policy = RolloutPolicy(

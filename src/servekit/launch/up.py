@@ -18,6 +18,7 @@ import uvicorn
 from servekit.autoscaling.api import AutoscalingApi
 from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.aws import AccessKey, Api, Credentials, Handler
+from servekit.aws.models import service
 from servekit.aws.names import Account
 from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
@@ -45,6 +46,8 @@ from servekit.monitor.schedules.api import MonitoringService
 from servekit.monitor.schedules.plans import Planner
 from servekit.monitor.schedules.scheduler import Scheduler
 from servekit.pipelines.api import PipelinesApi
+from servekit.pipelines.execution.executor import Executor
+from servekit.pipelines.execution.services import ServiceCall
 from servekit.processing.api import ProcessingJobsApi
 from servekit.processing.runner import ProcessingRunner
 from servekit.recommend.api import RecommendationJobs
@@ -235,8 +238,21 @@ def build(
     planner = Planner(db.monitoring, db.hosting, account, objects.local_path)
     scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, account)
     monitoring = MonitoringService(db.monitoring, planner, scheduler, account)
-    # Pipelines in servekit's definition format: executions are `servekit pipeline run` subprocesses (docs/pipelines.md)
-    pipelines_api = PipelinesApi(db.pipelines, home, account, plane_url=lambda: _leader_url(routes))
+    # Pipelines: SageMaker's definitions run in this process, each step calling the operations below (the table is
+    # filled once every service is built); servekit's own format runs as `servekit pipeline run` subprocesses
+    sagemaker_ops: dict[str, Handler] = {}
+    plane_objects = Objects(objects, storage)
+    pipeline_executor = Executor(
+        db.pipelines, ServiceCall(service("sagemaker"), lambda: sagemaker_ops), plane_objects.read
+    )
+    pipelines_api = PipelinesApi(
+        db.pipelines,
+        home,
+        account,
+        plane_url=lambda: _leader_url(routes),
+        executor=pipeline_executor,
+        read_object=plane_objects.read,
+    )
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
     # (their s3:// input and output in the plane's own store, unless servekit up itself was pointed at another S3)
     job_env = {} if s3_endpoint or url is None else s3_environment(url, credentials.admin, account)
@@ -288,17 +304,19 @@ def build(
     )
     tuning = TuningJobsApi(db.sagemaker_jobs, training, account)  # launches training jobs through `training`
     # SageMaker's operations, one service per line: hosting's first, then each service that adds operations
-    sagemaker_ops: dict[str, Handler] = {
-        **hosting.handlers(),
-        **recommender.handlers(),
-        **registry.handlers(),
-        **monitoring.handlers(),
-        **pipelines_api.handlers(),
-        **transform_jobs.handlers(),
-        **training.handlers(),
-        **processing.handlers(),
-        **tuning.handlers(),
-    }
+    sagemaker_ops.update(
+        {
+            **hosting.handlers(),
+            **recommender.handlers(),
+            **registry.handlers(),
+            **monitoring.handlers(),
+            **pipelines_api.handlers(),
+            **transform_jobs.handlers(),
+            **training.handlers(),
+            **processing.handlers(),
+            **tuning.handlers(),
+        }
+    )
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
         scaler,

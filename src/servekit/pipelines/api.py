@@ -1,15 +1,17 @@
-"""SageMaker's pipeline operations on ``servekit up``, for pipelines **in servekit's definition format** (the JSON or
-YAML document ``servekit.pipelines`` reads and ``Pipeline.to_document`` writes; SageMaker's own definition JSON,
-version 2020-12-01, is not accepted).
+"""SageMaker's pipeline operations on ``servekit up``, for definitions in either format:
 
-- CreatePipeline / DescribePipeline / ListPipelines / DeletePipeline register a definition. CreatePipeline checks
-  it by loading it in a subprocess (``python -m servekit.pipelines.definition.validate``) and keeps it as
-  ``<home>/pipelines/definitions/<name>.json``, the file its executions run.
-- StartPipelineExecution runs ``servekit pipeline run <that file> --run-id <id>`` as a **subprocess** of the plane
-  (the control plane knows no pipeline code: it only reads the shared state database the run writes).
-  DescribePipelineExecution / ListPipelineExecutions / ListPipelineExecutionSteps answer from that state;
-  StopPipelineExecution asks the run to stop (Stopping, then Stopped) as ``servekit pipeline stop`` does.
-- Deleting a pipeline keeps its runs, artifacts and definition file (lineage and resume still need them).
+- **SageMaker's own definition JSON** (``"Version": "2020-12-01"``, what the SDK's ``Pipeline`` writes), given as
+  ``PipelineDefinition`` or ``PipelineDefinitionS3Location``: checked as SageMaker checks it at CreatePipeline
+  (:func:`servekit.pipelines.sagemaker.load_definition`) and executed **in the plane** by
+  :class:`servekit.pipelines.execution.executor.Executor`, each step calling the plane's own Create* operation.
+- **servekit's definition format** (the JSON or YAML document ``servekit.pipelines`` reads and
+  ``Pipeline.to_document`` writes): checked by loading it in a subprocess
+  (``python -m servekit.pipelines.definition.validate``), kept as ``<home>/pipelines/definitions/<name>.json``, and
+  executed by ``servekit pipeline run <that file> --run-id <id>`` as a **subprocess** (its steps run code).
+
+Both write the same state: Describe/List of executions and steps answer from it for either. StopPipelineExecution
+asks a run to stop (Stopping, then Stopped). Deleting a pipeline keeps its runs, artifacts and definition file
+(lineage and resume still need them).
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.offsets import offset_page
 from servekit.aws.timestamps import optional_epoch
+from servekit.pipelines.execution.executor import DEFAULT_PARALLELISM, Executor
+from servekit.pipelines.execution.records import SOURCE
 from servekit.pipelines.runs.status import RunStatus
+from servekit.pipelines.sagemaker import DefinitionError, ParameterValueError, load_definition, resolve_parameters
+from servekit.pipelines.sagemaker.model import VERSION
 from servekit.state.paging import InvalidNextToken
 from servekit.state.pipelines import (
     ApiExecutionRow,
@@ -50,11 +56,20 @@ STOP_GRACE_S = 10.0
 LOG_TAIL_BYTES = 1500
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _FORMAT = (
-    "servekit's pipeline definition (JSON or YAML with Name, Parameters and Steps, as docs/pipelines.md describes; "
-    "SageMaker's own definition JSON is not supported)"
+    "SageMaker's pipeline definition JSON (Version 2020-12-01, as the SDK's Pipeline.definition() writes) or "
+    "servekit's (JSON or YAML with Name, Parameters and Steps, as docs/pipelines.md describes)"
 )
-# what a run's status means to SageMaker (the same words) and which of them are final
-_METADATA_KEYS = ("RegisterModel", "Condition", "Fail")
+# ListPipelineExecutionSteps' Metadata members servekit fills (a row's metadata may hold more, for itself)
+_METADATA_KEYS = (
+    "ProcessingJob",
+    "TrainingJob",
+    "TransformJob",
+    "TuningJob",
+    "Model",
+    "RegisterModel",
+    "Condition",
+    "Fail",
+)
 
 
 class PipelinesApi:
@@ -66,8 +81,12 @@ class PipelinesApi:
         plane_url: Callable[[], str | None] = lambda: None,
         python: str = sys.executable,
         new_id: Callable[[], str] | None = None,
+        executor: Executor | None = None,
+        read_object: Callable[[str], bytes] | None = None,
     ) -> None:
-        """``plane_url``: where register and deploy steps reach this plane (None: they fail and say so)."""
+        """``plane_url``: where register and deploy steps of servekit's format reach this plane (None: they fail
+        and say so). ``executor`` runs SageMaker definitions (None: they are refused at StartPipelineExecution);
+        ``read_object`` reads an ``s3://`` URI (PipelineDefinitionS3Location)."""
         self.repo = repo
         self.home = home
         self._account = account or Account()
@@ -76,10 +95,13 @@ class PipelinesApi:
         self._new_id = new_id or (lambda: "".join(secrets.choice(_ID_ALPHABET) for _ in range(12)))
         self._children: dict[str, asyncio.subprocess.Process] = {}
         self._waiters: set[asyncio.Task[None]] = set()
+        self.executor = executor
+        self._read_object = read_object
 
     def handlers(self) -> dict[str, Handler]:
         return {
             "CreatePipeline": self.create_pipeline,
+            "UpdatePipeline": self.update_pipeline,
             "DescribePipeline": self.describe_pipeline,
             "ListPipelines": self.list_pipelines,
             "DeletePipeline": self.delete_pipeline,
@@ -88,16 +110,26 @@ class PipelinesApi:
             "ListPipelineExecutions": self.list_pipeline_executions,
             "ListPipelineExecutionSteps": self.list_pipeline_execution_steps,
             "StopPipelineExecution": self.stop_pipeline_execution,
+            "RetryPipelineExecution": self.retry_pipeline_execution,
+            "DescribePipelineDefinitionForExecution": self.describe_pipeline_definition_for_execution,
+            "ListPipelineParametersForExecution": self.list_pipeline_parameters_for_execution,
         }
 
     # ---- background: executions end with the plane -------------------------------------------------------------
 
     def start(self) -> None:
-        pass
+        """Adopt the SageMaker executions a previous plane on this state left running."""
+        if self.executor is not None:
+            adopted = self.executor.adopt()
+            if adopted:
+                log.info("pipelines: resumed %d execution(s) a previous plane was running", len(adopted))
 
     async def close(self) -> None:
-        """Stop the executions this plane started (SIGINT: each run stops its steps and ends Stopped)."""
+        """Stop the executions of servekit's format this plane started (SIGINT: each run stops its steps and ends
+        Stopped); SageMaker executions stay Executing for the next plane to adopt."""
         await stop_children(self._children.values(), STOP_GRACE_S, group=True)
+        if self.executor is not None:
+            await self.executor.close()
 
     # ---- names ------------------------------------------------------------------------------------------------
 
@@ -117,26 +149,19 @@ class PipelinesApi:
 
     async def create_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["PipelineName"]
-        for unsupported in ("PipelineDefinitionS3Location", "ParallelismConfiguration"):
-            if p.get(unsupported):
-                raise validation_exception(
-                    f"{unsupported} is not supported here: give PipelineDefinition ({_FORMAT}; its "
-                    "MaxParallelExecutionSteps sets the parallelism)"
-                )
-        if not p.get("PipelineDefinition"):
-            raise validation_exception(f"PipelineDefinition is required: {_FORMAT}")
-        try:
-            doc = yaml.safe_load(p["PipelineDefinition"])
-        except yaml.YAMLError as exc:
-            raise validation_exception(f"PipelineDefinition is not JSON or YAML ({exc}); expected {_FORMAT}") from None
-        if not isinstance(doc, dict):
-            raise validation_exception(f"PipelineDefinition must be a mapping: {_FORMAT}")
-        if "PipelineExperimentConfig" in doc or str(doc.get("Version", "")).startswith("2020-"):
-            raise validation_exception(f"PipelineDefinition looks like SageMaker's format; expected {_FORMAT}")
-        if doc.setdefault("Name", name) != name:
-            raise validation_exception(f"PipelineDefinition's Name {doc['Name']!r} is not PipelineName {name!r}")
+        if p.get("ParallelismConfiguration"):
+            raise validation_exception(
+                "ParallelismConfiguration is taken at StartPipelineExecution here, not at CreatePipeline (servekit "
+                "keeps one version of a pipeline)"
+            )
+        text, doc = self._document(p)
         if self.repo.get_definition(name) is not None:
             raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.")
+        if _is_sagemaker(doc):
+            self._register(name, p, text)
+            return {"PipelineArn": self.pipeline_arn(name)}
+        if doc.setdefault("Name", name) != name:
+            raise validation_exception(f"PipelineDefinition's Name {doc['Name']!r} is not PipelineName {name!r}")
         text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
         path = self.definition_file(name)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,21 +169,87 @@ class PipelinesApi:
         candidate.write_text(text)
         try:
             await self._validate(candidate)
-            try:
-                self.repo.create_definition(
-                    name=name,
-                    arn=self.pipeline_arn(name),
-                    display_name=p.get("PipelineDisplayName") or name,
-                    description=p.get("PipelineDescription") or "",
-                    role_arn=p["RoleArn"],
-                    definition=text,
-                )
-            except DefinitionExists:
-                raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.") from None
+            self._register(name, p, text)
             candidate.replace(path)  # registered: now the file its executions run
         finally:
             candidate.unlink(missing_ok=True)
         return {"PipelineArn": self.pipeline_arn(name)}
+
+    def _register(self, name: str, p: dict[str, Any], text: str) -> None:
+        try:
+            self.repo.create_definition(
+                name=name,
+                arn=self.pipeline_arn(name),
+                display_name=p.get("PipelineDisplayName") or name,
+                description=p.get("PipelineDescription") or "",
+                role_arn=p["RoleArn"],
+                definition=text,
+            )
+        except DefinitionExists:
+            raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.") from None
+
+    def _document(self, p: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The definition's text (given, or read from PipelineDefinitionS3Location) and its document; a SageMaker
+        definition is checked here (ValidationException naming what is wrong)."""
+        text = p.get("PipelineDefinition")
+        location = p.get("PipelineDefinitionS3Location")
+        if text and location:
+            raise validation_exception("Give PipelineDefinition or PipelineDefinitionS3Location, not both")
+        if location:
+            text = self._read_location(location)
+        if not text:
+            raise validation_exception(f"PipelineDefinition or PipelineDefinitionS3Location is required: {_FORMAT}")
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise validation_exception(f"PipelineDefinition is not JSON or YAML ({exc}); expected {_FORMAT}") from None
+        if not isinstance(doc, dict):
+            raise validation_exception(f"PipelineDefinition must be a mapping: {_FORMAT}")
+        if _is_sagemaker(doc) or "PipelineExperimentConfig" in doc:
+            try:
+                load_definition(doc)
+            except DefinitionError as exc:
+                raise validation_exception(str(exc)) from None
+        return text, doc
+
+    def _read_location(self, location: dict[str, Any]) -> str:
+        uri = f"s3://{location['Bucket']}/{location['ObjectKey']}"
+        if self._read_object is None:
+            raise validation_exception("PipelineDefinitionS3Location needs servekit up's S3; give PipelineDefinition")
+        try:
+            return self._read_object(uri).decode()
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise validation_exception(f"PipelineDefinitionS3Location {uri} cannot be read: {exc}") from None
+
+    async def update_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
+        row = self._definition(p["PipelineName"])
+        if p.get("ParallelismConfiguration"):
+            raise validation_exception("ParallelismConfiguration is taken at StartPipelineExecution here")
+        changes: dict[str, str] = {}
+        if p.get("PipelineDefinition") or p.get("PipelineDefinitionS3Location"):
+            text, doc = self._document(p)
+            if not _is_sagemaker(doc):
+                raise validation_exception(
+                    "UpdatePipeline takes SageMaker's definition format; for servekit's, delete and create the "
+                    "pipeline again (its executions run the file CreatePipeline checked)"
+                )
+            if not _is_sagemaker(self._loaded(row)):
+                raise validation_exception(f"Pipeline {row.arn} is in servekit's format; delete and create it again")
+            changes["definition"] = text
+        for key, column in (
+            ("PipelineDisplayName", "display_name"),
+            ("PipelineDescription", "description"),
+            ("RoleArn", "role_arn"),
+        ):
+            if p.get(key):
+                changes[column] = p[key]
+        self.repo.update_definition(row.name, **changes)
+        return {"PipelineArn": row.arn}
+
+    @staticmethod
+    def _loaded(row: DefinitionRow) -> dict[str, Any]:
+        doc = yaml.safe_load(row.definition)
+        return doc if isinstance(doc, dict) else {}
 
     async def _validate(self, path: Path) -> None:
         proc = await asyncio.create_subprocess_exec(
@@ -248,6 +339,9 @@ class PipelinesApi:
 
     async def start_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._definition(p["PipelineName"])
+        doc = self._loaded(row)
+        if _is_sagemaker(doc):
+            return await self._start_sagemaker(row, doc, p)
         for unsupported in ("ParallelismConfiguration", "SelectiveExecutionConfig", "MlflowExperimentName"):
             if p.get(unsupported):
                 raise validation_exception(f"{unsupported} is not supported by servekit's pipelines")
@@ -274,6 +368,49 @@ class PipelinesApi:
         if execution.run_id != run_id:  # a retry with the same ClientRequestToken: the execution it started
             return {"PipelineExecutionArn": execution.arn}
         await self._spawn(row.name, execution, log_path)
+        return {"PipelineExecutionArn": execution.arn}
+
+    async def _start_sagemaker(self, row: DefinitionRow, doc: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+        if self.executor is None:
+            raise validation_exception("this plane runs no SageMaker pipeline executions")
+        for unsupported in ("SelectiveExecutionConfig", "MlflowExperimentName"):
+            if p.get(unsupported):
+                raise validation_exception(f"{unsupported} is not supported by servekit's pipelines yet")
+        if p.get("PipelineVersionId") not in (None, 1):
+            raise validation_exception("servekit keeps one version of a pipeline: PipelineVersionId is 1")
+        definition, _ = load_definition(doc)
+        given = p.get("PipelineParameters") or []
+        try:
+            values = resolve_parameters(definition, given)
+        except ParameterValueError as exc:
+            raise validation_exception(str(exc)) from None
+        parallel = (p.get("ParallelismConfiguration") or {}).get("MaxParallelExecutionSteps") or DEFAULT_PARALLELISM
+        run_id = self._new_id()
+        execution = self.repo.add_api_execution(
+            ApiExecutionRow(
+                run_id=run_id,
+                pipeline=row.name,
+                arn=f"{row.arn}/execution/{run_id}",
+                display_name=p.get("PipelineExecutionDisplayName") or f"execution-{run_id}",
+                description=p.get("PipelineExecutionDescription") or "",
+                parameters={str(x["Name"]): str(x["Value"]) for x in given},
+                token=p["ClientRequestToken"],
+                created=0.0,
+                pid=None,
+                log="",
+                exit_code=None,
+            )
+        )
+        if execution.run_id == run_id:  # else a retry with the same ClientRequestToken: the execution it started
+            self.executor.begin(
+                run_id=run_id,
+                arn=execution.arn,
+                pipeline=row.name,
+                pipeline_arn=row.arn,
+                document=doc,
+                parameters=values,
+                max_parallel=int(parallel),
+            )
         return {"PipelineExecutionArn": execution.arn}
 
     async def _spawn(self, pipeline: str, execution: ApiExecutionRow, log_path: Path) -> None:
@@ -450,9 +587,54 @@ class PipelinesApi:
                 )
             else:  # its process polls for this and stops its steps
                 self.repo.set_run_status(run.run_id, RunStatus.STOPPING, expected=[RunStatus.EXECUTING])
+                if self.executor is not None:
+                    self.executor.stop(run.run_id)
         except StaleRunStatus:
             raise conflict(f"Pipeline execution {run.arn} changed status meanwhile; describe it again") from None
         return {"PipelineExecutionArn": run.arn}
+
+    async def retry_pipeline_execution(self, p: dict[str, Any]) -> dict[str, Any]:
+        _, run = self._execution(p["PipelineExecutionArn"])
+        if run is None or run.source != SOURCE or self.executor is None:
+            raise validation_exception(
+                "RetryPipelineExecution retries executions of SageMaker definitions; for servekit's format, "
+                "`servekit pipeline resume` the run"
+            )
+        if run.status != RunStatus.FAILED:
+            raise conflict(f"Pipeline execution {run.arn} is {run.status}; only a Failed one is retried")
+        try:
+            self.executor.resume(run.run_id, expected=(RunStatus.FAILED,))
+        except StaleRunStatus:
+            raise conflict(f"Pipeline execution {run.arn} changed status meanwhile; describe it again") from None
+        return {"PipelineExecutionArn": run.arn}
+
+    async def describe_pipeline_definition_for_execution(self, p: dict[str, Any]) -> dict[str, Any]:
+        _, run = self._execution(p["PipelineExecutionArn"])
+        if run is None:
+            raise resource_not_found(f"Pipeline execution '{p['PipelineExecutionArn']}' has not started yet.")
+        document = run.definition.get("Document", run.definition) if run.source == SOURCE else run.definition
+        return {"PipelineDefinition": orjson.dumps(document).decode(), "CreationTime": run.created}
+
+    async def list_pipeline_parameters_for_execution(self, p: dict[str, Any]) -> dict[str, Any]:
+        _, run = self._execution(p["PipelineExecutionArn"])
+        values = {} if run is None else run.parameters
+        items = [{"Name": k, "Value": _parameter_text(v)} for k, v in sorted(values.items())]
+        page, token = offset_page(items, p.get("NextToken"), p.get("MaxResults") or 50)
+        out: dict[str, Any] = {"PipelineParameters": page}
+        if token is not None:
+            out["NextToken"] = token
+        return out
+
+
+def _is_sagemaker(doc: dict[str, Any]) -> bool:
+    return str(doc.get("Version", "")) == VERSION
+
+
+def _parameter_text(value: Any) -> str:
+    """A parameter's value as SageMaker lists it: text, booleans lower-case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def run_id_of(arn: str) -> str:

@@ -33,6 +33,20 @@ class Objects:
         """Whether the URI's bucket is the plane's own."""
         return self.store.bucket_created(split_uri(uri)[0]) is not None
 
+    def read(self, uri: str) -> bytes:
+        """One object's bytes (a pipeline's property file, a definition in S3); FileNotFoundError when absent."""
+        bucket, key = split_uri(uri)
+        if self.local(uri):
+            path = self.store.path(bucket, key)
+            if path is None:
+                raise FileNotFoundError(f"{uri}: no such object")
+            return path.read_bytes()
+        if self.storage is None:
+            raise FileNotFoundError(f"{uri}: the bucket is not servekit's and no external S3 is configured")
+        with self.storage.open(uri, "rb") as src:
+            data: bytes = src.read()
+            return data
+
     def fetch(self, uri: str, dest: Path) -> int:
         """The object, or every object under the prefix, at ``uri`` as files under the folder ``dest`` (paths
         relative to the prefix; an object named exactly keeps its base name); how many files."""

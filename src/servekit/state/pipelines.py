@@ -519,6 +519,15 @@ class Pipelines:
             keyset_page(self._db, "pipeline_definitions", _DEFINITION_COLUMNS, _DEFINITION_SORT, listing), _definition
         )
 
+    def update_definition(self, name: str, **columns: str) -> None:
+        """UpdatePipeline: the given columns (definition, display_name, description, role_arn) and the time."""
+        sets = "".join(f"{c} = ?, " for c in columns)
+        with transaction(self._db):
+            self._db.execute(
+                f"UPDATE pipeline_definitions SET {sets}modified = ? WHERE name = ?",
+                (*columns.values(), self._clock(), name),
+            )
+
     def delete_definition(self, name: str) -> bool:
         with transaction(self._db):
             return self._db.execute("DELETE FROM pipeline_definitions WHERE name = ?", (name,)).rowcount == 1

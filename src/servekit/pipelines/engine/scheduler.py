@@ -1,14 +1,26 @@
 """Which steps may start now (pure): given the DAG, each step's state and the time, the steps whose inputs are all
-there, those a condition ruled out, and when to look again. The engines (local processes now, Ray later) only
-carry out what this decides; time comes in as ``now``, never from inside."""
+there, those a condition ruled out, and when to look again. The engines (local processes, Ray, and the plane's
+executor of SageMaker definitions) only carry out what this decides; time comes in as ``now``, never from inside."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from servekit.pipelines.definition.dag import Dag
+
+class Dag(Protocol):
+    """What scheduling needs of a pipeline's DAG: servekit's definitions and SageMaker's both have it."""
+
+    @property
+    def order(self) -> tuple[str, ...]: ...  # every step, each after all it waits for
+
+    @property
+    def upstream(self) -> Mapping[str, frozenset[str]]: ...  # step -> the steps it waits for
+
+    @property
+    def gates(self) -> Mapping[str, tuple[str, bool]]: ...  # branch step -> (its condition, the outcome it runs on)
 
 
 class NodeState(enum.StrEnum):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from servekit._utils.files import tail_lines
+from servekit._utils.parent_watch import PARENT_PID_ENV
 from servekit._utils.processes import free_port as free_port  # where the backends' users import it
 from servekit._utils.processes import rss_bytes
 
@@ -112,7 +113,8 @@ class LocalProcessBackend:
         port = free_port()
         self._log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self._log_dir / f"{spec.instance_id}.log"
-        env = {**os.environ, **spec.environment, "PYTHONUNBUFFERED": "1"}
+        # The instance watches this process and stops once it is gone (a plane killed before it could stop it).
+        env = {**os.environ, **spec.environment, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}
         with open(log_path, "ab") as log:  # the child keeps its own descriptor
             proc = await asyncio.create_subprocess_exec(
                 *self.command(spec, port),

@@ -96,8 +96,39 @@ def up(
             "before it runs; without it the job runs with what its interpreter has.",
         ),
     ] = False,
+    print_systemd_unit: Annotated[
+        bool,
+        typer.Option(
+            "--print-systemd-unit",
+            help="Print a systemd unit that runs servekit up with these options (restarted if it dies) and exit; "
+            "see docs/supervisor.md.",
+        ),
+    ] = False,
 ) -> None:
     """Run the hosting control plane: SageMaker's model/endpoint API and InvokeEndpoint, for boto3."""
+    if print_systemd_unit:
+        import sys
+
+        from servekit.launch.systemd import systemd_unit
+        from servekit.state.home import resolve_home
+
+        options: dict[str, str | None] = {
+            "--host": host,
+            "--port": str(port),
+            "--instance-types": _absolute(instance_types),
+            "--log-level": log_level,
+            "--metrics-resolution-s": str(metrics_resolution_s),
+            "--backend": backend,
+            "--ray-address": ray_address,
+            "--ray-resources": ray_resources,
+            "--role": role,
+            "--s3-endpoint": s3_endpoint,
+            "--images": _absolute(images),
+        }  # --database-url stays out: it may carry a password (give SERVEKIT_DATABASE_URL in an EnvironmentFile)
+        args = [part for flag, value in options.items() if value is not None for part in (flag, value)]
+        args += ["--allow-installs"] if allow_installs else []
+        typer.echo(systemd_unit(args, resolve_home(home, os.environ), sys.executable), nl=False)
+        return
     from servekit.backends.ray_actors import config_from_cli
     from servekit.cloudwatch.store import check_resolution
     from servekit.launch.up import prepare_gateway_replica, prepare_leader, serve
@@ -141,6 +172,11 @@ def up(
             raise typer.Exit(2) from None
     print(prepared.banner, flush=True)
     serve(prepared.app, host, port, log_level)
+
+
+def _absolute(path: str | None) -> str | None:
+    """A file option as a unit needs it: systemd runs the command from another working directory."""
+    return None if path is None else str(Path(path).absolute())
 
 
 def _log_to_stderr(log_level: str) -> None:

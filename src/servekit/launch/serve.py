@@ -24,6 +24,7 @@ from types import FrameType
 
 import uvicorn
 
+from servekit._utils.parent_watch import exit_with_parent
 from servekit.config.grpc import GrpcConfig
 from servekit.config.models import ServerConfig
 from servekit.errors import ConfigError
@@ -136,6 +137,7 @@ def run_server(
     SO_REUSEPORT (``grpc.reuse_port``), so the kernel spreads gRPC connections over them as it does REST's.
     ``stack``: the event loop and HTTP parser (default: the fast pair where installed)."""
     stack = stack or http_stack()
+    exit_with_parent()  # an instance of `servekit up`'s: ends with its plane, even a plane killed with SIGKILL
     sockets = _sockets(config)
     if config.workers == 1:
         _uvicorn(config, log_level, grpc, stack).run(sockets=sockets)

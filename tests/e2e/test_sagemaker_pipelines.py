@@ -423,3 +423,44 @@ def test_stop_pipeline_execution_stops_the_running_job(up: UpProcess) -> None:
     job = sm.describe_processing_job(ProcessingJobName=slow["Metadata"]["ProcessingJob"]["Arn"].rsplit("/", 1)[-1])
     assert job["ProcessingJobStatus"] == "Stopped"
     assert "After" not in steps(sm, arn)
+
+
+NAP = "import time; time.sleep(3)"
+
+
+def test_an_execution_survives_a_kill_of_its_plane_and_ends_on_the_restarted_one(tmp_path: Any) -> None:
+    first = UpProcess(tmp_path / "home")
+    first.start()
+    try:
+        sm, s3 = clients(first)
+        s3.put_object(Bucket=BUCKET, Key="nap/nap.py", Body=NAP.encode())
+        nap = processing("nap/nap.py", [], [])
+        del nap["ProcessingOutputConfig"]
+        internal = {"ExceptionType": ["SageMaker.JOB_INTERNAL_ERROR"], "IntervalSeconds": 1, "MaxAttempts": 2}
+        doc = {
+            "Version": "2020-12-01",
+            "Parameters": [],
+            "Steps": [
+                {"Name": "Nap", "Type": "Processing", "Arguments": nap, "RetryPolicies": [internal]},
+                {"Name": "Check", "Type": "Condition", "Arguments": {"Conditions": [], "IfSteps": [], "ElseSteps": []}},
+            ],
+        }
+        doc["Steps"][1]["DependsOn"] = ["Nap"]
+        doc["Steps"][1]["Arguments"]["Conditions"] = [{"Type": "Equals", "LeftValue": 1, "RightValue": 1}]
+        sm.create_pipeline(PipelineName="nap", PipelineDefinition=json.dumps(doc), RoleArn=ROLE)
+        arn = start(sm, "nap", "nap")
+        poll(lambda: steps(sm, arn).get("Nap", {}), lambda s: "ProcessingJob" in s.get("Metadata", {}))
+    finally:
+        first.kill()  # SIGKILL: nothing of the plane gets to clean up
+    second = UpProcess(tmp_path / "home")
+    second.start()
+    try:
+        sm, _ = clients(second)
+        done = finished(sm, arn)
+        assert done["PipelineExecutionStatus"] == "Succeeded", done.get("FailureReason")
+        nap_step = steps(sm, arn)["Nap"]
+        # its job ended with the plane that ran it (a platform failure), so the retry policy ran it again
+        assert nap_step["AttemptCount"] == 2
+        assert steps(sm, arn)["Check"]["Metadata"] == {"Condition": {"Outcome": "True"}}
+    finally:
+        second.stop()

@@ -243,6 +243,9 @@ class Executor:
                 log.info("pipeline %s: %s %s: %s", e.run_id, kind.stop, job, exc.message)
 
     def _finish(self, e: Execution) -> None:
+        for name, row in list(e.rows.items()):  # waiting out a retry when another step failed: it ends here
+            if row.status in (StepStatus.STARTING, StepStatus.EXECUTING) and name not in e.running:
+                self._put(e, name, status=StepStatus.FAILED, ended=self._wall(), failure_reason=_unretried(row))
         failed = any(n.state is NodeState.FAILED for n in e.nodes.values())
         stopped = e.stopping or any(n.state is NodeState.STOPPED for n in e.nodes.values())
         if failed:
@@ -368,3 +371,9 @@ class Executor:
         )
         metadata = {**(e.rows[name].metadata or {}), **o.metadata}
         self._put(e, name, status=StepStatus.FAILED, ended=self._wall(), failure_reason=o.message, metadata=metadata)
+
+
+def _unretried(row: StepRow) -> str:
+    """A step whose retry never came (the execution failed or stopped first): its last attempt's failure."""
+    reason = row.failure_reason.split("; retrying in ")[0]
+    return f"{reason}; not retried: the execution ended first" if reason else "the execution ended first"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import botocore.exceptions
 import pytest
 from tests.e2e.test_hosting import invoke
 
+from servekit.demo.build import iris_sklearn
 from servekit.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess
 from servekit.testing.hosting import scaling_model as handler_model
@@ -97,6 +99,19 @@ def test_deploy_list_describe_invoke_and_delete(up: UpProcess, tmp_path: Path) -
     with pytest.raises(botocore.exceptions.ClientError) as err:
         sm.describe_endpoint(EndpointName="dbl")
     assert err.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_deploy_prints_a_body_the_model_takes(up: UpProcess, tmp_path: Path) -> None:
+    """Issue 30, item 8: a four-feature model's printout carried [1.0, 2.0], which the model answers with 424."""
+    iris_sklearn(tmp_path / "iris" / "1")
+    result = servekit(up, "deploy", str(tmp_path / "iris"), "--name", "iris")
+    assert result.returncode == 0, result.stdout + result.stderr
+    [curl_body] = re.findall(r"-d '([^']*)'", result.stdout)
+    [boto_body] = re.findall(r"Body=b'([^']*)'", result.stdout)
+    assert curl_body == boto_body == "[[0.0, 0.0, 0.0, 0.0]]"
+    answer = up.rt().invoke_endpoint(EndpointName="iris", ContentType="application/json", Body=boto_body.encode())
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200 and answer["Body"].read()
+    assert servekit(up, "endpoint", "delete", "iris").returncode == 0
 
 
 def test_errors_are_one_line_and_exit_1(up: UpProcess, tmp_path: Path) -> None:

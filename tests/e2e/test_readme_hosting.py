@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from servekit.testing.hosting import UpProcess, scaling_model
+from servekit.demo.build import iris_sklearn
+from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -50,8 +51,9 @@ def test_the_readme_boto3_example_runs(up: UpProcess, tmp_path: Path) -> None:
         SERVEKIT=f"{sys.executable} -m servekit.cli.main",
         AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
         AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
-        MODEL_DIR=str(scaling_model(tmp_path / "models", "v1", 2.0)),
-        CANDIDATE_DIR=str(scaling_model(tmp_path / "models", "v2", 3.0)),
+        # two versions of a model of four features, the width of the README's body
+        MODEL_DIR=str(iris_sklearn(tmp_path / "models" / "v1" / "1").parent),
+        CANDIDATE_DIR=str(iris_sklearn(tmp_path / "models" / "v2" / "1", c=0.01).parent),
         PYTHONUNBUFFERED="1",
     )
     assert 'eval "$(servekit env)"' in README.read_text()
@@ -59,8 +61,9 @@ def test_the_readme_boto3_example_runs(up: UpProcess, tmp_path: Path) -> None:
     run = subprocess.run(["bash", "-c", shell], cwd=work, env=env, capture_output=True, text=True, timeout=110)
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}\n{up.log.read_text()[-3000:]}"
     lines = run.stdout.splitlines()
-    assert lines[0] in ("('current', {'out': [2.0, 4.0]})", "('candidate', {'out': [3.0, 6.0]})"), run.stdout
-    assert lines[1] == "('candidate', {'out': [3.0, 6.0]})"
+    # the README's row is a setosa: class 0 from either version
+    assert lines[0] in ("('current', {'predictions': [0]})", "('candidate', {'predictions': [0]})"), run.stdout
+    assert lines[1] == "('candidate', {'predictions': [0]})"
     assert lines[2] == "{'current': 0.0, 'candidate': 1.0}"
 
     # It cleans up after itself: nothing is left in the control plane.

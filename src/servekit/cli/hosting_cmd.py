@@ -525,7 +525,34 @@ def deploy(
                 f"stopped waiting; endpoint {name} carries on (servekit endpoint describe {name} shows it)", code=130
             ) from None
     key = _credentials(_home(home)).admin
-    typer.echo(how_to_invoke(name, url.rstrip("/"), key.access_key_id, _home(home) / "credentials.json"))
+    body = example_body(Path(data_url.removeprefix("file://")))
+    typer.echo(how_to_invoke(name, url.rstrip("/"), key.access_key_id, _home(home) / "credentials.json", body))
+
+
+def example_body(base: Path) -> str | None:
+    """A JSON body that fits the model at ``base`` (its newest version's first signature), or None when servekit
+    cannot tell: not a local directory, a Python handler model (its code decides; running it here would run the
+    user's model_fn in the CLI), or a model that does not load here."""
+    from servekit.codecs.sagemaker import example_json_body
+    from servekit.runtime.registry import RuntimeRegistry
+
+    versions = [p for p in base.iterdir() if p.is_dir() and p.name.isdigit()] if base.is_dir() else []
+    if not versions:
+        return None
+    newest = max(versions, key=lambda p: int(p.name))
+    registry = RuntimeRegistry()
+    try:
+        if registry.choose(newest).name == "python":
+            return None
+        servable = registry.load(newest)
+    except Exception:  # the endpoint has loaded it or said why; the example just falls back
+        return None
+    try:
+        signatures = list(servable.signatures.values())
+        usable = [s for s in signatures if s.inputs and s.validate]
+        return example_json_body(usable[0].inputs) if usable else None
+    finally:
+        servable.unload()
 
 
 def _existing(sm: Any, name: str, config_name: str) -> list[str]:
@@ -559,14 +586,22 @@ def _undo(sm: Any, created: list[tuple[str, str]]) -> None:
                 sm.delete_model(ModelName=name)
 
 
-def how_to_invoke(name: str, url: str, access_key_id: str, credentials_file: Path) -> str:
+def how_to_invoke(name: str, url: str, access_key_id: str, credentials_file: Path, body: str | None = None) -> str:
+    """The printout after a deploy; ``body`` one row of the model's inputs (None: the model's signature is unknown,
+    a placeholder is shown and said so)."""
     invocations = f"{url}/endpoints/{name}/invocations"
+    note = (
+        ""
+        if body is not None
+        else "\n(servekit cannot tell this model's inputs: send the JSON your inference.py reads)\n"
+    )
+    body = body if body is not None else '["<your input>"]'
     return f"""endpoint {name} is InService: {invocations}
-
+{note}
 curl (7.75 or later signs requests with SigV4):
   curl --aws-sigv4 "aws:amz:{REGION}:sagemaker" \\
        --user "{access_key_id}:<secret of {access_key_id} in {credentials_file}>" \\
-       -H 'Content-Type: application/json' -d '[1.0, 2.0]' {invocations}
+       -H 'Content-Type: application/json' -d '{body}' {invocations}
 
 boto3:
   import boto3
@@ -574,7 +609,7 @@ boto3:
       "sagemaker-runtime", endpoint_url="{url}", region_name="{REGION}",
       aws_access_key_id="{access_key_id}", aws_secret_access_key="<its secret>",
   )
-  response = runtime.invoke_endpoint(EndpointName="{name}", ContentType="application/json", Body=b"[1.0, 2.0]")
+  response = runtime.invoke_endpoint(EndpointName="{name}", ContentType="application/json", Body=b'{body}')
   print(response["Body"].read())
 
 An application needs only an invoke key: servekit keys create --scope invoke --name my-app"""

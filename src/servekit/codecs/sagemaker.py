@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from servekit.codecs.numeric_json import numeric_rows, numeric_tensor
 from servekit.codecs.tfjson import array_rows, decode_instances, decode_predict, encode_predict
 from servekit.errors import ErrorCode, ServekitError, invalid
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
+from servekit.types import TensorSpec
 
 JSON, JSONLINES, CSV, NPY = "application/json", "application/jsonlines", "text/csv", "application/x-npy"
 _JSONLINES_ALIASES = {"application/jsonlines", "application/jsonl", "application/x-jsonlines", "application/jsons"}
@@ -273,3 +275,20 @@ def encode_jsonlines_fast(outputs: dict[str, npt.NDArray[Any]]) -> bytes | None:
     except orjson.JSONEncodeError:
         return None
     return b"".join(template % row for row in zip(*columns, strict=True))
+
+
+def example_json_body(inputs: Sequence[TensorSpec]) -> str:
+    """One row for ``inputs`` as an ``application/json`` body of ``/invocations``: a bare list of rows (see
+    :func:`decode_body`), the row being the input's value without its batch dimension, or an object by input
+    name for several inputs; zeros of each input's dtype ("" for BYTES), any other variable dimension 1. What
+    ``servekit deploy`` prints, so the example fits the model's width and dtype."""
+
+    def value(spec: TensorSpec) -> Any:
+        dims = spec.shape[1:] if spec.shape and spec.shape[0] == -1 else spec.shape
+        shape = tuple(1 if d == -1 else d for d in dims)
+        if spec.datatype == "BYTES":
+            return np.full(shape, "", dtype=object).tolist()
+        return np.zeros(shape, dtype=spec.dtype).tolist()
+
+    row = value(inputs[0]) if len(inputs) == 1 else {s.name: value(s) for s in inputs}
+    return json.dumps([row])

@@ -148,3 +148,28 @@ def test_model_monitor_suggests_a_baseline_and_schedules_on_an_endpoint(tmp_path
     assert ["x", "baseline_drift_check"] in steps["violations"], steps["violations"]
     assert ["y", "baseline_drift_check"] not in steps["violations"], steps["violations"]
     assert steps["deleted"] == []
+
+
+@pytest.mark.timeout(600)
+def test_a_pipeline_of_the_sdks_workflow_steps_runs_unchanged(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    args = (HERE / "train.py", HERE / "tune.py", HERE / "pipe_prep.py", HERE / "pipe_evaluate.py")
+    model = model_tar(tmp_path / "model.tar.gz")
+    _, steps = run_sdk(tmp_path, "sdk_pipeline.py", *args, model, HERE / "inference.py", work)
+    assert steps["described"] == "upserted twice: UpdatePipeline"
+    assert steps["first_status"] == "Succeeded"
+    assert steps["first_steps"] == dict.fromkeys(
+        ("Prep", "Train", "Evaluate", "CheckR2", "Register-RegisterModel"), "Succeeded"
+    )
+    assert steps["approval"] == "PendingManualApproval"
+    assert str(steps["statistics"]).endswith("/evaluation.json") and str(steps["statistics"]).startswith("s3://")
+    assert steps["condition"] == {"Condition": {"Outcome": "True"}}
+    assert steps["second_raised"] == "WaiterError"  # execution.wait() raises for a Failed execution, as on AWS
+    assert steps["second"] == {"status": "Failed", "reason": "r2 below 1.5"}
+    assert steps["second_fail"] == {"Fail": {"ErrorMessage": "r2 below 1.5"}}
+    assert steps["second_cache"] is True  # the processing step's job reused
+    assert steps["second_registered"] is False and steps["versions"] == 1
+    more = steps["more_steps"]
+    assert {k: v[0] for k, v in more.items()} == dict.fromkeys(("Tune", "CreateModel", "Transform"), "Succeeded"), more
+    assert steps["tune_metadata"] == ["TuningJob"]
+    assert steps["transform_out"] == ["[22.0]", "[46.0]"]

@@ -21,6 +21,7 @@ from servekit.aws.models import ServiceSpec
 from servekit.aws.validate import parse_input
 from servekit.pipelines.sagemaker.model import StepType
 
+NAME_LIMIT = 63  # SageMaker's job and model names: [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
 # One call of the plane's SageMaker operations: operation name, parameters -> result (before serialization).
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -52,6 +53,7 @@ class JobKind:
     stop: str
     metadata_key: str  # ListPipelineExecutionSteps' Metadata member
     succeeded: str = "Completed"
+    name_limit: int = NAME_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ JOBS: dict[StepType, JobKind] = {
         "HyperParameterTuningJobArn",
         "StopHyperParameterTuningJob",
         "TuningJob",
+        name_limit=32,
     ),
 }
 RESOURCES: dict[StepType, ResourceKind] = {
@@ -119,15 +122,15 @@ RESOURCES: dict[StepType, ResourceKind] = {
 ENDED = frozenset({"Completed", "Failed", "Stopped"})
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9-]+")
-NAME_LIMIT = 63  # SageMaker's job and model names: [a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
 
 
-def resource_name(execution_id: str, step: str, attempt: int) -> str:
+def resource_name(execution_id: str, step: str, attempt: int, limit: int = NAME_LIMIT) -> str:
     """The name a step gives the job or model it creates: ``pipelines-<execution>-<step>-<hash>`` as SageMaker's
     look, deterministic (a restarted plane finds the job an attempt created) and within the 63-character limit;
-    lower-case, so the name at the end of the job's ARN (ARNs are lower-cased) names it too."""
+    lower-case, so the name at the end of the job's ARN (ARNs are lower-cased) names it too. Tuning jobs' names
+    have 32 characters at most: theirs drop the ``pipelines-``."""
     digest = hashlib.sha256(f"{execution_id}\0{step}\0{attempt}".encode()).hexdigest()[:8]
-    head = f"pipelines-{execution_id}-"
-    room = NAME_LIMIT - len(head) - len(digest) - 1
+    head = f"pipelines-{execution_id}-" if limit >= NAME_LIMIT else f"{execution_id}-"
+    room = limit - len(head) - len(digest) - 1
     readable = _UNSAFE.sub("-", step).strip("-")[: max(room, 0)].strip("-").lower()
     return f"{head}{readable}-{digest}" if readable else f"{head}{digest}"

@@ -114,7 +114,7 @@ async def _job(
     started: Started,
     adopted_job: str | None,
 ) -> Outcome:
-    name = adopted_job or resource_name(e.run_id, step.name, attempt)
+    name = adopted_job or resource_name(e.run_id, step.name, attempt, kind.name_limit)
     key = ""
     if adopted_job is None and await _exists(call, kind, name):
         adopted_job = name  # created before a restart, its row not written: follow it

@@ -10,6 +10,7 @@ the reason) when it is so.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from servekit.hosting.capture import with_capture_format
 from servekit.hosting.envelopes import Envelopes
 from servekit.hosting.fleet import AlarmStates
 from servekit.hosting.framework import FrameworkError
+from servekit.hosting.images import UnknownImage, served_by
 from servekit.hosting.lifecycle import EndpointStatus, predecessors
 from servekit.hosting.orchestrator import Orchestrator, no_config
 from servekit.hosting.rollout import RolloutPolicy
@@ -32,6 +34,8 @@ from servekit.state.hosting_rows import AlreadyExists, ContainerSpec, EndpointRo
 _E = EndpointStatus
 
 PackageResolver = Callable[[str], dict[str, Any]]  # ModelPackageName -> its container (raises ApiError)
+
+log = logging.getLogger(__name__)
 
 
 class HostingService:
@@ -44,12 +48,14 @@ class HostingService:
         alarm_states: AlarmStates | None = None,
         scaled_variants: Callable[[str], Collection[str]] | None = None,
         model_packages: PackageResolver | None = None,
+        image_mapped: Callable[[str], bool] | None = None,
     ) -> None:
         """``fleets`` runs the endpoints' fleets (this validates and records; it does the work in the background).
         ``alarm_states`` (alarm names -> their states) is what a deployment's AutoRollbackConfiguration watches;
         without it, UpdateEndpoint refuses alarms (there is nothing to watch them with). ``scaled_variants``:
         an endpoint's variants registered with Application Auto Scaling (their instance type is then fixed);
-        ``model_packages``: CreateModel's ModelPackageName -> the package's container (the model registry's)."""
+        ``model_packages``: CreateModel's ModelPackageName -> the package's container (the model registry's);
+        ``image_mapped``: whether the user mapped an image (``servekit images add``), for CreateModel's Image check."""
         self.repo = repo
         self.fleets = fleets
         self._envelopes = envelopes
@@ -57,6 +63,7 @@ class HostingService:
         self._alarm_states = alarm_states
         self._scaled_variants = scaled_variants
         self.model_packages = model_packages
+        self.image_mapped = image_mapped
 
     def handlers(self) -> dict[str, Handler]:
         """Operation name -> handler, for the API front."""
@@ -84,6 +91,12 @@ class HostingService:
             p = {**p, key: container if key == "PrimaryContainer" else [container, *p["Containers"][1:]]}
         if not container.get("ModelDataUrl"):
             raise validation_exception("The container must name its model artifacts: ModelDataUrl is required.")
+        try:
+            runtime = served_by(
+                str(container.get("Image") or ""), container.get("Environment") or {}, self.image_mapped
+            )
+        except UnknownImage as exc:
+            raise validation_exception(str(exc)) from None
         spec = ContainerSpec.from_json(container)
         try:  # a framework model's script (SAGEMAKER_PROGRAM in SAGEMAKER_SUBMIT_DIRECTORY), read, never run
             await asyncio.to_thread(self.fleets.framework.check, spec)
@@ -92,10 +105,12 @@ class HostingService:
         arn = self._arn(ResourceKind.MODEL, name)
         record = {k: v for k, v in p.items() if k not in ("Tags",)}
         record["ModelArn"] = arn
+        record["ServekitServedBy"] = runtime  # servekit's own field: which runtime serves this image
         try:
             self.repo.create_model(name, arn, spec, record)
         except AlreadyExists:
             raise validation_exception(f'Cannot create already existing model "{arn}".') from None
+        log.info("model %s: image %s is served by %s", name, container.get("Image") or "(none)", runtime)
         return {"ModelArn": arn}
 
     async def describe_model(self, p: dict[str, Any]) -> dict[str, Any]:

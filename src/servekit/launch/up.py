@@ -263,6 +263,7 @@ def build(
     # Images jobs may name: SageMaker's framework images, and the user's (<home>/images.yaml, then --images)
     images = ImageTable([home / "images.yaml", *([Path(images_file)] if images_file else [])])
     images.entries()  # a malformed file is an error now, not at the first job
+    hosting.image_mapped = lambda uri: images.resolve(uri) is not None  # CreateModel's Image check
 
     # With --backend ray, jobs' hosts are Ray actors on the cluster the endpoints' backend connected to
     job_hosts = RayJobHosts(ray) if ray is not None else None

@@ -379,7 +379,8 @@ async def pipelines(api: ApiCall) -> list[dict[str, Any]]:
 
 
 async def pipeline_execution(api: ApiCall, arn: str) -> dict[str, Any]:
-    """DescribePipelineExecution and its steps in the order they started (ListPipelineExecutionSteps)."""
+    """DescribePipelineExecution, its steps in the order they started (ListPipelineExecutionSteps) and the definition
+    it runs (DescribePipelineDefinitionForExecution; {} when there is none yet)."""
     described = await api("sagemaker", "DescribePipelineExecution", {"PipelineExecutionArn": arn}, None)
     steps = await _pages(
         api,
@@ -388,7 +389,12 @@ async def pipeline_execution(api: ApiCall, arn: str) -> dict[str, Any]:
         {"PipelineExecutionArn": arn, "SortOrder": "Ascending"},
         "PipelineExecutionSteps",
     )
-    return {"execution": described, "steps": steps}
+    try:  # the DAG's shape; an execution still starting has no definition to show yet
+        shown = await api("sagemaker", "DescribePipelineDefinitionForExecution", {"PipelineExecutionArn": arn}, None)
+        definition = json.loads(str(shown.get("PipelineDefinition") or "{}"))
+    except (ApiFailure, ValueError):
+        definition = {}
+    return {"execution": described, "steps": steps, "definition": definition}
 
 
 DRIFT_EXECUTIONS = 12  # the newest judged executions per endpoint the drift heatmap shows

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute
 from servekit.console import data
 from servekit.console.client import ApiFailure
 from servekit.console.links import execution_href
+from servekit.console.pages.pipeline_dag import dag_svg, job_link
 from servekit.console.render import badge, esc, link, table, when
 from servekit.console.web import HEADERS, Console
 
@@ -114,6 +115,15 @@ def _cache_cell(step: dict[str, Any]) -> str:
     return "hit, from " + (link(execution_href(source), source.rsplit("/", 1)[-1]) if source else "an earlier run")
 
 
+def _job_cell(step: dict[str, Any]) -> str:
+    href = job_link(step)
+    if not href:
+        return ""
+    meta = step.get("Metadata") or {}
+    arn = next((str(v["Arn"]) for v in meta.values() if isinstance(v, dict) and v.get("Arn")), "")
+    return link(href, arn.rsplit("/", 1)[-1] if ":model-package/" not in arn else arn.split(":model-package/", 1)[1])
+
+
 def execution_section(found: dict[str, Any]) -> str:
     """An execution: its status and times, then its steps (status, times, attempts, cache hit, failure reason)."""
     x = found["execution"]
@@ -135,17 +145,20 @@ def execution_section(found: dict[str, Any]) -> str:
             esc(_span(s.get("StartTime"), s.get("EndTime"))),
             esc(s.get("AttemptCount", "")),
             _cache_cell(s),
+            _job_cell(s),
             esc(s.get("FailureReason", "")),
         )
         for s in found["steps"]
     ]
+    finished = x.get("PipelineExecutionStatus") in ("Succeeded", "Failed", "Stopped")
     return (
         '<dl class="facts">'
         + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts)
         + "</dl>"
+        + dag_svg(found.get("definition") or {}, found["steps"], finished)
         + table(
             "Steps (in the order they started)",
-            ("Step", "Status", "Started", "Ended", "Took", "Attempts", "Cache", "Failure reason"),
+            ("Step", "Status", "Started", "Ended", "Took", "Attempts", "Cache", "Job", "Failure reason"),
             rows,
             "none started yet.",
         )

@@ -170,6 +170,8 @@ def test_a_pipeline_of_the_sdks_workflow_steps_runs_unchanged(tmp_path: Path) ->
     assert steps["second_cache"] is True  # the processing step's job reused
     assert steps["second_registered"] is False and steps["versions"] == 1
     more = steps["more_steps"]
-    assert {k: v[0] for k, v in more.items()} == dict.fromkeys(("Tune", "CreateModel", "Transform"), "Succeeded"), more
+    assert {k: v[0] for k, v in more.items()} == dict.fromkeys(
+        ("Tune", "CreateModel-CreateModel", "Transform"), "Succeeded"
+    ), more
     assert steps["tune_metadata"] == ["TuningJob"]
     assert steps["transform_out"] == ["[22.0]", "[46.0]"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -331,6 +333,15 @@ def test_the_credit_pipeline_registers_a_model_fails_below_the_bar_and_reuses_it
     assert (
         package["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == job["ModelArtifacts"]["S3ModelArtifacts"]
     )
+    # lineage: the package names the execution that registered it; servekit lineage follows it to the steps' jobs
+    assert package["MetadataProperties"]["GeneratedBy"] == first
+    cli = [sys.executable, "-m", "servekit.cli.main", "lineage", package_arn, "--home", str(up.home), "--url", up.url]
+    lineage = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert lineage["run"]["run_id"] == execution_id and lineage["run"]["status"] == "Succeeded"
+    made = {s["step"]: s["made"] for s in lineage["steps"]}
+    assert made["Train"] == {"TrainingJob": train_arn}
+    assert made["Register-RegisterModel"] == {"RegisterModel": package_arn}
+    assert [s["step"] for s in lineage["steps"]][:2] == ["Prep", "Train"]
     params = sm.list_pipeline_parameters_for_execution(PipelineExecutionArn=first)["PipelineParameters"]
     assert {p["Name"]: p["Value"] for p in params}["MinAuc"] == "0.7"
 

@@ -364,6 +364,9 @@ def lineage(
             typer.echo(
                 f"  run          {doc['run']['run_id']} of pipeline {doc['run']['pipeline']} ({doc['run']['status']})"
             )
+        for s in doc.get("steps", []):
+            made = ", ".join(f"{k} {v}" for k, v in s["made"].items()) or s.get("outcome", "") or "-"
+            typer.echo(f"  step         {s['step']} ({s['status']}): {made}")
         for e in doc["endpoints"]:
             typer.echo(
                 f"  served by    endpoint {e['EndpointName']} ({e['EndpointStatus']}), variant {e['VariantName']}, "

@@ -197,6 +197,10 @@ async def _resource(
     elif step.type is StepType.REGISTER_MODEL:
         # an attempt run again after a restart registers one version, not two (ClientToken: 36 characters at most)
         arguments.setdefault("ClientToken", hashlib.sha256(token.encode()).hexdigest()[:36])
+        # the package's lineage: the execution that registered it (servekit lineage and the console follow it)
+        metadata = arguments.setdefault("MetadataProperties", {})
+        if isinstance(metadata, dict):
+            metadata.setdefault("GeneratedBy", e.row.arn)
         group = arguments.get("ModelPackageGroupName")
         if group:
             await _ensure_group(call, str(group))

@@ -80,9 +80,24 @@ def model_package_lineage(sm: Any, repo: Pipelines, arn: str) -> dict[str, Any]:
         "run": None
         if run is None
         else {"run_id": run.run_id, "arn": run.arn, "pipeline": run.pipeline, "status": run.status},
+        "steps": [] if run is None else run_steps(repo, run.run_id),
         "artifact": None if artifact is None else artifact_lineage(repo, artifact),
         "endpoints": serving_endpoints(sm, package["ModelPackageArn"], data_url),
     }
+
+
+def run_steps(repo: Pipelines, run_id: str) -> list[dict[str, Any]]:
+    """The run's steps in the order they started, each with what it made: the jobs, model or package whose ARNs
+    its ListPipelineExecutionSteps Metadata names (a SageMaker definition's steps), a condition's outcome."""
+    out = []
+    for row in sorted(repo.steps(run_id), key=lambda r: (r.started or 0.0, r.step)):
+        meta = dict(row.metadata or {})
+        made = {k: str(v["Arn"]) for k, v in meta.items() if isinstance(v, dict) and v.get("Arn")}
+        item: dict[str, Any] = {"step": row.step, "kind": row.kind, "status": row.status, "made": made}
+        if "Condition" in meta:
+            item["outcome"] = meta["Condition"].get("Outcome")
+        out.append(item)
+    return out
 
 
 def _same_package(a: str, b: str) -> bool:

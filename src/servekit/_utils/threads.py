@@ -41,19 +41,23 @@ class ModelThreads:
         self._closed = False
 
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            loop, fn, args, done = item
-            try:
-                result, exc = fn(*args), None
-            except BaseException as e:  # handed to the loop; the thread keeps serving
-                result, exc = None, e
-            try:
-                loop.call_soon_threadsafe(done, result, exc)
-            except RuntimeError:  # the loop closed while this ran; nobody is waiting
-                pass
+        while (item := self._queue.get()) is not None:
+            # One call per frame, and the item dropped after it: locals would otherwise live until the next item
+            # arrives, so each thread held its last request's inputs and outputs (a large body's tensors: tens of
+            # MB per thread) for as long as the server stayed idle.
+            self._run_one(*item)
+            del item
+
+    @staticmethod
+    def _run_one(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...], done: Done) -> None:
+        try:
+            result, exc = fn(*args), None
+        except BaseException as e:  # handed to the loop; the thread keeps serving
+            result, exc = None, e
+        try:
+            loop.call_soon_threadsafe(done, result, exc)
+        except RuntimeError:  # the loop closed while this ran; nobody is waiting
+            pass
 
     def call(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...], done: Done) -> None:
         """Run ``fn(*args)`` on a model thread, then ``done(result, exc)`` on ``loop``'s thread."""

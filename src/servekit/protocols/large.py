@@ -30,9 +30,12 @@ def _run_and_trim(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
 
 
 class DecodeLane:
-    def __init__(self, threshold: int = LARGE_BODY_BYTES) -> None:
+    def __init__(self, threshold: int = LARGE_BODY_BYTES, trimmer: heap.TrimWhenQuiet | None = None) -> None:
         self.threshold = threshold
         self._pool: ProcessPoolExecutor | None = None
+        # This process's heap too keeps what a large request's body, tensors and answer took: trimmed in the
+        # pause after them (every large body passes through here).
+        self._trimmer = trimmer or heap.TrimWhenQuiet()
 
     def is_large(self, size: int) -> bool:
         return size >= self.threshold
@@ -45,9 +48,19 @@ class DecodeLane:
         if self._pool is None:
             # spawn: a fork of a server with running threads and an event loop is not safe to use
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        return await asyncio.get_running_loop().run_in_executor(self._pool, _run_and_trim, fn, args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, _run_and_trim, fn, args)
+        finally:
+            self._trimmer.after_large()
+
+    def answered(self, size: int) -> None:
+        """A request whose body of ``size`` bytes did not come through :meth:`run` last (a model that takes raw
+        bodies) has its answer: its buffers count towards the trim too."""
+        if size >= self.threshold:
+            self._trimmer.after_large()
 
     def close(self) -> None:
+        self._trimmer.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

@@ -143,6 +143,7 @@ class SageMaker:
         )
         if resp.raw is not None:
             out, ctype = resp.raw
+            lane.answered(len(body))
             return InferenceHTTPResponse(out, ctype, resp)
         if method == CLASSIFY_METHOD:
             return InferenceHTTPResponse(dumps(encode_classify(resp)), JSON, resp)

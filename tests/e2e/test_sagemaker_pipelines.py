@@ -368,6 +368,30 @@ def test_the_credit_pipeline_registers_a_model_fails_below_the_bar_and_reuses_it
     shown = json.loads(sm.describe_pipeline_definition_for_execution(PipelineExecutionArn=first)["PipelineDefinition"])
     assert shown["Steps"][0]["Name"] == "Prep"
 
+    # a selective execution: only Evaluate and the condition run, on the first execution's Prep and Train
+    selective = {
+        "SourcePipelineExecutionArn": first,
+        "SelectedSteps": [{"StepName": "Evaluate"}, {"StepName": "CheckAuc"}],
+    }
+    third = sm.start_pipeline_execution(
+        PipelineName="credit", SelectiveExecutionConfig=selective, ClientRequestToken="third".ljust(32, "0")
+    )["PipelineExecutionArn"]
+    described = finished(sm, third)
+    assert described["PipelineExecutionStatus"] == "Succeeded", described.get("FailureReason")
+    assert described["SelectiveExecutionConfig"]["SourcePipelineExecutionArn"] == first
+    picked = steps(sm, third)
+    assert set(picked) == {"Prep", "Train", "Evaluate", "CheckAuc"}  # the registration was not selected
+    assert picked["Train"]["SelectiveExecutionResult"] == {"SourcePipelineExecutionArn": first}
+    assert picked["Train"]["Metadata"]["TrainingJob"]["Arn"] == train_arn  # the source's job, not a new one
+    assert picked["Evaluate"]["Metadata"]["ProcessingJob"] != ran["Evaluate"]["Metadata"]["ProcessingJob"]
+    with pytest.raises(botocore.exceptions.ClientError) as refused:  # TooWeak never succeeded anywhere
+        sm.start_pipeline_execution(
+            PipelineName="credit",
+            SelectiveExecutionConfig={"SourcePipelineExecutionArn": second, "SelectedSteps": [{"StepName": "Nope"}]},
+            ClientRequestToken="fourth".ljust(32, "0"),
+        )
+    assert "'Nope'" in refused.value.response["Error"]["Message"]
+
 
 def test_bad_definitions_and_parameters_are_refused_naming_what_is_wrong(up: UpProcess) -> None:
     sm, _ = clients(up)

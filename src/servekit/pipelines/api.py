@@ -36,6 +36,7 @@ from servekit.aws.offsets import offset_page
 from servekit.aws.timestamps import optional_epoch
 from servekit.pipelines.execution.executor import DEFAULT_PARALLELISM, Executor
 from servekit.pipelines.execution.records import SOURCE
+from servekit.pipelines.execution.selective import SelectionError, select
 from servekit.pipelines.runs.status import RunStatus
 from servekit.pipelines.sagemaker import DefinitionError, ParameterValueError, load_definition, resolve_parameters
 from servekit.pipelines.sagemaker.model import VERSION
@@ -373,12 +374,21 @@ class PipelinesApi:
     async def _start_sagemaker(self, row: DefinitionRow, doc: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         if self.executor is None:
             raise validation_exception("this plane runs no SageMaker pipeline executions")
-        for unsupported in ("SelectiveExecutionConfig", "MlflowExperimentName"):
-            if p.get(unsupported):
-                raise validation_exception(f"{unsupported} is not supported by servekit's pipelines yet")
+        try:
+            return await self._begin_sagemaker(row, doc, p)
+        except SelectionError as exc:
+            raise validation_exception(str(exc)) from None
+
+    async def _begin_sagemaker(self, row: DefinitionRow, doc: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+        assert self.executor is not None
+        if p.get("MlflowExperimentName"):
+            raise validation_exception("MlflowExperimentName is not supported by servekit's pipelines")
+        selective = self._selective(row, p.get("SelectiveExecutionConfig"))
         if p.get("PipelineVersionId") not in (None, 1):
             raise validation_exception("servekit keeps one version of a pipeline: PipelineVersionId is 1")
-        definition, _ = load_definition(doc)
+        definition, dag = load_definition(doc)
+        if selective is not None:  # refused before anything is recorded
+            select(definition, dag, {r.step: r for r in self.repo.steps(selective[0])}, selective[2])
         given = p.get("PipelineParameters") or []
         try:
             values = resolve_parameters(definition, given)
@@ -410,8 +420,24 @@ class PipelinesApi:
                 document=doc,
                 parameters=values,
                 max_parallel=int(parallel),
+                selective=selective,
             )
         return {"PipelineExecutionArn": execution.arn}
+
+    def _selective(self, row: DefinitionRow, config: dict[str, Any] | None) -> tuple[str, str, tuple[str, ...]] | None:
+        """SelectiveExecutionConfig as the executor takes it: the source execution (of this pipeline, a SageMaker
+        definition's), its ARN and the selected step names."""
+        if not config:
+            return None
+        source_ref = config.get("SourcePipelineExecutionArn")
+        if not source_ref:
+            raise validation_exception("SelectiveExecutionConfig needs SourcePipelineExecutionArn here")
+        source = self.repo.get_run(source_ref)
+        if source is None or source.pipeline != row.name or source.source != SOURCE:
+            raise validation_exception(
+                f"SourcePipelineExecutionArn {source_ref} is no execution of pipeline {row.name}"
+            )
+        return source.run_id, source.arn, tuple(str(s["StepName"]) for s in config.get("SelectedSteps") or [])
 
     async def _spawn(self, pipeline: str, execution: ApiExecutionRow, log_path: Path) -> None:
         argv = [self._python, "-m", "servekit.cli.main", "pipeline", "run", str(self.definition_file(pipeline))]
@@ -482,6 +508,12 @@ class PipelinesApi:
             out["PipelineExecutionDescription"] = api.description
         if reason:
             out["FailureReason"] = reason
+        selective = (run.definition.get("Selective") or {}) if run is not None and run.source == SOURCE else {}
+        if selective:
+            out["SelectiveExecutionConfig"] = {
+                "SourcePipelineExecutionArn": selective["SourcePipelineExecutionArn"],
+                "SelectedSteps": [{"StepName": n} for n in selective["SelectedSteps"]],
+            }
         return out
 
     async def list_pipeline_executions(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -556,8 +588,9 @@ class PipelinesApi:
                 metadata["Endpoint"] = {"Arn": props["EndpointArn"]}
             if metadata:
                 item["Metadata"] = metadata
-            if "CacheHitResult" in meta:
-                item["CacheHitResult"] = meta["CacheHitResult"]
+            for key in ("CacheHitResult", "SelectiveExecutionResult"):
+                if key in meta:
+                    item[key] = meta[key]
             items.append(item)
         out: dict[str, Any] = {"PipelineExecutionSteps": items}
         if token is not None:

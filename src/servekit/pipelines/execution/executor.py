@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +28,7 @@ from servekit.aws.errors import ApiError
 from servekit.pipelines.engine.scheduler import Node, NodeState, schedule
 from servekit.pipelines.execution.policy import retry
 from servekit.pipelines.execution.records import SOURCE, Attempt, Execution, Outcome
+from servekit.pipelines.execution.selective import select
 from servekit.pipelines.execution.services import Call, JobKind
 from servekit.pipelines.execution.steps import JOB_KEY, attempt_step, decide_now
 from servekit.pipelines.runs.status import RunStatus, StepStatus, check_step_transition
@@ -87,24 +88,55 @@ class Executor:
         document: Mapping[str, Any],
         parameters: Mapping[str, Any],
         max_parallel: int = DEFAULT_PARALLELISM,
+        selective: tuple[str, str, tuple[str, ...]] | None = None,
     ) -> RunRow:
         """Record a new execution (Executing, owned by this process) and start running it. ``document`` is the
-        definition as CreatePipeline checked it; ``parameters`` every parameter's value (resolved)."""
+        definition as CreatePipeline checked it; ``parameters`` every parameter's value (resolved); ``selective``
+        (source execution id, its ARN, the selected steps) runs only those steps, reusing the source's results for
+        the others (:class:`SelectionError` when it cannot, before anything is recorded)."""
         definition, dag = load_definition(document)
+        saved: dict[str, Any] = {"Document": dict(document), "MaxParallel": max_parallel, "PipelineArn": pipeline_arn}
+        selection = None
+        if selective is not None:
+            source_id, source_arn, selected = selective
+            source_rows = {r.step: r for r in self.repo.steps(source_id)}
+            selection = select(definition, dag, source_rows, selected)
+            saved["Selective"] = {
+                "SourcePipelineExecutionArn": source_arn,
+                "SelectedSteps": list(selected),
+                "Skip": list(selection.skipped),
+            }
         row = self.repo.create_run(
             run_id=run_id,
             pipeline=pipeline,
             arn=arn,
             source=SOURCE,
-            definition={"Document": dict(document), "MaxParallel": max_parallel, "PipelineArn": pipeline_arn},
+            definition=saved,
             parameters=parameters,
             artifact_root="",
             status=RunStatus.EXECUTING,
             owner_pid=os.getpid(),
             owner_host=socket.gethostname(),
         )
-        self._run(Execution(row, pipeline_arn, definition, dag, dict(parameters), max_parallel))
+        execution = Execution(row, pipeline_arn, definition, dag, dict(parameters), max_parallel)
+        if selection is not None and selective is not None:
+            self._reuse(execution, selection.reused, source_rows, selective[1])
+            _skip(execution, selection.skipped)
+        self._run(execution)
         return row
+
+    def _reuse(self, e: Execution, names: Sequence[str], source: Mapping[str, StepRow], source_arn: str) -> None:
+        """Steps a selective execution does not run: their source rows, marked as reused, and their properties."""
+        for name in names:
+            was = source[name]
+            metadata = {**(was.metadata or {}), "SelectiveExecutionResult": {"SourcePipelineExecutionArn": source_arn}}
+            self._put(e, name, status=StepStatus.STARTING, attempts=0, started=was.started)
+            self._put(
+                e, name, status=StepStatus.SUCCEEDED, ended=was.ended, properties=was.properties, metadata=metadata
+            )
+            outcome = (was.metadata or {}).get("Condition", {}).get("Outcome")
+            e.nodes[name] = Node(NodeState.SUCCEEDED, outcome=None if outcome is None else outcome == "True")
+            e.properties[name] = dict(was.properties or {})
 
     def stop(self, run_id: str) -> None:
         """A stop asked for (the row says Stopping already): the loop stops the running steps' jobs."""
@@ -161,6 +193,7 @@ class Executor:
             row, saved["PipelineArn"], definition, dag, dict(row.parameters), int(saved["MaxParallel"])
         )
         execution.stopping = stopping
+        _skip(execution, (saved.get("Selective") or {}).get("Skip", ()))
         for s in self.repo.steps(run_id):
             execution.rows[s.step] = s
             if s.status == StepStatus.SUCCEEDED:
@@ -371,6 +404,12 @@ class Executor:
         )
         metadata = {**(e.rows[name].metadata or {}), **o.metadata}
         self._put(e, name, status=StepStatus.FAILED, ended=self._wall(), failure_reason=o.message, metadata=metadata)
+
+
+def _skip(e: Execution, names: Iterable[str]) -> None:
+    """Steps a selective execution neither runs nor reuses: done as far as scheduling goes, with no row."""
+    for name in names:
+        e.nodes[name] = Node(NodeState.SUCCEEDED)
 
 
 def _unretried(row: StepRow) -> str:

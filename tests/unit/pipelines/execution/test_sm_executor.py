@@ -62,7 +62,8 @@ class FakeSageMaker:
             name = p["ProcessingJobName"]
             step = name.split("-")[2].upper()
             n = sum(1 for j in self.jobs.values() if j["step"] == step)
-            status, reason = (self.script.get(step) or [("Completed", "")])[n]
+            script = self.script.get(step, [])
+            status, reason = script[n] if n < len(script) else ("Completed", "")
             self.jobs[name] = {"step": step, "status": status, "reason": reason, "described": 0, "args": p}
             self.running += 1
             self.most_running = max(self.most_running, self.running)
@@ -281,3 +282,53 @@ def test_cache_keys_and_retry_decisions() -> None:
     assert retry([policy], CAPACITY_ERROR, 2, 0.0, 50.0) is None  # 50 + 18 s is past ExpireAfterMin
     assert retry([policy], JOB_INTERNAL_ERROR, 0, 0.0, 0.0) is None  # no policy names it
     assert retry([policy], None, 0, 0.0, 0.0) is None
+
+
+def test_a_selective_execution_runs_the_selected_steps_on_the_sources_results(db: StateDB) -> None:
+    fake = FakeSageMaker()
+    chain = [step("A"), step("B", DependsOn=["A"]), step("C", DependsOn=["B"]), step("D")]
+    run(db, fake, Clock(), chain)
+    created = fake.calls.count("CreateProcessingJob")
+
+    async def go() -> None:
+        executor = Executor(
+            db.pipelines, fake, pause=lambda _s: asyncio.sleep(0), wait=Clock().wait, clock=Clock(), wall=Clock()
+        )
+        executor.begin(
+            run_id="exec2",
+            arn=f"{PIPELINE_ARN}/execution/exec2",
+            pipeline="p",
+            pipeline_arn=PIPELINE_ARN,
+            document={"Version": "2020-12-01", "Parameters": [], "Steps": chain},
+            parameters={},
+            selective=("exec1", f"{PIPELINE_ARN}/execution/exec1", ("C",)),
+        )
+        await executor.idle()
+
+    asyncio.run(go())
+    rows = {s.step: s for s in db.pipelines.steps("exec2")}
+    assert fake.calls.count("CreateProcessingJob") == created + 1  # only C ran
+    assert set(rows) == {"A", "B", "C"}  # D: neither selected nor needed
+    assert rows["B"].metadata is not None
+    assert rows["B"].metadata["SelectiveExecutionResult"] == {
+        "SourcePipelineExecutionArn": f"{PIPELINE_ARN}/execution/exec1"
+    }
+    assert rows["C"].status == StepStatus.SUCCEEDED and rows["C"].attempts == 1
+
+
+def test_a_selection_whose_upstream_did_not_succeed_in_the_source_is_refused(db: StateDB) -> None:
+    from servekit.pipelines.execution.selective import SelectionError, select
+    from servekit.pipelines.sagemaker import load_definition
+
+    definition, dag = load_definition(
+        {"Version": "2020-12-01", "Steps": [step("A"), step("B", DependsOn=["A"]), step("C", DependsOn=["B"])]}
+    )
+    failed = {
+        "A": StepRow("x", "A", "Processing", StepStatus.SUCCEEDED),
+        "B": StepRow("x", "B", "Processing", "Failed"),
+    }
+    with pytest.raises(SelectionError, match="Step 'C' needs step 'B'"):
+        select(definition, dag, failed, ["C"])
+    assert select(definition, dag, failed, ["B", "C"]).reused == ("A",)
+    with pytest.raises(SelectionError, match="'Z'"):
+        select(definition, dag, failed, ["Z"])

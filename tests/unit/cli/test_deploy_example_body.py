@@ -9,7 +9,6 @@ from pathlib import Path
 from servekit.cli.hosting_cmd import example_body, how_to_invoke
 from servekit.codecs.sagemaker import decode_body, example_json_body
 from servekit.demo.build import iris_sklearn
-from servekit.testing.hosting import scaling_model
 from servekit.types import TensorSpec
 
 
@@ -32,7 +31,9 @@ def test_bodies_follow_width_dtype_and_several_inputs() -> None:
 
 
 def test_a_handler_model_is_not_run_and_the_placeholder_says_so(tmp_path: Path) -> None:
-    base = scaling_model(tmp_path, "doubler", 2.0)
+    base = tmp_path / "doubler"  # a Python handler model (code/inference.py), which the CLI must not import
+    (base / "1" / "code").mkdir(parents=True)
+    (base / "1" / "code" / "inference.py").write_text("raise SystemExit('imported by the CLI')\n")
     assert example_body(base) is None
     assert example_body(tmp_path / "missing") is None
     text = how_to_invoke("dbl", "http://127.0.0.1:8765", "AKID", tmp_path / "credentials.json", None)

@@ -118,7 +118,7 @@ COMMANDS = (
         "autoscale",
         _CLI + "autoscale_cmd:autoscale_app",
         "Autoscaling of endpoint variants (Application Auto Scaling): servekit autoscale NAME --variant V --min 1 "
-        "--max 4 --target 100; describe, activities, off.",
+        "--max 4 --target 100; describe, activities, off; simulate (what-if on a traffic curve).",
         group=True,
     ),
     Lazy(

@@ -20,12 +20,11 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servekit.aws import Api, ApiError, Call, Handler
-from servekit.aws.errors import model_error as model_error_response
-from servekit.aws.errors import service_unavailable, validation_error
 from servekit.aws.front import CALLER
 from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.metrics import EdgeMetrics
+from servekit.edge.streaming import OPERATION_SUFFIX, api_error, stream_invocation
 from servekit.gateway.service import Gateway, GatewayError
 from servekit.hosting.api import HostingService
 from servekit.hosting.lifecycle import EndpointStatus
@@ -180,14 +179,7 @@ class ControlPlane:
         except GatewayError as exc:
             self.prometheus.invocation(endpoint if exc.code != "ValidationError" else "", "", exc.code)
             self.prometheus.record_error(endpoint, exc, time.perf_counter() - began, self._instances)
-            if exc.code == "ModelError":
-                status = exc.extra.get("OriginalStatusCode", 0)
-                original = str(exc.extra.get("OriginalMessage", ""))
-                raise model_error_response(exc.message, status if isinstance(status, int) else 0, original) from None
-            if exc.code == "ServiceUnavailable":
-                raise service_unavailable(exc.message) from None
-            code = exc.extra.get("ErrorCode")
-            raise validation_error(exc.message, code if isinstance(code, str) else None) from None
+            raise api_error(exc) from None
         self.prometheus.invocation(endpoint, out.variant, "ok")
         self.prometheus.record_ok(
             endpoint, out.variant, out.model_s, time.perf_counter() - began, self._instances, out.config_name
@@ -261,6 +253,10 @@ class ControlPlane:
         if body is None:
             await _send(send, 413, b'{"message": "request body too large"}', "application/json")
             return
+        if method == "POST" and path.endswith(OPERATION_SUFFIX):  # the answer is sent as it streams, not returned
+            args = (self.api, self.gateway, self.prometheus, self._instances, method, raw_path, headers, body, send)
+            if await stream_invocation(*args):
+                return
         extra: dict[str, str] = {}
         _EXTRA_HEADERS.set(extra)
         response = await self.api.handle_async(method, raw_path, headers, body, self.dispatch)

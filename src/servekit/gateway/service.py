@@ -9,7 +9,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -63,6 +63,9 @@ class Invocation:
     model_s: float | None = None  # the instance's own time (its x-servekit-total-ms), else the upstream round trip
     config_name: str = ""  # the endpoint config of the fleet that answered
     model_load: LoadOutcome | None = None  # a multi-model request: cache hit, or what loading its model cost
+    # InvokeEndpointWithResponseStream: the instance's answer as it arrives (``body`` is empty); it ends with
+    # GatewayError("ModelStreamError") when the instance's stream breaks off midway
+    stream: AsyncIterator[bytes] | None = None
 
 
 class GatewayError(Exception):
@@ -265,6 +268,22 @@ class Gateway:
             )
         return out
 
+    async def invoke_stream(
+        self,
+        endpoint: str,
+        body: bytes,
+        content_type: str | None = None,
+        accept: str | None = None,
+        custom_attributes: str | None = None,
+        target_variant: str | None = None,
+        inference_id: str | None = None,
+    ) -> Invocation:
+        """InvokeEndpointWithResponseStream: routed as :meth:`invoke`, the instance's answer handed on as it
+        arrives in ``stream``, which the caller must exhaust or close (shadow variants are not sent streams)."""
+        return await self._forward(
+            endpoint, body, content_type, accept, custom_attributes, target_variant, inference_id, stream=True
+        )
+
     def _mirror(
         self,
         endpoint: str,
@@ -349,6 +368,7 @@ class Gateway:
         target_variant: str | None = None,
         inference_id: str | None = None,
         target_model: str | None = None,
+        stream: bool = False,
     ) -> Invocation:
         headers = {"Content-Type": content_type or "application/octet-stream"}
         if inference_id:
@@ -387,8 +407,22 @@ class Gateway:
             tried |= {instance.instance_id}
             instance.outstanding += 1
             began = time.perf_counter()
+            streaming = False
             try:
-                async with self._client().post(f"{instance.url}{path}", data=body, headers=headers) as resp:
+                resp = await self._client().post(f"{instance.url}{path}", data=body, headers=headers)
+                if stream and resp.status == 200:  # handed on unread: the stream owns the response from here
+                    streaming = True
+                    return Invocation(
+                        b"",
+                        resp.headers.get("Content-Type", "application/octet-stream"),
+                        variant.name,
+                        resp.headers.get(CUSTOM_ATTRIBUTES),
+                        None,
+                        variant.config_name,
+                        load,
+                        stream=_pieces(resp, instance, variant.name),
+                    )
+                async with resp:
                     payload = await resp.read()
                     if resp.status == 404 and load is not None and not reloaded and self.model_loads is not None:
                         # the instance no longer holds the model (unloaded for room, or restarted): load, retry once
@@ -442,7 +476,8 @@ class Gateway:
                     },
                 ) from None
             finally:
-                instance.outstanding -= 1
+                if not streaming:
+                    instance.outstanding -= 1
 
     def _uncache(self, instance: InstanceRoute, target: str) -> None:
         """ModelCacheSetting Disabled: unload the model after its request, in the background."""
@@ -501,6 +536,24 @@ class Gateway:
             await self._session.close()
             self._session = None
             await asyncio.sleep(0)  # let the connector close its transports
+
+
+async def _pieces(resp: aiohttp.ClientResponse, instance: InstanceRoute, variant: str) -> AsyncIterator[bytes]:
+    """A streamed answer's pieces as they arrive; a stream the instance broke off (its chunked body ended without
+    its last chunk: the model raised midway) is a GatewayError("ModelStreamError")."""
+    try:
+        async for piece in resp.content.iter_any():
+            yield piece
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        raise GatewayError(
+            "ModelStreamError",
+            424,
+            f"The model's response stream from variant {variant} broke off midway ({type(exc).__name__}).",
+            {"ErrorCode": "ModelStreamError", "VariantName": variant},
+        ) from None
+    finally:
+        resp.release()
+        instance.outstanding -= 1
 
 
 def _model_s(total_ms: str | None, round_trip_s: float) -> float:

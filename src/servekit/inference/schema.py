@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
@@ -73,4 +73,6 @@ class InferenceResponse:
     class_labels: tuple[str, ...] = ()
     timings: Timings = field(default_factory=Timings)
     id: str = ""
-    raw: tuple[bytes, str] | None = None  # (body, content type) from a model that answered a RawBody itself
+    # (body, content type) from a model that answered a RawBody itself; the body an async iterator of pieces when the
+    # model streams (servekit.inference.stream.ModelStream)
+    raw: tuple[bytes | AsyncIterator[bytes], str] | None = None

@@ -20,6 +20,7 @@ from servekit.inference.admission import Admission
 from servekit.inference.call import model_failure, prepare
 from servekit.inference.ports import CaptureSink, InferenceObserver
 from servekit.inference.schema import InferenceRequest, InferenceResponse, RawBody, Tensors, Timings
+from servekit.inference.stream import ModelStream
 from servekit.runtime.base import RawInvocable, concurrency_of
 from servekit.runtime.inline import OVERRUN, RunCost, observe, runs_inline, size_class
 from servekit.serving.manager import Lease, ModelManager, VersionStatus
@@ -212,6 +213,18 @@ class InferenceService:
         except Exception as exc:
             raise model_failure(exc, req.model, lease.version) from exc
         now = time.perf_counter()
+        if not isinstance(out, bytes):  # the model streams: pieces pulled on its thread, the version held till the end
+            stream = ModelStream(out, self._threads.submit, req.model, lease.version)
+            lease.hold(stream.done)
+            return InferenceResponse(
+                model=req.model,
+                version=lease.version,
+                signature="",
+                outputs={},
+                timings=Timings(0.0, now - t0, now - started),
+                id=req.id,
+                raw=(stream, ctype),
+            )
         if self._capture is not None:
             self._capture.offer_bytes(req.model, lease.version, raw.content_type, raw.body, ctype, out, req.id or None)
         return InferenceResponse(

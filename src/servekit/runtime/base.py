@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -77,11 +77,21 @@ class Servable(Protocol):
     def unload(self) -> None: ...
 
 
+# A raw answer: the whole body, or the pieces of a streamed one (a handler that yields), pulled one at a time on
+# the model's thread; the first piece has already been produced when ``invoke`` returns.
+RawAnswer = bytes | Iterator[bytes]
+
+
+def whole(answer: RawAnswer) -> bytes:
+    """A raw answer as one body (a streamed one joined): for callers that do not stream, batch transform's."""
+    return answer if isinstance(answer, bytes) else b"".join(answer)
+
+
 @runtime_checkable
 class RawInvocable(Protocol):
     """A servable that takes SageMaker ``/invocations`` bodies itself (the ``inference.py`` contract)."""
 
-    def invoke(self, body: bytes, content_type: str, accept: str) -> tuple[bytes, str]: ...
+    def invoke(self, body: bytes, content_type: str, accept: str) -> tuple[RawAnswer, str]: ...
 
 
 class Runtime(Protocol):

@@ -20,7 +20,7 @@ import io
 import itertools
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from servekit._utils.jsondepth import nests_deeper_than
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError, ErrorCode, ServekitError
-from servekit.runtime.base import UNKNOWN_CONCURRENCY
+from servekit.runtime.base import UNKNOWN_CONCURRENCY, RawAnswer
 from servekit.runtime.manifest import Manifest
 from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec
 
@@ -169,6 +169,55 @@ def _undecodable(content_type: str, exc: BaseException) -> ServekitError:
     return ServekitError(ErrorCode.INVALID_ARGUMENT, f"could not decode the body as {content_type}: {what}")
 
 
+def _streamed(value: Any) -> bool:
+    """Whether a handler answered with pieces to stream: a generator or other iterator (a list, an array, bytes
+    or a string is a whole answer)."""
+    return isinstance(value, Iterator) and not isinstance(value, str | bytes | bytearray)
+
+
+def _piece(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    raise ServekitError(ErrorCode.MODEL_ERROR, f"a streamed piece is {type(value).__name__}; expected bytes or str")
+
+
+def _stream(
+    pieces: Iterator[Any], encode: Callable[[Any], tuple[bytes, str]], where: str
+) -> tuple[Iterator[bytes], str]:
+    """A streamed answer: its first piece made now (so a handler that fails before any output fails the request
+    as a whole, and the content type is known), the rest as the caller pulls them. An exception midway is the
+    model's, raised from the iterator."""
+    try:
+        first = next(pieces, None)
+    except ServekitError:
+        raise
+    except Exception as exc:
+        raise _model_raised(where, exc) from exc
+    if first is None:
+        return iter(()), "application/octet-stream"
+    head, ctype = encode(first)
+
+    def rest() -> Iterator[bytes]:
+        yield head
+        while True:
+            try:
+                item = next(pieces, _END)
+            except ServekitError:
+                raise
+            except Exception as exc:
+                raise _model_raised(where, exc) from exc
+            if item is _END:
+                return
+            yield encode(item)[0]
+
+    return rest(), ctype
+
+
+_END = object()
+
+
 def _to_bytes(result: Any, accept: str) -> tuple[bytes, str]:
     body, ctype = result if isinstance(result, tuple) and len(result) == 2 else (result, accept)
     if isinstance(body, str):
@@ -241,7 +290,7 @@ class HandlerServable:
             return {str(k): np.asarray(v) for k, v in result.items()}
         return {sig.outputs[0].name: np.asarray(result)}
 
-    def invoke(self, body: bytes, content_type: str, accept: str) -> tuple[bytes, str]:
+    def invoke(self, body: bytes, content_type: str, accept: str) -> tuple[RawAnswer, str]:
         ctx = HandlerContext(self._ctx.model_dir, request_content_type=content_type, accept_header=accept)
         if self._transform_fn is not None:
             try:
@@ -250,6 +299,9 @@ class HandlerServable:
                 raise
             except Exception as exc:
                 raise _model_raised("transform_fn", exc) from exc
+            pieces, ctype = result if isinstance(result, tuple) and len(result) == 2 else (result, accept)
+            if _streamed(pieces):
+                return _stream(pieces, lambda item: (_piece(item), str(ctype)), "transform_fn")
             return _to_bytes(result, accept)
         ct = content_type.split(";")[0].strip().lower()
         data: Any = body
@@ -284,6 +336,11 @@ class HandlerServable:
             raise
         except Exception as exc:
             raise _predict_failed(decoded, self._model, exc) from exc
+        if _streamed(prediction):  # predict_fn yields: each piece through output_fn, streamed as it comes
+            return _stream(prediction, lambda item: self._output(item, accept, ctx), "predict_fn")
+        return self._output(prediction, accept, ctx)
+
+    def _output(self, prediction: Any, accept: str, ctx: HandlerContext) -> tuple[bytes, str]:
         try:
             result = (
                 _arity_call(self._output_fn, (prediction, accept), ctx)

@@ -33,7 +33,7 @@ from servekit.codecs.tfjson import decode_instances
 from servekit.errors import ErrorCode, ServekitError
 from servekit.inference.call import full_message, predict_now
 from servekit.inference.schema import ONLY_INPUT, InferenceResponse
-from servekit.runtime.base import RawInvocable, Servable
+from servekit.runtime.base import RawInvocable, Servable, whole
 
 # Worth another try: the server was unreachable, slow, overloaded or failed inside.
 RETRIABLE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.DEADLINE_EXCEEDED, ErrorCode.INTERNAL})
@@ -102,7 +102,7 @@ class RuntimeInvoker:
 
     def invoke(self, body: bytes, content_type: str, accept: str) -> bytes:
         if self._raw is not None:
-            return self._raw.invoke(body, content_type, accept or JSON)[0]
+            return whole(self._raw.invoke(body, content_type, accept or JSON)[0])  # a streamed answer, joined
         media, accept = media_type(content_type), negotiate_accept(accept, JSON)
         if media in _LINE_MEDIA and accept in _LINE_MEDIA and self._rows_per_call:
             lines = body.split(b"\n")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from servekit.codecs.json import dumps
 from servekit.errors import ErrorCode, ServekitError, invalid
@@ -131,6 +133,60 @@ class InferenceHTTPResponse(Response):
             (b"x-servekit-total-ms", b"%.3f" % (t.total_s * 1e3)),
             *extra,
         ]
+
+
+class StreamedHTTPResponse(Response):
+    """A model's answer in pieces, each sent (chunked) as it comes. A model failure midway is logged once, with a
+    request id and its cause, and the body is left without its last chunk (the server closes the connection), so
+    the client sees a broken stream, never a complete one; a client that leaves closes the model's stream."""
+
+    def __init__(self, pieces: AsyncIterator[bytes], media_type: str, version: int, protocol: str, model: str) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = b""
+        self.model_version = str(version)
+        self.media_type = media_type
+        self._pieces = pieces
+        self._where = (protocol, model)
+        self.raw_headers = [
+            (b"content-type", media_type.encode("latin-1")),
+            (b"x-servekit-model-version", self.model_version.encode()),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sending = asyncio.ensure_future(self._send(send))
+        leaving = asyncio.ensure_future(_disconnect(receive))
+        try:
+            await asyncio.wait({sending, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sending, leaving):
+                task.cancel()
+            await asyncio.gather(sending, leaving, return_exceptions=True)
+            close = getattr(self._pieces, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _send(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        try:
+            async for piece in self._pieces:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+        except ServekitError as exc:
+            cause = exc.details.get("cause") or (exc.__cause__ and f"{type(exc.__cause__).__name__}: {exc.__cause__}")
+            log.error(
+                "request %s: %s stream (model %r) broke off midway: %s%s",
+                secrets.token_hex(8),
+                *self._where,
+                exc.message,
+                f": {cause}" if cause else "",
+            )
+            return  # no last chunk: the client's stream ends broken
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 _LOOPBACK = ("127.", "::1", "::ffff:127.")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from servekit.codecs.json import dumps
@@ -39,6 +39,7 @@ from servekit.protocols.http import (
     RETRY_AFTER_SECONDS,
     InferenceHTTPResponse,
     RequestRunner,
+    StreamedHTTPResponse,
     json_response,
     read_body,
 )
@@ -145,8 +146,7 @@ class SageMaker:
             out, ctype = resp.raw
             lane.answered(len(body))
             if not isinstance(out, bytes):  # a handler that yields: each piece sent as it comes (chunked)
-                headers = {"x-servekit-model-version": str(resp.version)}
-                return StreamingResponse(_closing(out), media_type=ctype, headers=headers)
+                return StreamedHTTPResponse(out, ctype, resp.version, "sagemaker", model)
             return InferenceHTTPResponse(out, ctype, resp)
         if method == CLASSIFY_METHOD:
             return InferenceHTTPResponse(dumps(encode_classify(resp)), JSON, resp)
@@ -239,17 +239,6 @@ class MultiModelRoutes:
             return _mme_error(404, exc.message)
         with self._host.using(name):  # no await since the check: it is still loaded, and now never evicted
             return await self._sagemaker.invoke_model(request, name)
-
-
-async def _closing(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The pieces, and the model's stream closed however the response ends (a client that left included)."""
-    try:
-        async for piece in pieces:
-            yield piece
-    finally:
-        close = getattr(pieces, "aclose", None)
-        if close is not None:
-            await close()
 
 
 def _mme_error(status: int, message: str) -> Response:

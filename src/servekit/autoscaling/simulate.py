@@ -106,6 +106,7 @@ class SimReport:
     explanation: tuple[str, ...]
     activities: tuple[dict[str, Any], ...]
     start: float = T0  # the epoch time_s 0 stands for
+    curve_epoch: float | None = None  # when a recorded curve's time_s 0 happened
 
     @property
     def total_cost(self) -> float:
@@ -152,6 +153,7 @@ class SimReport:
             "mode": p.mode,
             "explanation": list(self.explanation),
             "traffic": self.curve_source,
+            "traffic_epoch": self.curve_epoch,
             "step_s": self.step_s,
             "fleet": {
                 "instance_type": f.instance_type,
@@ -402,7 +404,9 @@ class _Replay:
                 cost=cost, cumulative_cost=cumulative, events=events,
             ))  # fmt: skip
         acts = tuple(self._activity(a) for a in reversed(self._scaled()))
-        report = SimReport(p, f, float(self.step_s), self.curve.source, tuple(rows), (), acts, self.t0)
+        report = SimReport(
+            p, f, float(self.step_s), self.curve.source, tuple(rows), (), acts, self.t0, self.curve.epoch
+        )
         return dataclasses.replace(report, explanation=explain(report, self.period, self.tick_s))
 
     def _scaled(self) -> list[dict[str, Any]]:

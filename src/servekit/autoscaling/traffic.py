@@ -28,6 +28,7 @@ class TrafficError(ValueError):
 class Curve:
     points: tuple[tuple[float, float], ...]  # (time_s, rps), time_s strictly increasing from the first point
     source: str = "given"  # where the curve came from, for the report
+    epoch: float | None = None  # the wall-clock time of time_s 0, when the curve was recorded (CloudWatch)
 
     def __post_init__(self) -> None:
         if not self.points:
@@ -175,4 +176,5 @@ def from_invocations(datapoints: Iterable[tuple[float, float]], period_s: float,
     t0 = points[0][0]
     by_period = {round((t - t0) / period_s): v for t, v in points}
     last = max(by_period)
-    return Curve(tuple((k * period_s, by_period.get(k, 0.0) / period_s) for k in range(last + 1)), source)
+    rates = tuple((k * period_s, by_period.get(k, 0.0) / period_s) for k in range(last + 1))
+    return Curve(rates, source, epoch=t0)

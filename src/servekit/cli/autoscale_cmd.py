@@ -275,7 +275,7 @@ def _opt(*names: str, **kw: Any) -> Any:
 
 def _traffic(
     traffic: str | None, shape: str | None, duration_s: float, low: float, high: float, from_endpoint: str | None,
-    variant: str, hours: float, url: str, home: Any,
+    variant: str, hours: float, url: str, home: Any, step_s: int = 60,
 ) -> Any:  # fmt: skip
     """The curve from a file, a synthetic shape or an endpoint's CloudWatch Invocations (through the plane)."""
     from pathlib import Path
@@ -292,7 +292,7 @@ def _traffic(
             raise _fail(f"cannot read the traffic curve {traffic}: {exc.strerror or exc}", code=2) from None
         return tr.parse_file(text, traffic)
     if shape is not None:
-        return tr.shape(shape, duration_s, 60.0, low, high)
+        return tr.shape(shape, duration_s, float(step_s), low, high)
     import time
     from datetime import UTC, datetime
 
@@ -304,10 +304,10 @@ def _traffic(
             Namespace="AWS/SageMaker", MetricName="Invocations",
             Dimensions=[{"Name": "EndpointName", "Value": from_endpoint}, {"Name": "VariantName", "Value": variant}],
             StartTime=datetime.fromtimestamp(end - hours * 3600, UTC), EndTime=datetime.fromtimestamp(end, UTC),
-            Period=60, Statistics=["Sum"],
+            Period=step_s, Statistics=["Sum"],
         )["Datapoints"]  # fmt: skip
     points = [(d["Timestamp"].timestamp(), float(d["Sum"])) for d in found]
-    return tr.from_invocations(points, 60.0, f"CloudWatch Invocations of {from_endpoint}/{variant}")
+    return tr.from_invocations(points, float(step_s), f"CloudWatch Invocations of {from_endpoint}/{variant}")
 
 
 def _schedule(text: str) -> Any:
@@ -352,7 +352,7 @@ def autoscale_simulate(
         str | None, _opt("--from-endpoint", help="Replay this endpoint's CloudWatch Invocations history.")
     ] = None,
     variant: Annotated[str, _opt("--variant", help="With --from-endpoint: the variant.")] = "AllTraffic",
-    hours: Annotated[float, _opt("--hours", help="With --from-endpoint: how far back.")] = 24.0,
+    hours: Annotated[float, _opt("--hours", help="With --from-endpoint: how far back (per --step-s).")] = 24.0,
     capacity_rps: Annotated[
         float | None, _opt("--capacity-rps", help="Requests/s one instance serves within the SLO (R_max).")
     ] = None,
@@ -413,7 +413,7 @@ def autoscale_simulate(
     from servekit.autoscaling.traffic import TrafficError
 
     try:
-        curve = _traffic(traffic, shape, duration_s, low, high, from_endpoint, variant, hours, url, home)
+        curve = _traffic(traffic, shape, duration_s, low, high, from_endpoint, variant, hours, url, home, step_s)
         given: dict[str, Any] = {"capacity_rps": capacity_rps, "price_per_hour": price_per_hour, "startup_s": startup_s,
                  "slo_ms": slo_ms, "max_queue_s": max_queue_s}  # fmt: skip
         if report is not None:

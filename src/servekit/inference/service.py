@@ -213,20 +213,16 @@ class InferenceService:
         except Exception as exc:
             raise model_failure(exc, req.model, lease.version) from exc
         now = time.perf_counter()
-        if not isinstance(out, bytes):  # the model streams: pieces pulled on its thread, the version held till the end
-            stream = ModelStream(out, self._threads.submit, req.model, lease.version)
-            lease.hold(stream.done)
-            return InferenceResponse(
-                model=req.model,
-                version=lease.version,
-                signature="",
-                outputs={},
-                timings=Timings(0.0, now - t0, now - started),
-                id=req.id,
-                raw=(stream, ctype),
-            )
-        if self._capture is not None:
-            self._capture.offer_bytes(req.model, lease.version, raw.content_type, raw.body, ctype, out, req.id or None)
+        answer: bytes | ModelStream
+        if isinstance(out, bytes):
+            answer = out
+            if self._capture is not None:
+                self._capture.offer_bytes(
+                    req.model, lease.version, raw.content_type, raw.body, ctype, out, req.id or None
+                )
+        else:  # the model streams: pieces pulled on its thread, the version held loaded till the stream ends
+            answer = ModelStream(out, self._threads.submit, req.model, lease.version)
+            lease.hold(answer.done)
         return InferenceResponse(
             model=req.model,
             version=lease.version,
@@ -234,5 +230,5 @@ class InferenceService:
             outputs={},
             timings=Timings(0.0, now - t0, now - started),
             id=req.id,
-            raw=(out, ctype),
+            raw=(answer, ctype),
         )

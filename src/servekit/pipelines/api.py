@@ -348,28 +348,32 @@ class PipelinesApi:
                 raise validation_exception(f"{unsupported} is not supported by servekit's pipelines")
         if p.get("PipelineVersionId") not in (None, 1):
             raise validation_exception("servekit keeps one version of a pipeline: PipelineVersionId is 1")
-        params = {str(x["Name"]): str(x["Value"]) for x in p.get("PipelineParameters") or []}
         run_id = self._new_id()
         log_path = self.home / "pipelines" / "executions" / f"{run_id}.log"
-        execution = self.repo.add_api_execution(
+        execution = self._record_execution(row, p, run_id, str(log_path))
+        if execution.run_id != run_id:  # a retry with the same ClientRequestToken: the execution it started
+            return {"PipelineExecutionArn": execution.arn}
+        await self._spawn(row.name, execution, log_path)
+        return {"PipelineExecutionArn": execution.arn}
+
+    def _record_execution(self, row: DefinitionRow, p: dict[str, Any], run_id: str, log: str) -> ApiExecutionRow:
+        """The execution StartPipelineExecution asks for, or the one an earlier call with the same
+        ClientRequestToken started (then its run id is not ``run_id``)."""
+        return self.repo.add_api_execution(
             ApiExecutionRow(
                 run_id=run_id,
                 pipeline=row.name,
                 arn=f"{row.arn}/execution/{run_id}",
                 display_name=p.get("PipelineExecutionDisplayName") or f"execution-{run_id}",
                 description=p.get("PipelineExecutionDescription") or "",
-                parameters=params,
+                parameters={str(x["Name"]): str(x["Value"]) for x in p.get("PipelineParameters") or []},
                 token=p["ClientRequestToken"],
                 created=0.0,
                 pid=None,
-                log=str(log_path),
+                log=log,
                 exit_code=None,
             )
         )
-        if execution.run_id != run_id:  # a retry with the same ClientRequestToken: the execution it started
-            return {"PipelineExecutionArn": execution.arn}
-        await self._spawn(row.name, execution, log_path)
-        return {"PipelineExecutionArn": execution.arn}
 
     async def _start_sagemaker(self, row: DefinitionRow, doc: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
         if self.executor is None:
@@ -396,21 +400,7 @@ class PipelinesApi:
             raise validation_exception(str(exc)) from None
         parallel = (p.get("ParallelismConfiguration") or {}).get("MaxParallelExecutionSteps") or DEFAULT_PARALLELISM
         run_id = self._new_id()
-        execution = self.repo.add_api_execution(
-            ApiExecutionRow(
-                run_id=run_id,
-                pipeline=row.name,
-                arn=f"{row.arn}/execution/{run_id}",
-                display_name=p.get("PipelineExecutionDisplayName") or f"execution-{run_id}",
-                description=p.get("PipelineExecutionDescription") or "",
-                parameters={str(x["Name"]): str(x["Value"]) for x in given},
-                token=p["ClientRequestToken"],
-                created=0.0,
-                pid=None,
-                log="",
-                exit_code=None,
-            )
-        )
+        execution = self._record_execution(row, p, run_id, "")
         if execution.run_id == run_id:  # else a retry with the same ClientRequestToken: the execution it started
             self.executor.begin(
                 run_id=run_id,

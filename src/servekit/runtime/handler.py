@@ -189,30 +189,27 @@ def _stream(
     """A streamed answer: its first piece made now (so a handler that fails before any output fails the request
     as a whole, and the content type is known), the rest as the caller pulls them. An exception midway is the
     model's, raised from the iterator."""
-    try:
-        first = next(pieces, None)
-    except ServekitError:
-        raise
-    except Exception as exc:
-        raise _model_raised(where, exc) from exc
-    if first is None:
+    first = _next(pieces, where)
+    if first is _END:
         return iter(()), "application/octet-stream"
     head, ctype = encode(first)
 
     def rest() -> Iterator[bytes]:
         yield head
-        while True:
-            try:
-                item = next(pieces, _END)
-            except ServekitError:
-                raise
-            except Exception as exc:
-                raise _model_raised(where, exc) from exc
-            if item is _END:
-                return
+        while (item := _next(pieces, where)) is not _END:
             yield encode(item)[0]
 
     return rest(), ctype
+
+
+def _next(pieces: Iterator[Any], where: str) -> Any:
+    """The handler's next piece (``_END`` after the last); what it raises is the model's failure."""
+    try:
+        return next(pieces, _END)
+    except ServekitError:
+        raise
+    except Exception as exc:
+        raise _model_raised(where, exc) from exc
 
 
 _END = object()

@@ -367,10 +367,13 @@ def test_sagemaker_csv_to_csv(demo: Demo, http: requests.Session) -> None:
     assert_allclose(values, ridge.predict(np.asarray(DIABETES_ROWS)), rtol=1e-9)
 
 
-def test_sagemaker_csv_accept_refused_for_two_outputs(demo: Demo, http: requests.Session) -> None:
-    r = _invoke(http, demo, "iris", _csv(ROWS), "text/csv", "text/csv")
-    assert r.status_code == 406, r.text
-    assert "application/json" in r.json()["error"]
+def test_sagemaker_csv_accept_writes_a_column_per_output_value(demo: Demo, http: requests.Session) -> None:
+    r = _invoke(http, demo, "iris", _csv(ROWS), "text/csv", "text/csv")  # label and probabilities: a 406 before
+    assert r.status_code == 200, r.text
+    table = [[float(c) for c in row] for row in csv.reader(io.StringIO(r.text)) if row]
+    ref = iris_ref(demo, 2)
+    assert [int(row[0]) for row in table] == list(ref["label"])
+    assert_allclose([row[1:] for row in table], ref["probabilities"], **FLOAT_TOL)
 
 
 def test_sagemaker_jsonlines(demo: Demo, http: requests.Session) -> None:

@@ -590,14 +590,14 @@ CASES = [
         json=[GOOD_ROW],
         headers={**SM_IRIS, "Accept": "image/png"},
     ),
-    case(
-        "sm-csv-accept-with-two-outputs",
+    case(  # text/csv writes a column per output value (issue 30, item 10); a .npy array holds one tensor
+        "sm-npy-accept-with-two-outputs",
         "POST",
         "/invocations",
         406,
-        ["text/csv can carry one output", "returned 2", "application/json"],
+        ["application/x-npy can carry one output", "returned 2", "application/json"],
         json=[GOOD_ROW],
-        headers={**SM_IRIS, "Accept": "text/csv"},
+        headers={**SM_IRIS, "Accept": "application/x-npy"},
     ),
     case(
         "sm-wrong-width",

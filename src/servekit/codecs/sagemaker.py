@@ -212,6 +212,8 @@ def encode_body(resp: InferenceResponse, accept: str, as_rows: bool) -> bytes:
         if fast is not None:
             return fast
         return b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in rows(resp))
+    if accept == CSV and len(resp.outputs) > 1:
+        return encode_csv_columns(resp.outputs)
     if len(resp.outputs) != 1:
         raise ServekitError(
             ErrorCode.NOT_ACCEPTABLE,
@@ -227,6 +229,33 @@ def encode_body(resp: InferenceResponse, accept: str, as_rows: bool) -> bytes:
     for row in np.atleast_1d(arr).tolist():
         writer.writerow(row if isinstance(row, list) else [row])
     return buf.getvalue().encode()
+
+
+def encode_csv_columns(outputs: dict[str, npt.NDArray[Any]]) -> bytes:
+    """Several outputs as CSV, as the frameworks' containers write them: one row per example holding each
+    output's values in turn (the outputs in the model's order), an output of several values per example
+    flattened into consecutive columns. Every output needs one entry per example."""
+    arrays = [np.asarray(a) for a in outputs.values()]
+    n = arrays[0].shape[0] if arrays[0].ndim else -1
+    if n < 0 or any(a.ndim == 0 or a.shape[0] != n for a in arrays):
+        shapes = ", ".join(f"{name} {list(np.shape(a))}" for name, a in outputs.items())
+        raise ServekitError(
+            ErrorCode.NOT_ACCEPTABLE,
+            f"text/csv writes a row per example, and these outputs do not have one entry per example ({shapes}); "
+            "ask for application/json",
+        )
+    columns = [_csv_cells(a.reshape(n, -1)) for a in arrays]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerows([cell for part in parts for cell in part] for parts in zip(*columns, strict=True))
+    return buf.getvalue().encode()
+
+
+def _csv_cells(arr: npt.NDArray[Any]) -> list[list[Any]]:
+    rows: list[list[Any]] = arr.tolist()
+    if arr.dtype.kind in "OS":  # bytes (string tensors) are written as their text, not as b'...'
+        return [[c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in row] for row in rows]
+    return rows
 
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY

@@ -77,6 +77,8 @@ def badge(status: object) -> str:
         kind = "busy"
     elif low in ("pendingmanualapproval", "insufficient_data", "stopped"):
         kind = "warn"
+    elif low == "completedwitherrors":  # finished, but records failed: neither a success nor a failure
+        kind = "partial"
     return f'<span class="badge badge-{kind}">{esc(word)}</span>'
 
 

@@ -11,15 +11,16 @@ errors file and the rest still comes out. In strict mode the first failed record
 
 from __future__ import annotations
 
+import re
 import time
 import zlib
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
-from servekit.codecs.sagemaker import media_type
+from servekit.codecs.sagemaker import CSV, media_type
 from servekit.errors import ServekitError
 from servekit.transform.filters import FilterError, parse_path
 from servekit.transform.invoke import TRANSPORT, Invoker, LineInvoker, call_with_retries
@@ -27,7 +28,7 @@ from servekit.transform.objects import InputObject, open_input
 from servekit.transform.pack import MiniBatch, Rejected, pack
 from servekit.transform.records import ShapeError, Shaper, input_filter
 from servekit.transform.spec import BatchStrategy, SplitType, TransformSpec
-from servekit.transform.split import FRAMINGS, SplitError, read_records
+from servekit.transform.split import FRAMINGS, LineNumbers, SplitError, read_records
 from servekit.transform.status import ObjectStatus
 from servekit.transform.writer import ObjectWriter, RecordError
 
@@ -143,16 +144,22 @@ class ObjectRunner:
         in_flight = spec.max_concurrent_transforms
         pending: deque[Future[_Outcome] | _Outcome] = deque()
         read = 0
+        numbers = LineNumbers() if spec.split_type is SplitType.LINE else None
+        csv_input = media_type(task.content_type) == CSV
 
         def consume() -> None:
             nonlocal read
             head = pending.popleft()
             outcome = head.result() if isinstance(head, Future) else head
             writer.write(outcome.data)
-            writer.write_errors(outcome.errors)
-            if outcome.errors and spec.strict:
-                first = outcome.errors[0]
-                raise RecordFailed(f"record {first.index}: {first.error}")
+            errors = outcome.errors
+            if numbers is not None and errors:  # the records before these have been read: their lines are known
+                errors = [at_line(e, numbers.line(e.index), csv_input) for e in errors]
+            writer.write_errors(errors)
+            if errors and spec.strict:
+                first = errors[0]
+                where = f"record {first.index} (line {first.line})" if first.line else f"record {first.index}"
+                raise RecordFailed(f"{where}: {first.error}")
             result.records += outcome.ok
             position = counter.position
             on_progress(outcome.ok + len(outcome.errors), position - read)
@@ -161,7 +168,7 @@ class ObjectRunner:
         with open_input(task.obj, spec.compression) as (stream, counter):
             try:
                 items = pack(
-                    read_records(stream, spec.split_type, limit),
+                    read_records(stream, spec.split_type, limit, numbers=numbers),
                     framing,
                     spec.batch_strategy,
                     limit,
@@ -214,6 +221,21 @@ class ObjectRunner:
         left, right = _halves(batch, half)
         a, b = self._batch(left, task, shaper), self._batch(right, task, shaper)
         return _Outcome(a.data + b.data, a.ok + b.ok, a.errors + b.errors)
+
+
+# A CSV record sent alone is line 1 of its request body: the codec's "CSV line 1" is the record's line in the file.
+_REQUEST_LINE_1 = re.compile(r"\bCSV line 1\b")
+
+
+def at_line(error: RecordError, line: int, csv_input: bool) -> RecordError:
+    """``error`` numbered by the record's line in the object; a CSV record's message names that line too."""
+    message = error.error
+    if csv_input:
+        if _REQUEST_LINE_1.search(message):
+            message = _REQUEST_LINE_1.sub(f"CSV line {line}", message, count=1)
+        else:
+            message = f"CSV line {line}: {message}"
+    return replace(error, line=line, error=message)
 
 
 def _whole_object(error: str) -> str:

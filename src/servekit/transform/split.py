@@ -5,7 +5,8 @@ Each split type has a :class:`Framing` that says how many bytes a record adds to
 how records are concatenated into one, and what a SingleRecord request carries:
 
 - ``Line``: records are lines without their ``\\n`` (and without a trailing ``\\r``); blank lines are not
-  records. MultiRecord joins them with ``\\n`` and ends the body with one.
+  records (:class:`LineNumbers` keeps each record's line in the object). MultiRecord joins them with ``\\n``
+  and ends the body with one.
 - ``None``: the whole object is one record.
 - ``RecordIO`` (MXNet/dmlc framing: magic ``0xced7230a``, ``lrecord`` with a 3-bit continuation flag and a
   29-bit length, data padded to 4 bytes) and ``TFRecord`` (uint64 length, masked CRC of the length, data,
@@ -16,6 +17,7 @@ how records are concatenated into one, and what a SingleRecord request carries:
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import IO, Protocol
 
@@ -31,6 +33,28 @@ _MAX_TFRECORD = 1 << 30
 
 class SplitError(ValueError):
     """The object's framing is broken (a truncated or corrupt RecordIO/TFRecord stream)."""
+
+
+class LineNumbers:
+    """The 1-based line of each record of a Line-split object: a record's index + 1, plus the blank lines
+    (which are not records) before it. Only where blank lines were is anything kept."""
+
+    def __init__(self) -> None:
+        self._at: list[int] = []  # index of the first record after a run of blank lines
+        self._skipped: list[int] = []  # blank lines before that record, in all
+
+    def skip(self, next_index: int, count: int) -> None:
+        """``count`` blank lines come before record ``next_index``."""
+        total = (self._skipped[-1] if self._skipped else 0) + count
+        if self._at and self._at[-1] == next_index:
+            self._skipped[-1] = total
+        else:
+            self._at.append(next_index)
+            self._skipped.append(total)
+
+    def line(self, index: int) -> int:
+        i = bisect_right(self._at, index)
+        return index + 1 + (self._skipped[i - 1] if i else 0)
 
 
 class Framing(Protocol):
@@ -92,11 +116,18 @@ FRAMINGS: dict[SplitType, Framing] = {
 }
 
 
-def read_records(stream: IO[bytes], split: SplitType, limit: int = 0, chunk_size: int = CHUNK) -> Iterator[list[bytes]]:
+def read_records(
+    stream: IO[bytes],
+    split: SplitType,
+    limit: int = 0,
+    chunk_size: int = CHUNK,
+    numbers: LineNumbers | None = None,
+) -> Iterator[list[bytes]]:
     """Lists of records in order. With SplitType None and a ``limit``, at most ``limit + 1`` bytes are read:
-    a longer object comes out as one record of ``limit + 1`` bytes, which the packer rejects."""
+    a longer object comes out as one record of ``limit + 1`` bytes, which the packer rejects. ``numbers``
+    learns each Line record's line in the object as the records are read."""
     if split is SplitType.LINE:
-        return _lines(stream, chunk_size)
+        return _lines(stream, chunk_size, numbers or LineNumbers())
     if split is SplitType.NONE:
         return _whole(stream, limit)
     if split is SplitType.RECORDIO:
@@ -104,8 +135,9 @@ def read_records(stream: IO[bytes], split: SplitType, limit: int = 0, chunk_size
     return _tfrecord(stream)
 
 
-def _lines(stream: IO[bytes], chunk_size: int) -> Iterator[list[bytes]]:
+def _lines(stream: IO[bytes], chunk_size: int, numbers: LineNumbers) -> Iterator[list[bytes]]:
     pending: list[bytes] = []  # the start of a line that has not ended yet
+    count = 0  # records so far
     while True:
         chunk = stream.read(chunk_size)
         if not chunk:
@@ -122,17 +154,28 @@ def _lines(stream: IO[bytes], chunk_size: int) -> Iterator[list[bytes]]:
         rest = lines.pop()
         if rest:
             pending.append(rest)
-        yield _clean(lines, b"\r" in chunk)
+        records = _clean(lines, b"\r" in chunk, numbers, count)
+        count += len(records)
+        yield records
     if pending:
-        last = _clean([b"".join(pending)], True)
+        last = _clean([b"".join(pending)], True, numbers, count)
         if last:
             yield last
 
 
-def _clean(lines: list[bytes], has_cr: bool) -> list[bytes]:
+def _clean(lines: list[bytes], has_cr: bool, numbers: LineNumbers, first: int) -> list[bytes]:
+    """The records among ``lines`` (the first being record ``first``), the blank lines told to ``numbers``."""
     if has_cr:
         lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
-    return [line for line in lines if line and not line.isspace()]
+    records = [line for line in lines if line and not line.isspace()]
+    if len(records) != len(lines):  # rare: find where the blank lines were
+        index = first
+        for line in lines:
+            if line and not line.isspace():
+                index += 1
+            else:
+                numbers.skip(index, 1)
+    return records
 
 
 def _whole(stream: IO[bytes], limit: int) -> Iterator[list[bytes]]:

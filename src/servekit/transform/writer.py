@@ -1,7 +1,8 @@
 """Write one object's output under a temporary name and rename it into place only when it is whole.
 
 Alongside ``<name>.out`` goes ``<name>.out.errors.jsonl`` when records failed: one JSON line per record
-with its index, its input (UTF-8 text, else base64; cut at 4 KiB) and the error.
+with its index (0-based, among the object's records), its line in the object (1-based, Line split only), its
+input (UTF-8 text, else base64; cut at 4 KiB) and the error.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ class RecordError:
     index: int
     record: bytes
     error: str
+    line: int = 0  # its 1-based line in the object when split by Line; 0 otherwise
 
     def to_json(self) -> bytes:
         cut = self.record[:INPUT_CUT]
         doc: dict[str, Any] = {"index": self.index}
+        if self.line:
+            doc["line"] = self.line
         try:
             doc["input"] = cut.decode("utf-8")
         except UnicodeDecodeError:

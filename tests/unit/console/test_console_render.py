@@ -200,7 +200,7 @@ def test_transform_table_shows_progress_errors_and_servekits_own_status() -> Non
     out = jobs.transform_table([job])
     assert "<b>" not in out and "&lt;b&gt;scores&lt;/b&gt;" in out
     assert '<progress max="4" value="3"' in out and "3 / 4" in out and "1 failed" in out
-    assert "servekit: CompletedWithErrors" in out and "2 record(s) failed" in out
+    assert ">CompletedWithErrors<" in out and "SageMaker: Completed" in out and "2 record(s) failed" in out
     assert "1970-01-01 00:00:00 UTC" in out
     counting = jobs.transform_table([{**job, "ServekitProgress": {"ObjectsTotal": 0}}])
     assert "<progress" not in counting and "counting objects" in counting

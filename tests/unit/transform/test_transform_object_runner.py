@@ -125,7 +125,7 @@ def test_bad_records_go_to_the_errors_file_and_the_rest_comes_out(tmp_path: Path
 def test_strict_mode_gives_no_output_for_the_object(tmp_path: Path) -> None:
     spec = spec_for(tmp_path, strict=True)
     result = run(spec, EchoInvoker(), task_for(tmp_path, "a.jsonl", b"1\n2\nboom\n4\n"))
-    assert result.status is ObjectStatus.FAILED and result.message.startswith("record 2:")
+    assert result.status is ObjectStatus.FAILED and result.message.startswith("record 2 (line 3):")
     assert not (tmp_path / "out" / "a.jsonl.out").exists()
     assert [e["index"] for e in errors(tmp_path, "a.jsonl")] == [2]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.jsonl.out.errors.jsonl"]  # no temp left

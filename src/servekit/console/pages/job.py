@@ -13,7 +13,8 @@ from starlette.routing import BaseRoute
 from servekit.console import logview
 from servekit.console.client import ApiFailure
 from servekit.console.links import job_data_href, job_href
-from servekit.console.render import badge, esc, link, when
+from servekit.console.pages.jobs import status_html
+from servekit.console.render import esc, link, when
 from servekit.console.web import HEADERS, Console
 
 
@@ -61,10 +62,7 @@ async def job_json(console: Console, request: Request) -> Response:
 def job_facts(j: dict[str, Any]) -> str:
     """Status (and servekit's own), objects, records, model, input and output, instances, times, failure reason."""
     progress = j.get("ServekitProgress") or {}
-    status = badge(j.get("TransformJobStatus"))
-    own = j.get("ServekitStatus")
-    if own and own != j.get("TransformJobStatus"):
-        status += f' <span class="reason">servekit: {esc(own)}</span>'
+    status = status_html(j, "span")
     total, done = int(progress.get("ObjectsTotal") or 0), int(progress.get("ObjectsDone") or 0)
     objects = f"{esc(done)} / {esc(total)}" if total else "counting objects…"
     if progress.get("ObjectsFailed"):

@@ -40,6 +40,19 @@ def _progress(done: int, total: int, label: str) -> str:
     )
 
 
+def status_html(j: dict[str, Any], tag: str) -> str:
+    """The job's status badge and, in a ``tag`` of class reason, the other status word. A job whose records
+    failed (servekit's CompletedWithErrors, SageMaker's Completed) shows CompletedWithErrors in its own colour,
+    never as a green Completed."""
+    sagemaker, own = j.get("TransformJobStatus"), j.get("ServekitStatus")
+    if own == "CompletedWithErrors":
+        return f'{badge(own)} <{tag} class="reason">SageMaker: {esc(sagemaker)}</{tag}>'
+    status = badge(sagemaker)
+    if own and own != sagemaker:
+        status += f' <{tag} class="reason">servekit: {esc(own)}</{tag}>'
+    return status
+
+
 def transform_table(jobs: Sequence[dict[str, Any]]) -> str:
     """Transform jobs: status, objects done of total, records and record errors, times, the failure reason."""
     rows = []
@@ -47,10 +60,7 @@ def transform_table(jobs: Sequence[dict[str, Any]]) -> str:
         progress = j.get("ServekitProgress") or {}
         total, done = int(progress.get("ObjectsTotal") or 0), int(progress.get("ObjectsDone") or 0)
         failed = int(progress.get("ObjectsFailed") or 0)
-        status = badge(j.get("TransformJobStatus"))
-        own = j.get("ServekitStatus")
-        if own and own != j.get("TransformJobStatus"):
-            status += f'<div class="reason">servekit: {esc(own)}</div>'
+        status = status_html(j, "div")
         name = str(j.get("TransformJobName"))
         objects = _progress(done, total, f"Objects done of {name}")
         if failed:

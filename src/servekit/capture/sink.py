@@ -4,6 +4,12 @@ SageMaker's JSON Lines layout (the default) or servekit's Parquet layout (``capt
 Requests only pay for a random draw and a non-blocking ``put``; when the buffer is full the record is
 dropped and counted. Files are written under a hidden temporary name and renamed (or uploaded, for
 remote destinations) when closed, so readers only ever see whole files. ``close()`` flushes everything.
+
+**When records become readable.** ``CaptureConfig.flush_seconds`` (5 s by default) is the most a captured
+record waits before its file is published. The writer thread sleeps until the oldest open file is due, with or
+without further traffic, and seals it :func:`seal_after` seconds after its first record: ``flush_seconds`` less
+a margin for the rename or upload (1 s, a fifth of a shorter ``flush_seconds``). A file whose publish fails is
+removed (its records are counted as dropped), so no hidden temporary file outlives its writer's attempt.
 """
 
 from __future__ import annotations
@@ -62,6 +68,14 @@ class _OpenFile:
 
 # A Parquet file is written whole when it closes, so its rows wait in memory: close it at this many rows.
 PARQUET_MAX_ROWS = 65536
+# Time kept for publishing (a rename, or an upload) within flush_seconds.
+PUBLISH_MARGIN_S = 1.0
+
+
+def seal_after(flush_seconds: float) -> float:
+    """How long a file stays open so that its records are readable within ``flush_seconds``: that, less the
+    publish margin (1 s, or a fifth of a ``flush_seconds`` under 5 s)."""
+    return flush_seconds - min(PUBLISH_MARGIN_S, flush_seconds / 5)
 
 
 class CaptureWriter:
@@ -80,6 +94,7 @@ class CaptureWriter:
         self._rng = random.Random(cfg.seed)
         self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=cfg.buffer_records)
         self._open: dict[str, _OpenFile] = {}
+        self._seal_after = seal_after(cfg.flush_seconds)
         self._remote = "://" in cfg.destination and not cfg.destination.startswith("file://")
         root = cfg.destination.removeprefix("file://")
         # Local destinations stage beside the final files (publishing is a rename); remote ones in a local cache.
@@ -159,8 +174,8 @@ class CaptureWriter:
     # ---- the writer thread ------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            try:
-                item = self._queue.get(timeout=min(0.5, self.cfg.flush_seconds))
+            try:  # until the next record, or until the oldest open file is due
+                item = self._queue.get(timeout=self.wait_seconds())
             except queue.Empty:
                 item = ...  # type: ignore[assignment]
             if item is None:
@@ -168,6 +183,8 @@ class CaptureWriter:
             if isinstance(item, _Item):
                 try:
                     self._write(item)
+                    if self._queue.empty():  # caught up: the lines on disk, so a reader can count them
+                        self._flush_open()
                 except OSError as exc:  # a full disk must not kill capture for good; count and go on
                     self.dropped += 1
                     log.warning("capture write failed: %s", exc)
@@ -235,10 +252,23 @@ class CaptureWriter:
             return _OpenFile(None, tmp, final, self._monotonic(), parquet=ParquetBuffer(self._variant))
         return _OpenFile(tmp.open("wb"), tmp, final, self._monotonic())
 
+    def _flush_open(self) -> None:
+        for f in self._open.values():
+            if f.handle is not None:
+                f.handle.flush()
+
+    def wait_seconds(self) -> float | None:
+        """Seconds until the oldest open file is due to be sealed (0 when overdue); None when none is open (the
+        writer thread then waits for the next record only)."""
+        if not self._open:
+            return None
+        due = min(f.opened for f in self._open.values()) + self._seal_after
+        return max(0.0, due - self._monotonic())
+
     def _rotate(self, force: bool) -> None:
         now = self._monotonic()
         for part, f in list(self._open.items()):
-            if force or now - f.opened >= self.cfg.flush_seconds:
+            if force or now - f.opened >= self._seal_after:
                 del self._open[part]
                 self._close_file(f)
 
@@ -249,6 +279,10 @@ class CaptureWriter:
             self.dropped += f.records
             self.captured -= f.records
             log.warning("capture could not publish %s (%d records dropped): %s", f.final, f.records, exc)
+            try:  # its records are counted as dropped: no hidden file may look as if it were still being written
+                f.tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def _publish(self, f: _OpenFile) -> None:
         if f.parquet is not None:

@@ -158,6 +158,13 @@ def serve(
     capture_buffer_records: Annotated[
         int, _tf("--capture_buffer_records", help="Buffered records before capture drops (and counts).")
     ] = 10_000,
+    capture_flush_seconds: Annotated[
+        float,
+        _tf(
+            "--capture_flush_seconds",
+            help="Most seconds a captured record waits before its file is published and readable.",
+        ),
+    ] = 5.0,
     capture_partition_prefix: Annotated[
         str | None,
         _tf(
@@ -262,6 +269,7 @@ def serve(
                 capture_buffer_records,
                 capture_partition_prefix,
                 capture_format,
+                capture_flush_seconds,
             ),
             connections=ConnectionLimits(
                 idle_timeout_seconds=idle_timeout_seconds,
@@ -303,6 +311,7 @@ def _capture_config(
     buffer: int,
     partition_prefix: str | None = None,
     capture_format: str = "jsonl",
+    flush_seconds: float = 5.0,
 ) -> CaptureConfig | None:
     if destination is None:
         return None
@@ -320,6 +329,7 @@ def _capture_config(
         buffer_records=buffer,
         partition_prefix=partition_prefix,
         format=capture_format,
+        flush_seconds=flush_seconds,
     )
 
 

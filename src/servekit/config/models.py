@@ -109,7 +109,8 @@ class CaptureConfig:
     capture_input: bool = True
     capture_output: bool = True
     buffer_records: int = 10_000  # beyond this, records are dropped and counted, never blocking a request
-    flush_seconds: float = 5.0  # how long a partition file stays open before it is closed and made visible
+    # the most a captured record waits before it is readable: its file is sealed and published within this
+    flush_seconds: float = 5.0
     seed: int | None = None  # sampling RNG seed, for tests
     # When set, partitions are ``<destination>/<prefix>/yyyy/mm/dd/hh`` instead of ``<model>/<version>/...``:
     # an endpoint's instances capture under ``<endpoint>/<variant>`` as SageMaker lays it out.

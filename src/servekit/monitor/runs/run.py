@@ -38,8 +38,10 @@ class RunResult:
 
     @property
     def warnings(self) -> list[str]:
-        """What the user should know about the data although the run went on (a header that does not match)."""
-        return column_warnings(self.missing_columns, self.extra_columns)
+        """What the user should know about the data although the run went on (a header that does not match,
+        capture records not yet published)."""
+        unread = self.stats.in_progress_warning()
+        return column_warnings(self.missing_columns, self.extra_columns) + ([unread] if unread else [])
 
 
 def column_warnings(missing: Sequence[str], extra: Sequence[str]) -> list[str]:

@@ -73,10 +73,23 @@ class SourceStats:
     rows_without_timestamp: int = 0
     late_rows: int = 0  # rows for a window already finished (older than the source's watermark allowed)
     errors: list[str] = field(default_factory=list)
+    in_progress_files: int = 0  # a capture writer's hidden files not yet published (``.<name>.tmp``): not read
+    in_progress_records: int = 0  # the records (lines) in them when the listing was taken
+
+    def in_progress_warning(self) -> str | None:
+        """What was left unread because a capture writer had not yet published it, or None."""
+        if not self.in_progress_files:
+            return None
+        return (
+            f"{self.in_progress_records} record(s) in {self.in_progress_files} capture file(s) still being written "
+            "(hidden .*.tmp) were not read; a capture writer publishes them within its flush interval "
+            "(--capture_flush_seconds, 5 s by default): run again to include them"
+        )
 
 
-def list_files(uri: str, storage: ObjectStorage) -> list[str]:
-    """The files to read: ``uri`` itself when it is a file, else every file below it that is not hidden."""
+def list_files(uri: str, storage: ObjectStorage, stats: SourceStats | None = None) -> list[str]:
+    """The files to read: ``uri`` itself when it is a file, else every file below it that is not hidden. The
+    capture writer's files still being written are counted in ``stats`` (files and records), never read."""
     try:
         entries = storage.list(uri, recursive=True)
     except FileNotFoundError:
@@ -86,13 +99,34 @@ def list_files(uri: str, storage: ObjectStorage) -> list[str]:
     if len(entries) == 1 and entries[0].uri == uri and not entries[0].is_dir:
         return [uri]
     files = [e.uri for e in entries if not _hidden(e.key)]
+    counted = stats if stats is not None else SourceStats()
+    for e in entries:
+        if _in_progress(e.key):
+            counted.in_progress_files += 1
+            counted.in_progress_records += _count_lines(storage, e.uri)
     if not files:
-        raise SourceError(f"{uri!r} holds no files")
+        unread = counted.in_progress_warning()
+        raise SourceError(f"{uri!r} holds no files" + (f": {unread}" if unread else ""))
     return files
 
 
 def _hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/"))
+
+
+def _in_progress(relative: str) -> bool:
+    """A capture writer's file not yet published: ``.<name>.jsonl.tmp`` (or ``.parquet.tmp``) in a visible folder."""
+    folder, _, name = relative.rpartition("/")
+    return name.startswith(".") and name.endswith(".tmp") and not _hidden(folder)
+
+
+def _count_lines(storage: ObjectStorage, uri: str) -> int:
+    """Whole lines in a file being written (JSON Lines: one record each); 0 if it is gone or unreadable."""
+    try:
+        with storage.open(uri, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return 0
 
 
 def file_format(storage: ObjectStorage, path: str) -> str:
@@ -141,7 +175,7 @@ def read(
     outside ``[since - 1h, until + 1h)`` are skipped."""
     stats = stats if stats is not None else SourceStats()
     storage = storage or Storage()
-    files = in_time_order(list_files(uri, storage))
+    files = in_time_order(list_files(uri, storage, stats))
     formats = [file_format(storage, path) for path in files]
     # Watermarks only when every file is capture in an hourly partition: any other file may hold any time.
     ordered = all(

@@ -45,7 +45,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Drift and quality monitoring; its scheduling API (monitor/schedules) speaks AWS on the control plane and reads
     # the endpoint metrics store.
     "monitor": BASE | {"config", "storage", "state", "codecs", "capture", "aws", "cloudwatch"},
-    "bench": BASE | {"config", "codecs"},
+    # The load generator; "aws" for SigV4 (bench --endpoint-name signs InvokeEndpoint).
+    "bench": BASE | {"config", "codecs", "aws"},
+    # Locust users and stepped load (the servekit[locust] extra): SigV4 from aws, the knee from bench.
+    "locust": BASE | {"aws", "bench"},
     "transform": _CORE | {"codecs", "state", "aws"},
     # The control plane's services (DESIGN.md §1): one package each, over the AWS wire layer and the state. None
     # knows tensors or serving internals; instances are `servekit serve` processes a backend starts, and the gateway

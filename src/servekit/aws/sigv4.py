@@ -354,3 +354,35 @@ def verify_s3(verifier: Verifier, method: str, raw_path: str, headers: Mapping[s
         auth.scope,
         signing_key(key.secret_access_key, auth.date, auth.region, auth.service),
     )
+
+
+# ------------------------------------------------------------------------------------------------- signing
+def sign_headers(
+    method: str,
+    raw_path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    access_key_id: str,
+    secret: str,
+    region: str,
+    service: str,
+    now: float | None = None,
+) -> dict[str, str]:
+    """The ``X-Amz-Date`` and ``Authorization`` headers that sign a request, as ``botocore.auth.SigV4Auth`` signs it.
+
+    ``headers`` are the ones sent (they must hold ``Host``, exactly as sent); all of them are signed. A client (the
+    load generators) calls this per request: the signing key is cached per day, so a call is two SHA-256 and one
+    HMAC over a few hundred bytes, not a botocore request object."""
+    amz_date = time.strftime(AMZ_DATE, time.gmtime(time.time() if now is None else now))
+    low = {k.lower(): v for k, v in headers.items()}
+    low["x-amz-date"] = amz_date
+    signed = tuple(sorted(low))
+    canonical = canonical_request(method, raw_path, low, signed, hashlib.sha256(body).hexdigest())
+    auth = Authorization(access_key_id, amz_date[:8], region, service, signed, "")
+    signature = sign(secret, auth, amz_date, canonical)
+    return {
+        "X-Amz-Date": amz_date,
+        "Authorization": f"{ALGORITHM} Credential={access_key_id}/{auth.scope}, SignedHeaders={';'.join(signed)}, "
+        f"Signature={signature}",
+    }

@@ -96,6 +96,15 @@ def up(
             "before it runs; without it the job runs with what its interpreter has.",
         ),
     ] = False,
+    serverless_idle_s: Annotated[
+        float,
+        typer.Option(
+            "--serverless-idle-s",
+            min=0.0,
+            help="How long a serverless variant (ServerlessConfig) keeps instances beyond its ProvisionedConcurrency "
+            "after its last request.",
+        ),
+    ] = 300.0,
     print_systemd_unit: Annotated[
         bool,
         typer.Option(
@@ -124,6 +133,7 @@ def up(
             "--role": role,
             "--s3-endpoint": s3_endpoint,
             "--images": _absolute(images),
+            "--serverless-idle-s": f"{serverless_idle_s:g}",
         }  # --database-url stays out: it may carry a password (give SERVEKIT_DATABASE_URL in an EnvironmentFile)
         args = [part for flag, value in options.items() if value is not None for part in (flag, value)]
         args += ["--allow-installs"] if allow_installs else []
@@ -166,6 +176,7 @@ def up(
                 s3_endpoint,
                 images,
                 allow_installs,
+                serverless_idle_s,
             )
         except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
             typer.echo(f"servekit: {exc}", err=True)

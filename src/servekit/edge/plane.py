@@ -264,6 +264,8 @@ class ControlPlane:
             await _send(send, 404, b'{"message": "no such API on servekit up"}', "application/json")
             return
         out_headers = {**response.headers, **extra} if response.status == 200 else response.headers
+        if response.status == 429:  # throttled (a serverless variant at its MaxConcurrency): when to come back
+            out_headers = {**out_headers, "Retry-After": "1"}
         await send(
             {
                 "type": "http.response.start",

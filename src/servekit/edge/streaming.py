@@ -34,6 +34,8 @@ def api_error(exc: GatewayError) -> ApiError:
         return model_error_response(exc.message, status if isinstance(status, int) else 0, original)
     if exc.code == "ServiceUnavailable":
         return service_unavailable(exc.message)
+    if exc.code == "ThrottlingException":  # a serverless variant at its MaxConcurrency: refused at once
+        return ApiError("ThrottlingException", exc.message, 429)
     code = exc.extra.get("ErrorCode")
     return validation_error(exc.message, code if isinstance(code, str) else None)
 

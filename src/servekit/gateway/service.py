@@ -26,6 +26,7 @@ from servekit.gateway.multi_model import (
 )
 from servekit.gateway.multi_model import unload as unload_model
 from servekit.gateway.routing import choose_variant, least_outstanding, rendezvous
+from servekit.gateway.serverless import ColdVariant, ServerlessGate
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class VariantRoute:
     config_name: str = ""
     multi_model: str | None = None  # a multi-model fleet: the ModelDataUrl prefix its TargetModels are under
     model_cache: bool = True  # False (ModelCacheSetting Disabled): a model is unloaded after each request
+    serverless: ServerlessGate | None = None  # a serverless variant: its concurrency and how it starts capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +214,12 @@ class Gateway:
             pool = variants
         # by position, not name: a variant being deployed has two fleets of the same name
         index = choose_variant(
-            [(str(i), v.weight if v.instances else 0.0) for i, v in enumerate(pool)], self._rng.random()
+            [(str(i), v.weight if v.instances or v.serverless else 0.0) for i, v in enumerate(pool)],
+            self._rng.random(),
         )
         chosen = pool[int(index)] if index is not None else (pool[0] if target_variant is not None else None)
+        if chosen is not None and not chosen.instances and chosen.serverless is not None:
+            raise ColdVariant(chosen.serverless)
         if chosen is None or not chosen.instances:
             raise GatewayError(
                 "ServiceUnavailable",
@@ -383,10 +388,44 @@ class Gateway:
             except TargetError as exc:
                 raise GatewayError("ValidationError", 400, str(exc)) from None
             headers[TARGET_HEADER] = target_model
+        admitted: list[ServerlessGate] = []  # the serverless variant this request counts against, once chosen
+        out: Invocation | None = None
+        try:
+            out = await self._attempts(endpoint, body, headers, target_variant, target_model, admitted, stream)
+            return out
+        finally:
+            if admitted and (out is None or out.stream is None):  # a stream counts until it ends (_pieces)
+                admitted[0].done()
+
+    async def _attempts(
+        self,
+        endpoint: str,
+        body: bytes,
+        headers: dict[str, str],
+        target_variant: str | None,
+        target_model: str | None,
+        admitted: list[ServerlessGate],
+        stream: bool,
+    ) -> Invocation:
         tried: frozenset[str] = frozenset()
         reloaded = False
+        cold_starts = 0
         while True:  # ends: each turn excludes one more instance, and choose() raises when none is left
-            variant, instance = self.choose(endpoint, target_variant, tried, target_model)
+            try:
+                variant, instance = self.choose(endpoint, target_variant, tried, target_model)
+            except ColdVariant as cold:  # no instance yet: the request waits for the first to start
+                if cold_starts:
+                    raise GatewayError(
+                        "ServiceUnavailable", 503, f"Endpoint {endpoint} could not start an instance; retry later."
+                    ) from None
+                cold_starts += 1
+                await self._admit(endpoint, cold.gate, admitted)
+                await cold.gate.warm()
+                continue
+            if variant.serverless is not None:
+                await self._admit(endpoint, variant.serverless, admitted)
+                if variant.serverless.in_flight > len(variant.instances):
+                    variant.serverless.grow(variant.serverless.in_flight)
             path, load = "/invocations", None
             if variant.multi_model is not None:
                 if target_model is None:
@@ -420,7 +459,7 @@ class Gateway:
                         None,
                         variant.config_name,
                         load,
-                        stream=_pieces(resp, instance, variant.name),
+                        stream=_pieces(resp, instance, variant.name, admitted[0] if admitted else None),
                     )
                 async with resp:
                     payload = await resp.read()
@@ -478,6 +517,20 @@ class Gateway:
             finally:
                 if not streaming:
                     instance.outstanding -= 1
+
+    @staticmethod
+    async def _admit(endpoint: str, gate: ServerlessGate, admitted: list[ServerlessGate]) -> None:
+        """Count the request against its serverless variant's MaxConcurrency, once; past it, refuse at once."""
+        if admitted:
+            return
+        if not gate.admit():
+            raise GatewayError(
+                "ThrottlingException",
+                429,
+                f"Endpoint {endpoint} is at its MaxConcurrency of {gate.max_concurrency} concurrent requests; "
+                "retry later.",
+            )
+        admitted.append(gate)
 
     def _uncache(self, instance: InstanceRoute, target: str) -> None:
         """ModelCacheSetting Disabled: unload the model after its request, in the background."""
@@ -538,7 +591,9 @@ class Gateway:
             await asyncio.sleep(0)  # let the connector close its transports
 
 
-async def _pieces(resp: aiohttp.ClientResponse, instance: InstanceRoute, variant: str) -> AsyncIterator[bytes]:
+async def _pieces(
+    resp: aiohttp.ClientResponse, instance: InstanceRoute, variant: str, gate: ServerlessGate | None
+) -> AsyncIterator[bytes]:
     """A streamed answer's pieces as they arrive; a stream the instance broke off (its chunked body ended without
     its last chunk: the model raised midway) is a GatewayError("ModelStreamError")."""
     try:
@@ -554,6 +609,8 @@ async def _pieces(resp: aiohttp.ClientResponse, instance: InstanceRoute, variant
     finally:
         resp.release()
         instance.outstanding -= 1
+        if gate is not None:
+            gate.done()
 
 
 def _model_s(total_ms: str | None, round_trip_s: float) -> float:

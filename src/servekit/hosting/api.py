@@ -28,6 +28,7 @@ from servekit.hosting.images import UnknownImage, served_by
 from servekit.hosting.lifecycle import EndpointStatus, predecessors
 from servekit.hosting.orchestrator import Orchestrator, no_config
 from servekit.hosting.rollout import RolloutPolicy
+from servekit.hosting.serverless import check_variant, initial_count
 from servekit.state.hosting import Hosting
 from servekit.state.hosting_rows import AlreadyExists, ContainerSpec, EndpointRow, NotFound, StaleStatus, VariantState
 
@@ -151,12 +152,16 @@ class HostingService:
             if v["VariantName"].lower() in seen:
                 raise validation_exception(f"The variant name {v['VariantName']} is used more than once.")
             seen.add(v["VariantName"].lower())
-            if v.get("ServerlessConfig") is not None:
-                raise validation_exception("Serverless variants are not supported by servekit; use instances.")
+            problem = check_variant(v)
+            if problem is not None:
+                raise validation_exception(problem)
             model = v.get("ModelName")
             if not model or self.repo.get_model(model) is None:
                 arn = self._arn(ResourceKind.MODEL, model or "-")
                 raise validation_exception(f'Could not find model "{arn}".')
+            if v.get("ServerlessConfig"):  # no instance type: its envelope is its MemorySizeInMB
+                v.setdefault("InitialVariantWeight", 1.0)
+                continue
             if self._envelopes.envelope(v.get("InstanceType", "")) is None:
                 raise validation_exception(
                     f"The instance type {v.get('InstanceType')!r} of variant {v['VariantName']} is not known to this "
@@ -223,7 +228,7 @@ class HostingService:
                 float(v["InitialVariantWeight"]),
                 float(v["InitialVariantWeight"]),
                 0,
-                int(v["InitialInstanceCount"]),
+                initial_count(v),
             )
             for v in config.variants
         ]
@@ -339,7 +344,7 @@ class HostingService:
 
     def _policy(self, deployment: Mapping[str, Any] | None, config: Any) -> RolloutPolicy:
         """The rollout plan of a DeploymentConfig, refused (ValidationException) as SageMaker refuses it."""
-        green = sum(int(v.get("InitialInstanceCount", 1)) for v in config.variants)
+        green = sum(initial_count(v) for v in config.variants)
         try:
             policy = rollout.policy_from(deployment, green)
             steps = config.record.get(_STEPS)

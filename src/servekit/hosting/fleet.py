@@ -32,6 +32,7 @@ from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend
 from servekit.gateway.service import InstanceRoute, RoutingTable, ShadowRoute, VariantRoute
 from servekit.hosting import rollout
 from servekit.hosting.rollout import RolloutPhase, RolloutPolicy, RolloutState
+from servekit.hosting.serverless import DEFAULT_IDLE_S, ServerlessFleets, ServerlessSpec
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class VariantPlan:
     multi_model: bool = False  # Mode MultiModel: model_dir is the ModelDataUrl prefix TargetModel is under
     model_cache: bool = True  # MultiModelConfig.ModelCacheSetting: Disabled unloads a model after each request
     preload: tuple[str, ...] = ()  # TargetModels loaded (and pinned) on each instance before it takes traffic
+    serverless: ServerlessSpec | None = None  # a serverless variant: count is its provisioned concurrency
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +201,11 @@ class EndpointController:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         preload: Preload | None = None,
         probe: InstanceProbe | None = None,
+        serverless_idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
         """``probe`` (default: :class:`HttpProbe`) says whether a starting instance is healthy; ``clock`` and
-        ``sleep`` are all the controller reads and waits on for startup timeouts, bakes, polls and drains."""
+        ``sleep`` are all the controller reads and waits on for startup timeouts, bakes, polls and drains;
+        ``serverless_idle_s``: how long a serverless variant idles before its unprovisioned instances stop."""
         self.name = name
         self._on_ready = on_instance_ready
         self._sleep = sleep
@@ -219,6 +223,7 @@ class EndpointController:
         self.fleets: dict[str, Fleet] = {}
         self._lock = asyncio.Lock()  # one change at a time: create, update, capacity, delete, tick
         self._probe: InstanceProbe = probe if probe is not None else HttpProbe()
+        self.serverless = ServerlessFleets(name, self._resize_variant, self._serving, serverless_idle_s)
 
     async def _on_status(self, status: str, reason: str | None) -> None:
         self.last_reason = reason
@@ -395,6 +400,14 @@ class EndpointController:
             await self._on_status("InService", reason)
             return reason
 
+    async def _resize_variant(self, variant: str, count: int) -> str | None:
+        """One variant's instance count (a serverless variant starting or stopping capacity)."""
+        return await self.set_capacity({variant: (None, count)})
+
+    def _serving(self, variant: str) -> int:
+        fleet = self.fleets.get(variant)
+        return len(fleet.healthy()) if fleet is not None else 0
+
     async def delete(self) -> None:
         async with self._lock:
             self._table.remove_endpoint(self.name)
@@ -403,7 +416,10 @@ class EndpointController:
             await self._probe.close()
 
     async def tick(self) -> None:
-        """Replace instances that died; the endpoint stays InService while the others serve."""
+        """Replace instances that died (the endpoint stays InService while the others serve); stop what idle
+        serverless variants do not need."""
+        if not self._lock.locked():
+            await self.serverless.idle()
         if self._lock.locked():
             return  # a change is under way and replaces its own fleets' dead instances
         async with self._lock:
@@ -442,6 +458,8 @@ class EndpointController:
                 "CurrentInstanceCount": len(self.fleets[v.name].healthy()) if v.name in self.fleets else 0,
                 "DesiredInstanceCount": v.count,
             }
+            if v.serverless is not None:
+                item["CurrentServerlessConfig"] = item["DesiredServerlessConfig"] = v.serverless.describe()
             out.append(item)
         return out
 
@@ -486,6 +504,7 @@ class EndpointController:
                 self.plan.config_name,
                 v.model_dir if v.multi_model else None,
                 v.model_cache,
+                self.serverless.gate(v.name, v.serverless),
             )
             for v in self.plan.variants
             if v.name in self.fleets
@@ -499,6 +518,7 @@ class EndpointController:
                     d.plan.config_name,
                     v.model_dir if v.multi_model else None,
                     v.model_cache,
+                    self.serverless.gate(v.name, v.serverless),
                 )
                 for v in d.plan.variants
                 if v.name in d.fleets

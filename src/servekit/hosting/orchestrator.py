@@ -26,6 +26,13 @@ from servekit.hosting.framework import FrameworkError, FrameworkModels
 from servekit.hosting.instance_types import InstanceType, Machine, oversubscription, this_machine
 from servekit.hosting.lifecycle import EndpointStatus, check_transition
 from servekit.hosting.rollout import RolloutPhase, RolloutPolicy, RolloutState
+from servekit.hosting.serverless import (
+    DEFAULT_IDLE_S,
+    SERVERLESS_TYPE,
+    initial_count,
+    serverless_spec,
+)
+from servekit.hosting.serverless import envelope as serverless_envelope
 from servekit.state.hosting import Hosting
 from servekit.state.hosting_rows import EndpointRow, NotFound, StaleStatus, VariantState
 
@@ -59,6 +66,7 @@ class Orchestrator:
         alarm_states: AlarmStates | None = None,
         preload: Preload | None = None,
         framework_dir: Path | None = None,
+        serverless_idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
         """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
         this process may run on) are handed out to instances as their own CPU sets while enough are free.
@@ -82,6 +90,7 @@ class Orchestrator:
         self._alarm_states = alarm_states
         self._preload = preload  # multi-model instances: load and pin SERVEKIT_MME_PRELOAD before traffic
         self._tasks: set[asyncio.Task[None]] = set()
+        self._serverless_idle_s = serverless_idle_s
 
     # ---- what the API asks for (each runs in the background; its result lands as the endpoint's status) --------
     def create(self, name: str, config_name: str) -> None:
@@ -144,7 +153,7 @@ class Orchestrator:
         for v in config.variants:
             env = self._envelopes.envelope(v.get("InstanceType", ""))
             if env is not None:
-                total += env.price_per_hour * counts.get(v["VariantName"], int(v.get("InitialInstanceCount", 1)))
+                total += env.price_per_hour * counts.get(v["VariantName"], initial_count(v))
         return round(total, 6)
 
     async def recover(self, row: EndpointRow) -> None:
@@ -195,6 +204,7 @@ class Orchestrator:
                 startup_timeout_s=self._startup_timeout_s,
                 on_instance_ready=(lambda c, v, i, s: ready(name, c, v, i, s)) if ready is not None else None,
                 preload=self._preload,
+                serverless_idle_s=self._serverless_idle_s,
             )
             self.controllers[name] = controller
         return controller
@@ -218,7 +228,8 @@ class Orchestrator:
         if model is None:
             raise _Unservable(f"the model {v['ModelName']} of variant {v['VariantName']} does not exist")
         multi_model = model.container.mode == "MultiModel"
-        env = self._envelopes.envelope(v["InstanceType"])
+        spec = serverless_spec(v)
+        env = serverless_envelope(spec) if spec is not None else self._envelopes.envelope(v["InstanceType"])
         if env is None:
             raise _Unservable(f"instance type {v['InstanceType']} is not known")
         if multi_model:  # a prefix: the gateway resolves each TargetModel under it on first use
@@ -237,16 +248,17 @@ class Orchestrator:
             name=v["VariantName"],
             model_name=model.name,
             model_dir=model_dir,
-            instance_type=v["InstanceType"],
+            instance_type=SERVERLESS_TYPE if spec is not None else v["InstanceType"],
             vcpus=env.vcpus,
             memory_bytes=env.memory_bytes,
-            count=_kept(retain, v["VariantName"], 1, int(v["InitialInstanceCount"])),
+            count=spec.provisioned if spec is not None else _kept(retain, v["VariantName"], 1, initial_count(v)),
             weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
             extra_args=capture_args(config.data_capture, name, v["VariantName"]),
             environment=dict(model.container.environment),
             multi_model=multi_model,
             model_cache=_model_cache(model.record),
             preload=_preload(model.container.environment) if multi_model else (),
+            serverless=spec,
         )
 
     def _check_oversubscription(self, plan: EndpointPlan) -> None:

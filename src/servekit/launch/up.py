@@ -38,6 +38,7 @@ from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
 from servekit.hosting.orchestrator import Orchestrator
+from servekit.hosting.serverless import DEFAULT_IDLE_S
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
@@ -142,6 +143,7 @@ def build(
     s3_endpoint: str | None = None,
     images_file: str | None = None,
     allow_installs: bool = False,
+    serverless_idle_s: float = DEFAULT_IDLE_S,
 ) -> ControlPlane:
     """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there); ``s3_endpoint``: an
     external S3-compatible store for ``s3://`` data outside the plane's own buckets (else AWS's variables name one)."""
@@ -196,6 +198,7 @@ def build(
         alarm_states=states,
         preload=gateway.preload,
         framework_dir=home / "models" / "framework",  # framework models (SAGEMAKER_PROGRAM) composed here
+        serverless_idle_s=serverless_idle_s,
     )
     hosting = HostingService(
         db.hosting,
@@ -378,6 +381,7 @@ def prepare_leader(
     s3_endpoint: str | None = None,
     images_file: str | None = None,
     allow_installs: bool = False,
+    serverless_idle_s: float = DEFAULT_IDLE_S,
 ) -> Prepared:
     """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
@@ -392,6 +396,7 @@ def prepare_leader(
         s3_endpoint=s3_endpoint,
         images_file=images_file,
         allow_installs=allow_installs,
+        serverless_idle_s=serverless_idle_s,
     )
     external = external_s3(s3_endpoint, os.environ, f"http://{f'[{reach}]' if ':' in reach else reach}:{port}")
     record = home / S3_ENDPOINT_FILE

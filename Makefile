@@ -2,7 +2,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
 .PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
-.PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk
+.PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk install-locust test-locust
 
 # Training jobs run in a bubblewrap sandbox (Debian's bubblewrap): installed here when apt can (CI runs as root).
 install:
@@ -27,7 +27,7 @@ typecheck:
 # `make test-browser`, the PostgreSQL tests (marked postgres) in `make test-postgres`, not here: the default suite
 # needs none of them.
 pytest:
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres and not sdk"
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres and not sdk and not locust"
 
 test: install lint typecheck pytest
 
@@ -78,6 +78,14 @@ install-sdk:
 
 test-sdk: install install-sdk
 	SERVEKIT_SDK_PYTHON=$(abspath $(SDK_VENV))/bin/python $(PYTHON) -m pytest -q -p no:cacheprovider -m sdk
+
+# Locust against servekit up and servekit serve (tests/e2e/locust, marked locust): the servekit[locust] extra. The
+# tests run Locust in processes of its own (it patches the standard library with gevent's on import).
+install-locust: install
+	$(PIP) install -q -e '.[test,locust]'
+
+test-locust: install-locust
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m locust
 
 # Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
 bench:

@@ -129,3 +129,44 @@ def knee_from_history(
     ``factor``, and the highest rate that met ``slo_ms``."""
     points = points_from_history(history, percentile=percentile, settle_rows=settle_rows)
     return find_knee(points, factor=factor, slo_ms=slo_ms, max_failed=max_failed, percentile=percentile)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Locust's cumulative totals at one moment: ``stats.total``'s request and failure counts and its response-time
+    histogram (rounded ms → count)."""
+
+    t: float
+    requests: int
+    failures: int
+    response_times: Mapping[int, int]
+
+
+def histogram_percentile(counts: Mapping[int, int], q: float) -> float:
+    """The ``q`` (0..1) percentile of a histogram of rounded milliseconds, as Locust reads its own."""
+    total = sum(n for n in counts.values() if n > 0)
+    if total == 0:
+        return math.nan
+    rank = q * total
+    seen = 0
+    for value in sorted(counts):
+        seen += max(counts[value], 0)
+        if seen >= rank:
+            return float(value)
+    return float(max(counts))
+
+
+def point_between(before: Snapshot, after: Snapshot, *, percentile: str = "p95", label: str = "") -> LoadPoint:
+    """The load point of the stretch between two snapshots: its rate and percentile exactly, not Locust's
+    10-second moving windows."""
+    q = {"p50": 0.5, "p95": 0.95, "p99": 0.99}[percentile]
+    elapsed = max(after.t - before.t, 1e-9)
+    diff = {k: n - before.response_times.get(k, 0) for k, n in after.response_times.items()}
+    requests = after.requests - before.requests
+    failures = after.failures - before.failures
+    return LoadPoint(
+        rate=requests / elapsed,
+        latency_ms=histogram_percentile(diff, q),
+        failed=failures / requests if requests else 0.0,
+        label=label,
+    )

@@ -37,7 +37,8 @@ class _ServekitUser(FastHttpUser):
         with self.client.request("POST", path, data=data, headers=headers, name=name, catch_response=True) as resp:
             status = resp.status_code
             if not 200 <= status < 300:
-                code, message = error_of(status, dict(resp.headers or {}), resp.content)
+                error_type = (resp.headers or {}).get("x-amzn-ErrorType") or ""
+                code, message = error_of(status, {"x-amzn-ErrorType": str(error_type)}, resp.content)
                 resp.failure(failure_text(status, code, message))
             return resp
 

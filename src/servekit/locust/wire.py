@@ -149,7 +149,7 @@ def error_of(status: int, headers: Mapping[str, str] | None, body: bytes | None)
     code = ""
     if headers:
         for name, value in headers.items():
-            if name.lower() == "x-amzn-errortype" and value:
+            if name.lower() == "x-amzn-errortype" and isinstance(value, str) and value:
                 code = value.split(":", 1)[0]
     message = ""
     doc: Any = None
@@ -164,7 +164,7 @@ def error_of(status: int, headers: Mapping[str, str] | None, body: bytes | None)
             code = raw.rsplit("#", 1)[-1]
         text = doc.get("message") or doc.get("Message") or doc.get("error") or ""
         message = text if isinstance(text, str) else orjson.dumps(text).decode()
-    return code or f"HTTP{status}", message[:300]
+    return code or f"HTTP{status}", message.split("\n", 1)[0][:160]
 
 
 def failure_text(status: int, code: str, message: str) -> str:

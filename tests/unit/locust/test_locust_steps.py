@@ -9,7 +9,18 @@ from typing import Any
 import pytest
 
 from servekit.bench.knee import LoadPoint, find_knee
-from servekit.locust.steps import SEED_RATES, Step, knee_from_history, points_from_history, step_at, steps, users_for
+from servekit.locust.steps import (
+    SEED_RATES,
+    Snapshot,
+    Step,
+    histogram_percentile,
+    knee_from_history,
+    point_between,
+    points_from_history,
+    step_at,
+    steps,
+    users_for,
+)
 
 
 def test_schedule_holds_each_step_then_ends() -> None:
@@ -107,3 +118,14 @@ def test_history_from_locust_csv_rows() -> None:
     assert points[1].failed == pytest.approx(0.1)
     with pytest.raises(ValueError):
         points_from_history([], percentile="p42")
+
+
+def test_a_step_is_measured_between_two_snapshots_of_the_cumulative_histogram() -> None:
+    before = Snapshot(10.0, 100, 0, {5: 90, 50: 10})
+    after = Snapshot(14.0, 500, 4, {5: 90 + 380, 6: 10, 80: 10})  # the step: 380 x 5 ms, 10 x 6 ms, 10 x 80 ms
+    point = point_between(before, after, label="100/s")
+    assert point.rate == 100 and point.failed == pytest.approx(0.01) and point.label == "100/s"
+    assert point.latency_ms == 5  # 95% of the step's 400 are at 5 ms: the earlier 50 ms ones are not the step's
+    assert point_between(before, after, percentile="p99").latency_ms == 80
+    assert histogram_percentile({}, 0.95) != histogram_percentile({}, 0.95)  # NaN: nothing measured
+    assert histogram_percentile({1: 1, 2: 1, 3: 2}, 0.5) == 2

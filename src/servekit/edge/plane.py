@@ -63,6 +63,7 @@ class ControlPlane:
         collectors: Sequence[Collector] = (),
         mounts: Mapping[str, Callable[[ControlPlane], ASGIApp]] | None = None,
         fronts: Sequence[tuple[Callable[[Scope], bool], ASGIApp]] = (),
+        before_invoke: Callable[[str], None] | None = None,
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
         the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
@@ -71,7 +72,9 @@ class ControlPlane:
         /metrics (built here when not given); ``collectors``: more of them (the utilization sampler's gauges);
         ``mounts``: path prefix -> a function that builds the app served there from this plane. ``fronts``: AWS
         services with a wire handling of their own (S3 streams bodies to disk, STS speaks the query protocol), each
-        with the test that picks its requests (their SigV4 scope), asked before the body is read."""
+        with the test that picks its requests (their SigV4 scope), asked before the body is read. ``before_invoke``:
+        called with the endpoint of each InvokeEndpoint; what it raises is the answer (an asynchronous endpoint
+        refuses it)."""
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
         self.background = tuple(background)
@@ -92,6 +95,7 @@ class ControlPlane:
         # other apps on this port by path prefix (the web console at /console), each built from the plane
         self.mounts: dict[str, ASGIApp] = {prefix: build(self) for prefix, build in (mounts or {}).items()}
         self.fronts = tuple(fronts)
+        self._before_invoke = before_invoke
 
     # ---- lifecycle ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -161,6 +165,8 @@ class ControlPlane:
 
     async def _invoke(self, p: dict[str, Any]) -> dict[str, Any]:
         endpoint = p["EndpointName"]
+        if self._before_invoke is not None:
+            self._before_invoke(endpoint)
         body = p.get("Body") or b""
         if isinstance(body, str):
             body = body.encode()

@@ -27,6 +27,7 @@ from servekit.backends.ray_job_hosts import RayJobHosts
 from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.metrics_api import CloudWatchMetrics
 from servekit.cloudwatch.store import MetricsStore
+from servekit.edge.async_invocations import AsyncInvocations
 from servekit.edge.metrics import EdgeMetrics
 from servekit.edge.plane import Background, ControlPlane
 from servekit.gateway.published import PublishedRoutingTable
@@ -321,8 +322,11 @@ def build(
             **tuning.handlers(),
         }
     )
+    # Asynchronous inference: InvokeEndpointAsync's durable queue, run through the gateway, answers into S3
+    async_invocations = AsyncInvocations(db.async_invocations, db.hosting, gateway, plane_objects, endpoint_metrics)
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
+        async_invocations,
         scaler,
         sampler,
         # desired and current instances per variant as a metric series (the console's autoscaling chart)
@@ -346,7 +350,9 @@ def build(
                 db.autoscaling, account, variant_exists=functools.partial(endpoint_variant_exists, db)
             ).handlers(),
             "logs": logs.handlers(),
+            "sagemaker-runtime": {"InvokeEndpointAsync": async_invocations.submit},
         },
+        before_invoke=async_invocations.refuse_sync,
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
         background=background,

@@ -162,6 +162,25 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        3,
+        "asynchronous invocations queued for InvokeEndpointAsync (servekit.state.hosting_rows.AsyncQueue)",
+        (
+            """CREATE TABLE hosting_async_invocations (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                inference_id TEXT NOT NULL,
+                endpoint TEXT NOT NULL COLLATE NOCASE,
+                request TEXT NOT NULL,
+                status TEXT NOT NULL,
+                created REAL NOT NULL,
+                expires REAL NOT NULL,
+                started REAL,
+                ended REAL,
+                error TEXT NOT NULL DEFAULT ''
+            )""",
+            "CREATE INDEX hosting_async_invocations_queue ON hosting_async_invocations (status, endpoint, seq)",
+        ),
+    ),
 )
 
 

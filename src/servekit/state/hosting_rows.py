@@ -1,10 +1,16 @@
-"""The hosting aggregate's rows and refusals (see :mod:`servekit.state.hosting` for the repository)."""
+"""The hosting aggregate's rows and refusals (see :mod:`servekit.state.hosting` for the repository), and the queue
+of asynchronous invocations (:class:`AsyncQueue`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
+
+from servekit.state.connection import Connection, transaction
 
 Kind = Literal["model", "endpoint-config", "endpoint"]
 
@@ -168,3 +174,94 @@ class Unset:
 
 
 UNSET = Unset()
+
+
+# ---- asynchronous invocations ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncInvocationRow:
+    seq: int
+    inference_id: str
+    endpoint: str
+    request: Mapping[str, Any]  # InvokeEndpointAsync's parameters, with the output and failure locations
+    status: str  # Queued -> Running -> Completed | Failed (expired, timed out, the model's error)
+    created: float
+    expires: float
+    error: str = ""
+
+
+_ASYNC_COLUMNS = "seq, inference_id, endpoint, request, status, created, expires, error"
+
+
+def _async_row(r: tuple[Any, ...]) -> AsyncInvocationRow:
+    return AsyncInvocationRow(
+        int(r[0]), str(r[1]), str(r[2]), orjson.loads(r[3]), str(r[4]), float(r[5]), float(r[6]), str(r[7])
+    )
+
+
+class AsyncQueue:
+    """InvokeEndpointAsync's requests, durable: accepted once recorded here, taken oldest first per endpoint, and
+    put back in the queue by a restarted plane when the one running them died."""
+
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
+        self._db = conn
+        self._clock = clock
+
+    def add(self, inference_id: str, endpoint: str, request: Mapping[str, Any], ttl_s: float) -> AsyncInvocationRow:
+        now = self._clock()
+        with transaction(self._db):
+            seq = self._db.execute(
+                "INSERT INTO hosting_async_invocations (inference_id, endpoint, request, status, created, expires) "
+                "VALUES (?, ?, ?, 'Queued', ?, ?) RETURNING seq",
+                (inference_id, endpoint, orjson.dumps(dict(request)).decode(), now, now + ttl_s),
+            ).fetchone()[0]
+        return AsyncInvocationRow(int(seq), inference_id, endpoint, dict(request), "Queued", now, now + ttl_s)
+
+    def queued(self, endpoint: str, limit: int) -> list[AsyncInvocationRow]:
+        rows = self._db.execute(
+            f"SELECT {_ASYNC_COLUMNS} FROM hosting_async_invocations WHERE status = 'Queued' AND endpoint = ? "
+            "ORDER BY seq LIMIT ?",
+            (endpoint, limit),
+        ).fetchall()
+        return [_async_row(r) for r in rows]
+
+    def claim(self, seq: int) -> bool:
+        """Queued -> Running (False: another taker had it)."""
+        with transaction(self._db):
+            return (
+                self._db.execute(
+                    "UPDATE hosting_async_invocations SET status = 'Running', started = ? "
+                    "WHERE seq = ? AND status = 'Queued'",
+                    (self._clock(), seq),
+                ).rowcount
+                == 1
+            )
+
+    def finish(self, seq: int, status: str, error: str = "") -> None:
+        with transaction(self._db):
+            self._db.execute(
+                "UPDATE hosting_async_invocations SET status = ?, ended = ?, error = ? WHERE seq = ?",
+                (status, self._clock(), error, seq),
+            )
+
+    def requeue_running(self) -> int:
+        """A plane starting: what its predecessor was running goes back to the queue (run again, in order)."""
+        with transaction(self._db):
+            return int(
+                self._db.execute(
+                    "UPDATE hosting_async_invocations SET status = 'Queued', started = NULL WHERE status = 'Running'"
+                ).rowcount
+            )
+
+    def backlog(self) -> dict[str, int]:
+        """Per endpoint, the requests queued or running (ApproximateBacklogSize)."""
+        rows = self._db.execute(
+            "SELECT endpoint, COUNT(*) FROM hosting_async_invocations WHERE status IN ('Queued', 'Running') "
+            "GROUP BY endpoint"
+        ).fetchall()
+        return {str(e): int(n) for e, n in rows}
+
+    def get(self, seq: int) -> AsyncInvocationRow | None:
+        r = self._db.execute(f"SELECT {_ASYNC_COLUMNS} FROM hosting_async_invocations WHERE seq = ?", (seq,)).fetchone()
+        return _async_row(r) if r else None

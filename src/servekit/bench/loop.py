@@ -74,7 +74,7 @@ async def closed_loop(
     conns = [Connection(target, timeout_s) for _ in range(concurrency)]
     # Connect before the clock starts; a failure here is retried, and counted, by the client's first request.
     await asyncio.gather(*(c.open() for c in conns), return_exceptions=True)
-    reqs, rows = workload.requests, workload.rows
+    reqs, rows, make = workload.requests, workload.rows, workload.make
     n = len(reqs)
     remaining = requests if requests is not None else -1  # -1: no request limit
     sent = 0
@@ -93,7 +93,7 @@ async def closed_loop(
             sent += 1
             conn.deadline = t0 + timeout_s
             try:
-                resp = await conn.request(reqs[k])
+                resp = await conn.request(reqs[k] if make is None else make(k))
             except (OSError, ProtocolError) as exc:
                 conn.deadline = math.inf
                 _failed(samples, conn, exc)
@@ -123,7 +123,7 @@ async def open_loop(
     stop: asyncio.Event,
 ) -> float:
     """Send at ``rate`` requests/s; returns the seconds from the first due time to the last response."""
-    reqs, rows = workload.requests, workload.rows
+    reqs, rows, make = workload.requests, workload.rows, workload.make
     n = len(reqs)
     idle: list[Connection] = []
     every: list[Connection] = []
@@ -139,7 +139,7 @@ async def open_loop(
             every.append(conn)
         conn.deadline = perf_counter() + timeout_s
         try:
-            resp = await conn.request(reqs[k])
+            resp = await conn.request(reqs[k] if make is None else make(k))
         except (OSError, ProtocolError) as exc:
             _failed(samples, conn, exc)
         else:

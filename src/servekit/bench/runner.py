@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 from rich.console import Console
 
 from servekit.bench import wrk
+from servekit.bench.dynamic import build_dynamic
+from servekit.bench.knee import Knee, LoadPoint, find_knee
 from servekit.bench.loop import closed_loop, open_loop
 from servekit.bench.progress import LiveProgress
 from servekit.bench.spec import BenchSpec
@@ -36,8 +39,9 @@ def run_bench(spec: BenchSpec, progress: Console | None = None) -> dict[str, Any
 
 async def run_bench_async(spec: BenchSpec, progress: Console | None = None) -> dict[str, Any]:
     target = spec.target
-    inputs = None if spec.body_file else await fetch_inputs(target, spec.model, spec.version, spec.timeout_s)
-    workload = build_workload(spec, inputs)
+    static = spec.body_file or spec.payload or spec.endpoint_name
+    inputs = None if static else await fetch_inputs(target, spec.model, spec.version, spec.timeout_s)
+    workload = build_dynamic(spec) if spec.endpoint_name or spec.payload else build_workload(spec, inputs)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = False
@@ -54,7 +58,24 @@ async def run_bench_async(spec: BenchSpec, progress: Console | None = None) -> d
     finally:
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
-    return build_report(_target_info(spec, workload), phases, interrupted=stop.is_set())
+    report = build_report(_target_info(spec, workload), phases, interrupted=stop.is_set())
+    if len(phases) > 1:
+        report["knee"] = phase_knee(phases, spec.knee_factor, spec.slo_ms).to_json()
+    return report
+
+
+def phase_knee(phases: list[PhaseStats], factor: float, slo_ms: float | None) -> Knee:
+    """The knee over the phases: each phase's answered rate (2xx/s) and p95."""
+    points = [
+        LoadPoint(
+            rate=p.ok / max(p.duration_s, 1e-9),
+            latency_ms=(p.latency_ms or {}).get("p95", math.nan),
+            failed=(p.requests - p.ok) / p.requests if p.requests else 0.0,
+            label=f"c={p.concurrency}" if p.loop == "closed" else f"{p.target_rate:g}/s",
+        )
+        for p in phases
+    ]
+    return find_knee(points, factor=factor, slo_ms=slo_ms)
 
 
 def _stop_once(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -111,12 +132,16 @@ def _target_info(spec: BenchSpec, workload: Workload) -> dict[str, Any]:
     return {
         "url": spec.target.url,
         "protocol": spec.protocol,
-        "model": spec.model,
+        "model": spec.model or spec.target_model or "",
         "version": spec.version,
         "method": workload.method,
         "path": workload.path,
         "engine": spec.engine,
         "loop": spec.loop,
         "rows_per_request": rows.pop() if len(rows) == 1 else sum(workload.rows) / len(workload.rows),
-        "distinct_bodies": len(workload.bodies),
+        "distinct_bodies": None if spec.payload else len(workload.bodies),
+        "endpoint_name": spec.endpoint_name,
+        "target_model": spec.target_model,
+        "payload": spec.payload,
+        "payload_bodies_per_s": workload.payload_bodies_per_s,
     }

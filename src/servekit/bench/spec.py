@@ -92,6 +92,15 @@ class BenchSpec:
     csv: bool = False
     headers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     engine: Engine = "asyncio"
+    endpoint_name: str | None = None  # InvokeEndpoint on servekit up (or AWS), signed per request
+    target_model: str | None = None
+    target_variant: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str = "us-east-1"
+    payload: str | None = None  # PY_FILE:FUNCTION, called for each request's body
+    knee_factor: float = 2.0  # --phases: the knee is where p95 exceeds this times its low-load level
+    slo_ms: float | None = None  # --phases: the highest rate whose p95 met this
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -100,8 +109,16 @@ class BenchSpec:
             raise ConfigError(f"--loop {self.loop!r} is not one of {', '.join(LOOPS)}")
         if self.engine not in ENGINES:
             raise ConfigError(f"--engine {self.engine!r} is not one of {', '.join(ENGINES)}")
-        if not self.model:
-            raise ConfigError("--model is required")
+        if not self.model and not self.endpoint_name:
+            raise ConfigError("--model (or --endpoint-name) is required")
+        if (self.endpoint_name or self.payload) and self.engine == "wrk":
+            raise ConfigError("--endpoint-name and --payload build each request as it is sent: use --engine asyncio")
+        if (self.target_model or self.target_variant) and not self.endpoint_name:
+            raise ConfigError("--target-model/--target-variant go with --endpoint-name")
+        if not self.knee_factor > 1:
+            raise ConfigError("--knee-factor must exceed 1")
+        if self.slo_ms is not None and not self.slo_ms > 0:
+            raise ConfigError("--slo-ms must be positive")
         if self.rows < 1:
             raise ConfigError("--rows must be at least 1")
         if self.version is not None and self.version < 0:
@@ -169,6 +186,7 @@ def spec_from_options(
     headers: list[str],
     timeout: str,
     engine: str,
+    **more: object,
 ) -> BenchSpec:
     """The command line's options as a spec. The loop is open with --rate (or --loop open), else closed;
     --phases lists rates (open) or concurrencies (closed), each run for --phase_duration (or --duration)."""
@@ -213,4 +231,5 @@ def spec_from_options(
         csv=csv,
         headers=tuple(parse_header(h) for h in headers),
         engine=cast(Engine, engine),
+        **more,  # type: ignore[arg-type]
     )

@@ -206,11 +206,16 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}" if value < 100 else f"{value:.0f}"
 
 
+def _rate(value: float | None) -> str:
+    return "none" if value is None else f"{value:.1f} req/s"
+
+
 def render(report: dict[str, Any], console: Console) -> None:
     """The report as rich tables: client view per phase, then the server's phase split."""
     t = report["target"]
     version = f" v{t['version']}" if t.get("version") is not None else ""
-    title = f"{t['protocol']} {t['model']}{version} @ {t['url']} ({t['engine']}, {t['loop']} loop)"
+    what = f"InvokeEndpoint {t['endpoint_name']}" if t.get("endpoint_name") else t["protocol"]
+    title = f"{what} {t['model']}{version} @ {t['url']} ({t['engine']}, {t['loop']} loop)"
     client = Table(title=title, title_justify="left")
     client.add_column("load", justify="right")
     for name in ("req/s", "rows/s", "ok", "errors", *("p50", "p90", "p95", "p99", "max")):
@@ -233,6 +238,16 @@ def render(report: dict[str, Any], console: Console) -> None:
     console.print(client)
     note = " (interrupted: the last phase is partial)" if report.get("interrupted") else ""
     console.print(f"latencies in ms, over 2xx responses{note}", style="dim")
+    if t.get("payload_bodies_per_s"):
+        console.print(f"--payload {t['payload']}: {t['payload_bodies_per_s']:,.0f} bodies/s alone")
+    if report.get("knee"):
+        k = report["knee"]
+        line = f"knee ({k['percentile']} > {k['factor']:g}x its low-load {_ms(k['baseline_ms'])} ms): "
+        line += "none" if k["knee_rate"] is None else f"at {k['knee_rate']:.1f} req/s ({_ms(k['knee_latency_ms'])} ms)"
+        line += f"; last phase below it {_rate(k['last_good_rate'])}"
+        if k["slo_ms"] is not None:
+            line += f"; highest rate with {k['percentile']} <= {k['slo_ms']:g} ms: {_rate(k['max_rate_under_slo'])}"
+        console.print(line)
     if not any(p["server_ms"] for p in report["phases"]):
         return
     server = Table(title="server phase split, ms mean / p99 (x-servekit-*-ms headers)", title_justify="left")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ class Workload:
     bodies: tuple[bytes, ...]
     rows: tuple[int, ...]
     requests: tuple[bytes, ...]
+    # Builds request k at send time (fresh payload bodies, a SigV4 signature per request); None: ``requests[k]``.
+    make: Callable[[int], bytes] | None = None
+    payload_bodies_per_s: float | None = None  # what --payload's function sustains alone, measured before the run
 
 
 # ---- endpoints -------------------------------------------------------------------------------------------------

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
+from servekit.cli.api_client import DEFAULT_URL
 from servekit.errors import ConfigError
 
 
@@ -30,6 +32,18 @@ bench_app = typer.Typer(
 )
 
 
+def _keys(home: Path | None) -> dict[str, str]:
+    """The key InvokeEndpoint is signed with: the environment ``servekit env`` sets, else the home's admin key."""
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    if not (key and secret):
+        from servekit.cli.api_client import credentials, home_dir
+
+        admin = credentials(home_dir(home)).admin
+        key, secret = admin.access_key_id, admin.secret_access_key
+    return {"access_key_id": key, "secret_access_key": secret, "region": region}
+
+
 def _opt(*names: str, help: str) -> Any:
     dashed = [n.replace("_", "-") for n in names if "_" in n]
     return typer.Option(*names, *dashed, help=help)
@@ -37,8 +51,10 @@ def _opt(*names: str, help: str) -> Any:
 
 @bench_app.command("run")
 def bench(
-    model: Annotated[str, _opt("--model", help="Model to send requests to.")],
-    url: Annotated[str, _opt("--url", help="Server address.")] = "http://127.0.0.1:8501",
+    model: Annotated[str, _opt("--model", help="Model to send requests to.")] = "",
+    url: Annotated[
+        str | None, _opt("--url", help="Server address (default :8501; with --endpoint-name $AWS_ENDPOINT_URL).")
+    ] = None,
     protocol: Annotated[str, _opt("--protocol", help="tfserving, kserve or sagemaker.")] = "tfserving",
     version: Annotated[int | None, _opt("--version", help="Model version (default: the server's choice).")] = None,
     rows: Annotated[int, _opt("--rows", help="Rows (examples) per generated request.")] = 1,
@@ -67,6 +83,23 @@ def bench(
     engine: Annotated[str, _opt("--engine", help="asyncio, or wrk (closed loop, duration only).")] = "asyncio",
     json_path: Annotated[Path | None, _opt("--json", help="Also write the report here (stable keys).")] = None,
     quiet: Annotated[bool, _opt("--quiet", help="No live progress (it is off anyway when not a terminal).")] = False,
+    endpoint_name: Annotated[
+        str | None, _opt("--endpoint-name", help="InvokeEndpoint on servekit up (signed; keys from servekit env).")
+    ] = None,
+    target_model: Annotated[str | None, _opt("--target-model", help="Multi-model endpoint: the model.")] = None,
+    target_variant: Annotated[str | None, _opt("--target-variant", help="The production variant to call.")] = None,
+    payload: Annotated[
+        str | None, _opt("--payload", help="PY_FILE:FUNCTION called for each request's body (fresh ids, times).")
+    ] = None,
+    knee_factor: Annotated[
+        float, _opt("--knee-factor", help="--phases: knee where p95 exceeds this x low-load.")
+    ] = 2.0,
+    slo_ms: Annotated[
+        float | None, _opt("--slo-ms", help="--phases: report the highest rate with p95 under it.")
+    ] = None,
+    home: Annotated[
+        Path | None, _opt("--home", help="servekit up's home, for its keys (else $AWS_ACCESS_KEY_ID).")
+    ] = None,
 ) -> None:
     """Load-test a model server (any protocol): throughput, latency percentiles, errors, the server's own split.
 
@@ -85,8 +118,10 @@ def bench(
     from servekit.bench.workload import BenchError
 
     try:
+        keys = _keys(home) if endpoint_name else {}
+        default_url = os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_URL if endpoint_name else "http://127.0.0.1:8501"
         spec = spec_from_options(
-            url=url,
+            url=url or default_url,
             protocol=protocol,
             model=model,
             version=version,
@@ -106,6 +141,13 @@ def bench(
             headers=header or [],
             timeout=timeout,
             engine=engine,
+            endpoint_name=endpoint_name,
+            target_model=target_model,
+            target_variant=target_variant,
+            payload=payload,
+            knee_factor=knee_factor,
+            slo_ms=slo_ms,
+            **keys,
         )
         err = Console(stderr=True)
         report = run_bench(spec, None if quiet or not err.is_terminal else err)

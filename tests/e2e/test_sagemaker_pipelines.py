@@ -499,3 +499,32 @@ def test_an_execution_survives_a_kill_of_its_plane_and_ends_on_the_restarted_one
         assert steps(sm, arn)["Check"]["Metadata"] == {"Condition": {"Outcome": "True"}}
     finally:
         second.stop()
+
+
+def test_parallelism_configuration_of_the_pipeline_bounds_its_steps(up: UpProcess) -> None:
+    sm, s3 = clients(up)
+    upload(s3)
+    s3.put_object(Bucket=BUCKET, Key="nap/nap.py", Body=NAP.encode())
+
+    def nap_steps() -> dict[str, Any]:
+        nap = processing("nap/nap.py", [], [])
+        del nap["ProcessingOutputConfig"]
+        steps = [{"Name": n, "Type": "Processing", "Arguments": nap} for n in ("One", "Two")]
+        return {"Version": "2020-12-01", "Parameters": [], "Steps": steps}
+
+    serial = {"MaxParallelExecutionSteps": 1}
+    sm.create_pipeline(
+        PipelineName="serial", PipelineDefinition=json.dumps(nap_steps()), RoleArn=ROLE, ParallelismConfiguration=serial
+    )
+    assert sm.describe_pipeline(PipelineName="serial")["ParallelismConfiguration"] == serial
+    sm.create_pipeline(PipelineName="wide", PipelineDefinition=json.dumps(nap_steps()), RoleArn=ROLE)
+
+    def spans(name: str) -> list[tuple[Any, Any]]:
+        arn = start(sm, name, name)
+        assert finished(sm, arn)["PipelineExecutionStatus"] == "Succeeded"
+        return sorted((s["StartTime"], s["EndTime"]) for s in steps(sm, arn).values())
+
+    (_, first_end), (second_start, _) = spans("serial")
+    assert second_start >= first_end  # one at a time
+    (_, first_end), (second_start, _) = spans("wide")
+    assert second_start < first_end  # without it, both ran at once

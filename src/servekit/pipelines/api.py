@@ -150,17 +150,17 @@ class PipelinesApi:
 
     async def create_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["PipelineName"]
-        if p.get("ParallelismConfiguration"):
-            raise validation_exception(
-                "ParallelismConfiguration is taken at StartPipelineExecution here, not at CreatePipeline (servekit "
-                "keeps one version of a pipeline)"
-            )
         text, doc = self._document(p)
         if self.repo.get_definition(name) is not None:
             raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.")
         if _is_sagemaker(doc):
-            self._register(name, p, text)
+            self._register(name, p, text, _parallelism(p))
             return {"PipelineArn": self.pipeline_arn(name)}
+        if p.get("ParallelismConfiguration"):
+            raise validation_exception(
+                "ParallelismConfiguration is refused for servekit's format: MaxParallelExecutionSteps in the "
+                "definition sets the parallelism"
+            )
         if doc.setdefault("Name", name) != name:
             raise validation_exception(f"PipelineDefinition's Name {doc['Name']!r} is not PipelineName {name!r}")
         text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
@@ -176,7 +176,7 @@ class PipelinesApi:
             candidate.unlink(missing_ok=True)
         return {"PipelineArn": self.pipeline_arn(name)}
 
-    def _register(self, name: str, p: dict[str, Any], text: str) -> None:
+    def _register(self, name: str, p: dict[str, Any], text: str, parallelism: int | None = None) -> None:
         try:
             self.repo.create_definition(
                 name=name,
@@ -185,6 +185,7 @@ class PipelinesApi:
                 description=p.get("PipelineDescription") or "",
                 role_arn=p["RoleArn"],
                 definition=text,
+                parallelism=parallelism,
             )
         except DefinitionExists:
             raise validation_exception(f"Pipeline {self.pipeline_arn(name)} already exists.") from None
@@ -224,9 +225,11 @@ class PipelinesApi:
 
     async def update_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._definition(p["PipelineName"])
+        changes: dict[str, str | int] = {}
         if p.get("ParallelismConfiguration"):
-            raise validation_exception("ParallelismConfiguration is taken at StartPipelineExecution here")
-        changes: dict[str, str] = {}
+            if not _is_sagemaker(self._loaded(row)):
+                raise validation_exception("ParallelismConfiguration is refused for servekit's format")
+            changes["parallelism"] = int(p["ParallelismConfiguration"]["MaxParallelExecutionSteps"])
         if p.get("PipelineDefinition") or p.get("PipelineDefinitionS3Location"):
             text, doc = self._document(p)
             if not _is_sagemaker(doc):
@@ -291,6 +294,8 @@ class PipelinesApi:
             out["PipelineDescription"] = row.description
         if row.last_run is not None:
             out["LastRunTime"] = row.last_run
+        if row.parallelism is not None:
+            out["ParallelismConfiguration"] = {"MaxParallelExecutionSteps": row.parallelism}
         return out
 
     async def describe_pipeline(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -398,7 +403,7 @@ class PipelinesApi:
             values = resolve_parameters(definition, given)
         except ParameterValueError as exc:
             raise validation_exception(str(exc)) from None
-        parallel = (p.get("ParallelismConfiguration") or {}).get("MaxParallelExecutionSteps") or DEFAULT_PARALLELISM
+        parallel = _parallelism(p) or row.parallelism or DEFAULT_PARALLELISM  # the execution's, the pipeline's
         run_id = self._new_id()
         execution = self._record_execution(row, p, run_id, "")
         if execution.run_id == run_id:  # else a retry with the same ClientRequestToken: the execution it started
@@ -647,6 +652,11 @@ class PipelinesApi:
         if token is not None:
             out["NextToken"] = token
         return out
+
+
+def _parallelism(p: dict[str, Any]) -> int | None:
+    value = (p.get("ParallelismConfiguration") or {}).get("MaxParallelExecutionSteps")
+    return None if value is None else int(value)
 
 
 def _is_sagemaker(doc: dict[str, Any]) -> bool:

@@ -135,6 +135,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE UNIQUE INDEX pipeline_api_executions_token ON pipeline_api_executions (pipeline, token)",
         ),
     ),
+    Migration(
+        4,
+        "a registered pipeline's ParallelismConfiguration (MaxParallelExecutionSteps)",
+        ("ALTER TABLE pipeline_definitions ADD COLUMN parallelism INTEGER",),
+    ),
 )
 
 _RUN_COLUMNS = (
@@ -249,6 +254,7 @@ class DefinitionRow:
     created: float
     modified: float
     last_run: float | None
+    parallelism: int | None = None  # ParallelismConfiguration.MaxParallelExecutionSteps (None: not given)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +274,9 @@ class ApiExecutionRow:
     exit_code: int | None
 
 
-_DEFINITION_COLUMNS = "seq, name, arn, display_name, description, role_arn, definition, created, modified, last_run"
+_DEFINITION_COLUMNS = (
+    "seq, name, arn, display_name, description, role_arn, definition, created, modified, last_run, parallelism"
+)
 _API_EXECUTION_COLUMNS = (
     "run_id, pipeline, arn, display_name, description, parameters, token, created, pid, log, exit_code"
 )
@@ -283,58 +291,23 @@ def _api_execution(r: tuple[Any, ...]) -> ApiExecutionRow:
     return ApiExecutionRow(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5]), *r[6:])
 
 
-def _run(r: tuple[Any, ...]) -> RunRow:
+def _run(r: tuple[Any, ...]) -> RunRow:  # the columns in RunRow's order (_RUN_COLUMNS)
+    loads = orjson.loads
     return RunRow(
-        run_id=r[1],
-        pipeline=r[2],
-        arn=r[3],
-        source=r[4],
-        definition=orjson.loads(r[5]),
-        parameters=orjson.loads(r[6]),
-        artifact_root=r[7],
-        status=r[8],
-        failure_reason=r[9],
-        created=r[10],
-        modified=r[11],
-        ended=r[12],
-        owner_pid=r[13],
-        owner_host=r[14] or "",
+        r[1], r[2], r[3], r[4], loads(r[5]), loads(r[6]), r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14] or ""
     )
 
 
-def _step(r: tuple[Any, ...]) -> StepRow:
+def _step(r: tuple[Any, ...]) -> StepRow:  # the columns in StepRow's order (_STEP_COLUMNS)
+    loads = orjson.loads
     return StepRow(
-        run_id=r[0],
-        step=r[1],
-        kind=r[2],
-        status=r[3],
-        attempts=r[4],
-        started=r[5],
-        ended=r[6],
-        failure_reason=r[7],
-        code_hash=r[8],
-        cache_key=r[9],
-        cache_source_run=r[10],
-        outputs=orjson.loads(r[11]),
-        properties=orjson.loads(r[12]),
-        metadata=orjson.loads(r[13]),
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], loads(r[11]), loads(r[12]), loads(r[13])
     )
 
 
-def _artifact(r: tuple[Any, ...]) -> ArtifactRow:
+def _artifact(r: tuple[Any, ...]) -> ArtifactRow:  # seq first in _ARTIFACT_COLUMNS, last in ArtifactRow
     return ArtifactRow(
-        seq=r[0],
-        uri=r[1],
-        sha256=r[2],
-        pipeline=r[3],
-        run_id=r[4],
-        step=r[5],
-        attempt=r[6],
-        output=r[7],
-        code_hash=r[8],
-        parameters=orjson.loads(r[9]),
-        inputs=orjson.loads(r[10]),
-        created=r[11],
+        r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], orjson.loads(r[9]), orjson.loads(r[10]), r[11], r[0]
     )
 
 
@@ -475,15 +448,23 @@ class Pipelines:
     # ---- pipelines registered through the API ------------------------------------------------------------------
 
     def create_definition(
-        self, *, name: str, arn: str, display_name: str, description: str, role_arn: str, definition: str
+        self,
+        *,
+        name: str,
+        arn: str,
+        display_name: str,
+        description: str,
+        role_arn: str,
+        definition: str,
+        parallelism: int | None = None,
     ) -> DefinitionRow:
         now = self._clock()
         try:
             with transaction(self._db):
                 self._db.execute(
                     f"INSERT INTO pipeline_definitions ({_DEFINITION_COLUMNS.removeprefix('seq, ')}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                    (name, arn, display_name, description, role_arn, definition, now, now),
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+                    (name, arn, display_name, description, role_arn, definition, now, now, parallelism),
                 )
         except sqlite3.IntegrityError:
             raise DefinitionExists(name) from None
@@ -519,8 +500,9 @@ class Pipelines:
             keyset_page(self._db, "pipeline_definitions", _DEFINITION_COLUMNS, _DEFINITION_SORT, listing), _definition
         )
 
-    def update_definition(self, name: str, **columns: str) -> None:
-        """UpdatePipeline: the given columns (definition, display_name, description, role_arn) and the time."""
+    def update_definition(self, name: str, **columns: str | int) -> None:
+        """UpdatePipeline: the given columns (definition, display_name, description, role_arn, parallelism) and the
+        time."""
         sets = "".join(f"{c} = ?, " for c in columns)
         with transaction(self._db):
             self._db.execute(

@@ -129,7 +129,7 @@ async def _phase(
 
 def _target_info(spec: BenchSpec, workload: Workload) -> dict[str, Any]:
     rows = set(workload.rows)
-    return {
+    info: dict[str, Any] = {
         "url": spec.target.url,
         "protocol": spec.protocol,
         "model": spec.model or spec.target_model or "",
@@ -140,8 +140,12 @@ def _target_info(spec: BenchSpec, workload: Workload) -> dict[str, Any]:
         "loop": spec.loop,
         "rows_per_request": rows.pop() if len(rows) == 1 else sum(workload.rows) / len(workload.rows),
         "distinct_bodies": None if spec.payload else len(workload.bodies),
+    }
+    # InvokeEndpoint and --payload runs add what they were; a plain run's target keeps its keys (schema 1)
+    extra = {
         "endpoint_name": spec.endpoint_name,
         "target_model": spec.target_model,
         "payload": spec.payload,
         "payload_bodies_per_s": workload.payload_bodies_per_s,
     }
+    return {**info, **{k: v for k, v in extra.items() if v is not None}}

@@ -5,7 +5,9 @@ The JSON report (``--json``) has stable keys; ``SCHEMA`` changes if any key chan
     {"schema": "servekit.bench/1",
      "interrupted": bool,                   # Ctrl-C ended the run early: the last phase is partial
      "target": {"url", "protocol", "model", "version", "method", "path", "engine", "loop", "rows_per_request",
-                "distinct_bodies"},
+                "distinct_bodies",
+                # only when used: "endpoint_name", "target_model", "payload", "payload_bodies_per_s"
+               },
      "phases": [{
         "loop": "closed" | "open",
         "concurrency": int | null,          # closed loop

@@ -252,3 +252,25 @@ def test_the_api_refuses_bad_jobs(up: UpProcess, iris: Path) -> None:
         sm.describe_inference_recommendations_job(JobName="bad-type")
     assert info.value.response["Error"]["Code"] == "ResourceNotFound"
     assert sm.list_inference_recommendations_jobs()["InferenceRecommendationsJobs"] == []
+
+
+def test_recommend_takes_a_body_function_as_servekit_bench_does(iris: Path, types_file: Path, tmp_path: Path) -> None:
+    """``--payload PY_FILE:FUNCTION``: every request's body is made when it is sent (issue 32)."""
+    calls = tmp_path / "calls.txt"
+    fn = tmp_path / "rows.py"
+    fn.write_text(
+        "import random\n\n"
+        "def body():\n"
+        f"    open({str(calls)!r}, 'a').write('.')\n"
+        "    return [[random.uniform(4, 8), random.uniform(2, 4), random.uniform(1, 7), random.uniform(0, 2)]]\n"
+    )
+    out = tmp_path / "report"
+    done = recommend(
+        "--model", str(iris), "--instance-types", "ml.local.one", "--instance-types-file", str(types_file),
+        "--target-qps", "100", "--p99-ms", str(SLO_MS), "--phase-duration", "1s", "--batching", "off",
+        "--max-trials", "1", "--concurrency", "2", "--payload", f"{fn}:body", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "recommendations.json").read_text())
+    assert report["InferenceRecommendations"]
+    assert len(calls.read_text()) > 100  # one call per request sent (and the calibration's), not a replayed file

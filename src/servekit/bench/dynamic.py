@@ -36,6 +36,12 @@ def invoke_endpoint(spec: BenchSpec) -> tuple[str, dict[str, str]]:
     return f"/endpoints/{quote(spec.endpoint_name or '', safe='')}/invocations", headers
 
 
+def is_payload_function(ref: str) -> bool:
+    """Whether ``ref`` names a body function (``path/to/file.py:function``) rather than a file of bodies."""
+    file, sep, name = ref.rpartition(":")
+    return bool(sep) and file.endswith(".py") and name.isidentifier()
+
+
 def load_payload(ref: str) -> Callable[[], Any]:
     """``path/to/file.py:function`` as a callable."""
     file, sep, name = ref.rpartition(":")

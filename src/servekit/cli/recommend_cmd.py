@@ -23,7 +23,12 @@ def recommend(
     target_qps: Annotated[float, _opt("--target-qps", help="Requests/s the fleet must serve (Q).")],
     p99_ms: Annotated[float, _opt("--p99-ms", help="Latency SLO: p99 at or under this many ms.")],
     payload: Annotated[
-        str | None, _opt("--payload", help="Request bodies, one per line (else generated from the signature).")
+        str | None,
+        _opt(
+            "--payload",
+            help="Request bodies, one per line, or PY_FILE:FUNCTION called for each request's body (fresh ids and "
+            "times, as servekit bench --payload); else generated from the signature.",
+        ),
     ] = None,
     content_type: Annotated[str, _opt("--content-type", help="Payload type: application/json or text/csv.")] = (
         "application/json"
@@ -57,6 +62,7 @@ def recommend(
     rate within the latency SLO. N = ceil(Q / (U x R_max)); cost per 1,000 inferences = N x price / (Q x 3.6).
     Writes recommendations.json (SageMaker's InferenceRecommendations shape) and report.html under --out.
     """
+    from servekit.bench.dynamic import is_payload_function
     from servekit.bench.spec import parse_duration, parse_levels
     from servekit.bench.workload import BenchError
     from servekit.hosting.instance_types import load_instance_types
@@ -65,7 +71,12 @@ def recommend(
 
     try:
         model_dir = check_model_dir(str(model))
-        if payload is not None and not Path(payload).is_file():
+        if payload is not None and is_payload_function(payload):  # PY_FILE:FUNCTION: the file made absolute
+            file, _, function = payload.rpartition(":")
+            if not Path(file).is_file():
+                raise ConfigError(f"--payload {payload}: no such file {file}")
+            payload = f"{Path(file).resolve()}:{function}"
+        elif payload is not None and not Path(payload).is_file():
             raise ConfigError(f"--payload {payload}: no such file")
         spec = RecommendSpec(
             model_dir=model_dir,
@@ -75,7 +86,7 @@ def recommend(
             slo_ms=p99_ms,
             slo_percentile=percentile,
             utilization=utilization,
-            payload=str(Path(payload).resolve()) if payload else None,
+            payload=payload if payload is None or is_payload_function(payload) else str(Path(payload).resolve()),
             content_type=content_type,
             rates=parse_levels(phases) if phases else (),
             concurrency=tuple(int(c) for c in parse_levels(concurrency)),

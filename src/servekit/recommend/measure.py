@@ -15,6 +15,7 @@ import orjson
 from servekit._utils.processes import rss_bytes
 from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend
 from servekit.bench.client import fetch
+from servekit.bench.dynamic import build_dynamic, is_payload_function
 from servekit.bench.loop import closed_loop, open_loop
 from servekit.bench.spec import BenchSpec, Target
 from servekit.bench.stats import PhaseStats, Samples
@@ -82,16 +83,21 @@ async def _model_error(target: Target, model: str) -> str | None:
 async def workload_for(
     target: Target, model: str, payload: str | None, content_type: str, timeout_s: float = 30.0
 ) -> Workload:
-    """SageMaker ``/invocations`` requests: the payload file's bodies, or bodies generated from the model's
-    signature (BenchError, which says to pass a payload, when the model has none to generate from)."""
+    """SageMaker ``/invocations`` requests: a body function's fresh bodies (``PY_FILE:FUNCTION``, as
+    ``servekit bench --payload``), the payload file's bodies, or bodies generated from the model's signature
+    (BenchError, which says to pass a payload, when the model has none to generate from)."""
+    function = payload if payload is not None and is_payload_function(payload) else None
     spec = BenchSpec(
         url=target.url,
         protocol="sagemaker",
         model=model,
-        body_file=payload,
+        body_file=None if function else payload,
         csv=content_type.startswith("text/csv"),
         timeout_s=timeout_s,
+        payload=function,
     )
+    if function is not None:
+        return build_dynamic(spec)
     inputs = None
     if payload is None:
         try:

@@ -33,7 +33,12 @@ def invoke_endpoint(spec: BenchSpec) -> tuple[str, dict[str, str]]:
         headers["X-Amzn-SageMaker-Target-Model"] = spec.target_model
     if spec.target_variant:
         headers["X-Amzn-SageMaker-Target-Variant"] = spec.target_variant
-    return f"/endpoints/{quote(spec.endpoint_name or '', safe='')}/invocations", headers
+    return invocation_path(spec.endpoint_name or ""), headers
+
+
+def invocation_path(endpoint_name: str) -> str:
+    """InvokeEndpoint's request path (servekit.locust signs the same)."""
+    return f"/endpoints/{quote(endpoint_name, safe='')}/invocations"
 
 
 def is_payload_function(ref: str) -> bool:
@@ -69,6 +74,7 @@ def load_payload(ref: str) -> Callable[[], Any]:
 
 
 def encode(body: Any) -> bytes:
+    """A payload function's body: bytes as they are, str as UTF-8, anything else (dict, list, numbers) as JSON."""
     if isinstance(body, bytes | bytearray | memoryview):
         return bytes(body)
     if isinstance(body, str):

@@ -10,12 +10,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import orjson
 
 from servekit.aws.sigv4 import sign_headers
+from servekit.bench.dynamic import encode, invocation_path
 from servekit.errors import ConfigError
+
+encode_body = encode  # bodies encode as servekit bench's payload functions' do
 
 DEFAULT_REGION = "us-east-1"
 SERVICE = "sagemaker"  # InvokeEndpoint's signing name (the sagemaker-runtime API signs as "sagemaker")
@@ -67,19 +70,6 @@ def authority(url: str) -> str:
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     default = 443 if parts.scheme == "https" else 80
     return host if parts.port in (None, default) else f"{host}:{parts.port}"
-
-
-def invocation_path(endpoint_name: str) -> str:
-    return f"/endpoints/{quote(endpoint_name, safe='')}/invocations"
-
-
-def encode_body(body: Any) -> bytes:
-    """bytes as they are, str as UTF-8, anything else (dict, list, numbers) as JSON."""
-    if isinstance(body, bytes | bytearray | memoryview):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode()
-    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def invoke_headers(

@@ -13,7 +13,7 @@ from servekit.state.alarms import Alarms
 from servekit.state.autoscaling import Autoscaling
 from servekit.state.connection import DEFAULT_TIMEOUT_S, Connection, connect
 from servekit.state.hosting import Hosting
-from servekit.state.hosting_rows import AsyncQueue
+from servekit.state.hosting_rows import AsyncQueue, InferenceComponentRepo
 from servekit.state.logs import Logs
 from servekit.state.metrics import Metrics
 from servekit.state.migrations import Migrations, StateError, migrate
@@ -96,6 +96,11 @@ class StateDB:
     def async_invocations(self) -> AsyncQueue:
         """InvokeEndpointAsync's queue (the hosting aggregate's), stamped with the wall clock."""
         return AsyncQueue(self.conn)
+
+    @cached_property
+    def inference_components(self) -> InferenceComponentRepo:
+        """The inference components of IC-based endpoints (the hosting aggregate's), stamped with the wall clock."""
+        return InferenceComponentRepo(self.conn)
 
     @cached_property
     def logs(self) -> Logs:

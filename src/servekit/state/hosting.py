@@ -181,6 +181,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX hosting_async_invocations_queue ON hosting_async_invocations (status, endpoint, seq)",
         ),
     ),
+    Migration(
+        4,
+        "inference components of IC-based endpoints (servekit.state.hosting_rows.InferenceComponentRepo)",
+        (
+            """CREATE TABLE hosting_inference_components (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+                arn TEXT NOT NULL,
+                endpoint TEXT NOT NULL COLLATE NOCASE,
+                variant TEXT NOT NULL,
+                status TEXT NOT NULL,
+                failure_reason TEXT NOT NULL DEFAULT '',
+                created REAL NOT NULL,
+                last_modified REAL NOT NULL,
+                copies INTEGER NOT NULL,
+                record TEXT NOT NULL
+            )""",
+            "CREATE INDEX hosting_inference_components_endpoint ON hosting_inference_components (endpoint, seq)",
+        ),
+    ),
 )
 
 

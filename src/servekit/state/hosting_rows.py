@@ -1,5 +1,5 @@
-"""The hosting aggregate's rows and refusals (see :mod:`servekit.state.hosting` for the repository), and the queue
-of asynchronous invocations (:class:`AsyncQueue`)."""
+"""The hosting aggregate's rows and refusals (see :mod:`servekit.state.hosting` for the repository), the queue
+of asynchronous invocations (:class:`AsyncQueue`) and the inference components (:class:`InferenceComponentRepo`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any, Literal
 import orjson
 
 from servekit.state.connection import Connection, transaction
+from servekit.state.paging import Listing, Page, keyset_page, page_of
 
-Kind = Literal["model", "endpoint-config", "endpoint"]
+Kind = Literal["model", "endpoint-config", "endpoint", "inference-component"]
 
 
 # ---- errors ------------------------------------------------------------------------------------------------------
@@ -245,6 +246,15 @@ class AsyncQueue:
                 (status, self._clock(), error, seq),
             )
 
+    def release(self, seq: int) -> None:
+        """Running -> Queued: taken when no instance could run it (a variant scaling to zero); it waits its turn."""
+        with transaction(self._db):
+            self._db.execute(
+                "UPDATE hosting_async_invocations SET status = 'Queued', started = NULL WHERE seq = ? AND status = "
+                "'Running'",
+                (seq,),
+            )
+
     def requeue_running(self) -> int:
         """A plane starting: what its predecessor was running goes back to the queue (run again, in order)."""
         with transaction(self._db):
@@ -265,3 +275,120 @@ class AsyncQueue:
     def get(self, seq: int) -> AsyncInvocationRow | None:
         r = self._db.execute(f"SELECT {_ASYNC_COLUMNS} FROM hosting_async_invocations WHERE seq = ?", (seq,)).fetchone()
         return _async_row(r) if r else None
+
+
+# ---- inference components ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceComponentRow:
+    seq: int
+    name: str
+    arn: str
+    endpoint: str
+    variant: str
+    status: str  # hosting.component_rules.ComponentStatus's values; the legal moves are decided above
+    failure_reason: str
+    created: float
+    last_modified: float
+    desired_copies: int  # RuntimeConfig.CopyCount as last asked (by a request or Application Auto Scaling)
+    record: dict[str, Any]  # Specification as given (ModelName, ComputeResourceRequirements), Tags left out
+
+
+_IC_COLUMNS = "seq, name, arn, endpoint, variant, status, failure_reason, created, last_modified, copies, record"
+_IC_SORT_COLUMNS = {"Name": "name", "CreationTime": "created", "Status": "status"}
+
+
+def _ic_row(r: tuple[Any, ...]) -> InferenceComponentRow:
+    return InferenceComponentRow(
+        int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), str(r[6]), float(r[7]), float(r[8]),
+        int(r[9]), orjson.loads(r[10]),
+    )  # fmt: skip
+
+
+class InferenceComponentRepo:
+    """The inference components of IC-based endpoints (hosting migration 4); names unique ignoring case. A status
+    change is compare-and-set (``expected``) so a background result never overwrites a later request's."""
+
+    def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
+        self._db = conn
+        self._clock = clock
+
+    def create(
+        self, name: str, arn: str, endpoint: str, variant: str, status: str, copies: int, record: Mapping[str, Any]
+    ) -> InferenceComponentRow:
+        now = self._clock()
+        try:
+            with transaction(self._db):
+                self._db.execute(
+                    f"INSERT INTO hosting_inference_components ({_IC_COLUMNS.removeprefix('seq, ')}) "
+                    "VALUES (?, ?, ?, ?, ?, '', ?, ?, ?, ?)",
+                    (name, arn, endpoint, variant, status, now, now, copies, orjson.dumps(dict(record)).decode()),
+                )
+        except Exception as exc:  # sqlite3 or psycopg's integrity error: the name is taken
+            if "unique" not in str(exc).lower():
+                raise
+            raise AlreadyExists(f"inference component {name!r} exists", kind="inference-component", name=name) from None
+        got = self.get(name)
+        assert got is not None
+        return got
+
+    def get(self, name: str) -> InferenceComponentRow | None:
+        r = self._db.execute(
+            f"SELECT {_IC_COLUMNS} FROM hosting_inference_components WHERE name = ?", (name,)
+        ).fetchone()
+        return _ic_row(r) if r else None
+
+    def all(self, endpoint: str | None = None) -> list[InferenceComponentRow]:
+        """Every component (of ``endpoint``), oldest first: the order placement and recovery replay them in."""
+        where, args = ("WHERE endpoint = ?", (endpoint,)) if endpoint is not None else ("", ())
+        rows = self._db.execute(
+            f"SELECT {_IC_COLUMNS} FROM hosting_inference_components {where} ORDER BY seq", args
+        ).fetchall()
+        return [_ic_row(r) for r in rows]
+
+    def change(
+        self,
+        name: str,
+        *,
+        expected: tuple[str, ...] = (),
+        status: str | None = None,
+        failure_reason: str | None = None,
+        copies: int | None = None,
+        record: Mapping[str, Any] | None = None,
+    ) -> InferenceComponentRow:
+        """Set the given fields; with ``expected``, only from one of those statuses (else StaleStatus)."""
+        sets: list[str] = ["last_modified = ?"]
+        args: list[Any] = [self._clock()]
+        for column, value in (("status", status), ("failure_reason", failure_reason), ("copies", copies)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                args.append(value)
+        if record is not None:
+            sets.append("record = ?")
+            args.append(orjson.dumps(dict(record)).decode())
+        where = "name = ?" + (f" AND status IN ({', '.join('?' * len(expected))})" if expected else "")
+        with transaction(self._db):
+            changed = self._db.execute(
+                f"UPDATE hosting_inference_components SET {', '.join(sets)} WHERE {where}", (*args, name, *expected)
+            ).rowcount
+        row = self.get(name)
+        if row is None:
+            raise NotFound(f"inference component {name!r} does not exist", kind="inference-component", name=name)
+        if not changed:
+            raise StaleStatus(
+                f"inference component {name!r} is {row.status}",
+                kind="inference-component",
+                name=name,
+                actual=row.status,
+            )
+        return row
+
+    def delete(self, name: str) -> None:
+        with transaction(self._db):
+            self._db.execute("DELETE FROM hosting_inference_components WHERE name = ?", (name,))
+
+    def page(self, listing: Listing) -> Page[InferenceComponentRow]:
+        """ListInferenceComponents: keyset pages by Name, CreationTime or Status (bad values raise ValueError)."""
+        rows = keyset_page(self._db, "hosting_inference_components", _IC_COLUMNS, _IC_SORT_COLUMNS, listing)
+        return page_of(rows, _ic_row)

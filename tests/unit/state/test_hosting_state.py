@@ -65,7 +65,7 @@ def _endpoint(h: Hosting, name: str, status: str = "Creating") -> EndpointRow:
 
 
 def test_the_hosting_aggregate_is_migrated_with_its_tables(db: StateDB) -> None:
-    assert schema_versions(db.conn)["hosting"] == 3  # 2: the gateway replicas' routes and leader; 3: async queue
+    assert schema_versions(db.conn)["hosting"] == 4  # 2: gateway replicas' routes; 3: async queue; 4: components
     tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {
         "hosting_models",

@@ -86,6 +86,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
     # hands its API handlers to the control plane).
     "recommend": BASE | {"config", "bench", "aws", "backends", "hosting", "codecs", "state"},
+    # Model parallelism's serving side: an ONNX graph cut into pipeline stages (onnx) and the handler a stage process
+    # serves its stage with (onnxruntime); hosting runs the split as a process and never imports it.
+    "parallel": BASE,
     # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
     # to compare them; knows no server, protocol or wire format.
     "optimize": BASE | {"config", "runtime"},

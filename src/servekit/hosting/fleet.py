@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 import aiohttp
 
@@ -114,6 +114,14 @@ def _count(full: int, fraction: float) -> int:
 
 def _no_alarms(names: Sequence[str]) -> Mapping[str, str]:
     return {}
+
+
+def _staged(handle: InstanceHandle) -> TypeGuard[_Staged]:
+    return callable(getattr(handle, "describe", None))
+
+
+class _Staged(Protocol):
+    def describe(self) -> dict[str, object]: ...
 
 
 class InstanceFailed(Exception):
@@ -460,6 +468,10 @@ class EndpointController:
             }
             if v.serverless is not None:
                 item["CurrentServerlessConfig"] = item["DesiredServerlessConfig"] = v.serverless.describe()
+            # a pipeline-parallel instance's stages (hosting.pipeline's handles describe them; a servekit key)
+            stages = [i.handle.describe() for i in self.fleets.get(v.name, Fleet(v)).instances if _staged(i.handle)]
+            if stages:
+                item["ServekitPipelineStages"] = stages
             out.append(item)
         return out
 

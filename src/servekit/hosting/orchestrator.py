@@ -25,6 +25,7 @@ from servekit.hosting.fleet import AlarmStates, EndpointController, EndpointPlan
 from servekit.hosting.framework import FrameworkError, FrameworkModels
 from servekit.hosting.instance_types import InstanceType, Machine, oversubscription, this_machine
 from servekit.hosting.lifecycle import EndpointStatus, check_transition
+from servekit.hosting.pipeline import PipelineBackend
 from servekit.hosting.rollout import RolloutPhase, RolloutPolicy, RolloutState
 from servekit.hosting.serverless import (
     DEFAULT_IDLE_S,
@@ -67,15 +68,19 @@ class Orchestrator:
         preload: Preload | None = None,
         framework_dir: Path | None = None,
         serverless_idle_s: float = DEFAULT_IDLE_S,
+        pipeline_dir: Path | None = None,
     ) -> None:
         """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
         this process may run on) are handed out to instances as their own CPU sets while enough are free.
         ``alarm_states`` (alarm names -> their states) is what a deployment's AutoRollbackConfiguration watches.
-        ``framework_dir``: where framework models' version folders are composed (None: such models are refused)."""
+        ``framework_dir``: where framework models' version folders are composed (None: such models are refused).
+        ``pipeline_dir``: where models split into pipeline stages are kept (None: no pipeline parallelism)."""
         self.repo = repo
         if cpus is None:
             cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self._backend: ReplicaBackend = CpuPinningBackend(backend, CpuPool(cpus))
+        if pipeline_dir is not None:  # OPTION_PIPELINE_PARALLEL_DEGREE: an instance as its stages, each pinned apart
+            self._backend = PipelineBackend(self._backend, pipeline_dir)
         self._machine = machine
         self.warnings: dict[str, list[str]] = {}  # endpoint -> oversubscription warnings of its current plan
         self._table = table

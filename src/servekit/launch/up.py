@@ -39,6 +39,7 @@ from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
 from servekit.hosting.orchestrator import Orchestrator
+from servekit.hosting.pipeline import PipelineMetrics
 from servekit.hosting.serverless import DEFAULT_IDLE_S
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
 from servekit.launch.console import console_for
@@ -200,6 +201,7 @@ def build(
         preload=gateway.preload,
         framework_dir=home / "models" / "framework",  # framework models (SAGEMAKER_PROGRAM) composed here
         serverless_idle_s=serverless_idle_s,
+        pipeline_dir=home / "models" / "pipeline",  # OPTION_PIPELINE_PARALLEL_DEGREE: models split into stages
     )
     hosting = HostingService(
         db.hosting,
@@ -329,6 +331,7 @@ def build(
         async_invocations,
         scaler,
         sampler,
+        PipelineMetrics(lambda: fleets.controllers, endpoint_metrics),  # stage compute/idle time, PipelineUtil
         # desired and current instances per variant as a metric series (the console's autoscaling chart)
         InstanceCountSeries(lambda: list(fleets.controllers), hosting.describe_endpoint, endpoint_metrics),
         recommender,

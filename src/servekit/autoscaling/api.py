@@ -65,12 +65,28 @@ class AutoscalingApi:
         account: Account,
         clock: Callable[[], float] = time.time,
         variant_exists: Callable[[str, str], bool] | None = None,
+        asynchronous: Callable[[str], bool] | None = None,
     ) -> None:
-        """``variant_exists(endpoint, variant)``: whether hosting has that endpoint variant (None: not checked)."""
+        """``variant_exists(endpoint, variant)``: whether hosting has that endpoint variant (None: not checked);
+        ``asynchronous(endpoint)``: whether its config has AsyncInferenceConfig, whose variants may scale to zero."""
         self.repo = repo
         self.account = account
         self.clock = clock
         self._variant_exists = variant_exists
+        self._asynchronous = asynchronous
+
+    def _check_min(self, lo: int, resource_id: str) -> None:
+        """SageMaker's floor: 1 instance for a real-time variant; 0 for an asynchronous endpoint's, which keeps
+        its queue while it has no instance (AWS's documented scale to zero for asynchronous inference)."""
+        if lo >= 1:
+            return
+        endpoint, _ = parse_resource_id(resource_id)
+        if lo == 0 and self._asynchronous is not None and self._asynchronous(endpoint):
+            return
+        raise _validation(
+            "MinCapacity must be at least 1 for a SageMaker endpoint variant (0 is allowed only for a variant of an "
+            "asynchronous endpoint, whose endpoint config has AsyncInferenceConfig)."
+        )
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -114,8 +130,7 @@ class AutoscalingApi:
         hi = p.get("MaxCapacity", old.get("MaxCapacity"))
         if lo is None or hi is None:
             raise _validation("MinCapacity and MaxCapacity are required to register a new scalable target.")
-        if lo < 1:
-            raise _validation("MinCapacity must be at least 1 for a SageMaker endpoint variant.")
+        self._check_min(lo, key[1])
         if lo > hi:
             raise _validation(f"Minimum capacity {lo} cannot be greater than maximum capacity {hi}.")
         doc = {
@@ -265,8 +280,8 @@ class AutoscalingApi:
         lo, hi = action.get("MinCapacity"), action.get("MaxCapacity")
         if lo is None and hi is None:
             raise _validation("ScalableTargetAction needs MinCapacity, MaxCapacity or both.")
-        if lo is not None and lo < 1:
-            raise _validation("MinCapacity must be at least 1 for a SageMaker endpoint variant.")
+        if lo is not None:
+            self._check_min(lo, key[1])
         if lo is not None and hi is not None and lo > hi:
             raise _validation(f"Minimum capacity {lo} cannot be greater than maximum capacity {hi}.")
         start = optional_epoch(p.get("StartTime")) if "StartTime" in p else old.get("StartTime")

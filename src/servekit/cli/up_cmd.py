@@ -105,6 +105,16 @@ def up(
             "after its last request.",
         ),
     ] = 300.0,
+    sns_webhook: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sns-webhook",
+            help="TOPIC_ARN=URL (repeatable): asynchronous inference's notifications to that SNS topic (an endpoint "
+            "config's NotificationConfig SuccessTopic/ErrorTopic) are POSTed to URL as the JSON message SageMaker "
+            "publishes; SNS itself is not reached, and a topic without a URL is logged and counted in "
+            "NotificationFailures.",
+        ),
+    ] = None,
     print_systemd_unit: Annotated[
         bool,
         typer.Option(
@@ -137,10 +147,12 @@ def up(
         }  # --database-url stays out: it may carry a password (give SERVEKIT_DATABASE_URL in an EnvironmentFile)
         args = [part for flag, value in options.items() if value is not None for part in (flag, value)]
         args += ["--allow-installs"] if allow_installs else []
+        args += [part for hook in sns_webhook or () for part in ("--sns-webhook", hook)]
         typer.echo(systemd_unit(args, resolve_home(home, os.environ), sys.executable), nl=False)
         return
     from servekit.backends.ray_actors import config_from_cli
     from servekit.cloudwatch.store import check_resolution
+    from servekit.edge.async_notifications import parse_webhooks
     from servekit.launch.up import prepare_gateway_replica, prepare_leader, serve
     from servekit.state.home import DATABASE_URL_ENV, resolve_database_url, resolve_home
 
@@ -150,6 +162,7 @@ def up(
     try:
         check_resolution(metrics_resolution_s)
         ray = config_from_cli(backend, ray_address, ray_resources)
+        webhooks = parse_webhooks(sns_webhook or ())
     except ValueError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -177,6 +190,7 @@ def up(
                 images,
                 allow_installs,
                 serverless_idle_s,
+                webhooks,
             )
         except ConfigError as exc:  # the Ray cluster cannot be reached, Ray is not installed, the database is unusable
             typer.echo(f"servekit: {exc}", err=True)

@@ -6,8 +6,14 @@ endpoint's instances take the queue oldest first, at most ``ClientConfig.MaxConc
 ``S3OutputPath/<inference id>.out``, a failure (the model's error, a request older than its ``RequestTTLSeconds``,
 one that ran past ``InvocationTimeoutSeconds``) to ``S3FailurePath/<inference id>-error.out``. The backlog is
 published every second as ``ApproximateBacklogSize``, ``ApproximateBacklogSizePerInstance`` and
-``HasBacklogWithoutCapacity`` (namespace AWS/SageMaker, dimension EndpointName), which Application Auto Scaling
-can scale on. SNS notification topics cannot be reached from here: they are accepted and logged, not delivered."""
+``HasBacklogWithoutCapacity`` and ``ApproximateAgeOfOldestRequest`` (namespace AWS/SageMaker, dimension EndpointName;
+zeros for an idle asynchronous endpoint, so alarms and target tracking see it idle), which Application Auto
+Scaling scales on, down to zero instances: a variant with no instance keeps its queue (nothing is taken until an
+instance serves, and a request that finds none is put back), which is what ``HasBacklogWithoutCapacity`` tells a
+step scaling policy. Each ended request counts in ``InvocationsProcesssed`` (AWS's spelling),
+``InvocationFailures`` or ``ExpiredRequests``, with ``TimeInBacklog`` and ``TotalProcessingTime`` (ms; dimensions
+EndpointName and VariantName), and its notification goes to the webhook standing in for its SNS topic
+(:mod:`servekit.edge.async_notifications`; SNS itself cannot be reached from here)."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from typing import Any
 from servekit.aws import ApiError
 from servekit.aws.errors import validation_error
 from servekit.cloudwatch.store import MetricsStore
+from servekit.edge.async_notifications import AsyncNotifications, Outcome
 from servekit.gateway.service import Gateway, GatewayError
 from servekit.s3.objects import Objects
 from servekit.state.hosting import Hosting
@@ -47,13 +54,16 @@ class AsyncInvocations:
         objects: Objects,
         metrics: MetricsStore | None = None,
         clock: Callable[[], float] = time.time,
+        notifications: AsyncNotifications | None = None,
     ) -> None:
+        """``notifications``: where NotificationConfig's topics are delivered (None: nowhere, logged once)."""
         self.queue = queue
         self._hosting = hosting
         self._gateway = gateway
         self._objects = objects
         self._metrics = metrics
         self._clock = clock
+        self.notifications = notifications or AsyncNotifications({}, "us-east-1", metrics)
         self._configs: dict[str, Mapping[str, Any] | None] = {}  # endpoint config name -> AsyncInferenceConfig
         self._running: dict[str, set[asyncio.Task[None]]] = {}  # endpoint -> its invocations in flight
         self._wake = asyncio.Event()
@@ -143,6 +153,7 @@ class AsyncInvocations:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.notifications.close()
 
     async def _run(self) -> None:
         next_metrics = 0.0
@@ -161,10 +172,17 @@ class AsyncInvocations:
     def _instances(self, endpoint: str) -> int:
         return sum(len(v.instances) for v in self._gateway.table.variants(endpoint) or [])
 
+    def _variant(self, endpoint: str) -> str:
+        variants = self._gateway.table.variants(endpoint) or []
+        return variants[0].name if variants else ""
+
     def _take(self, endpoint: str) -> None:
         config = self.config_of(endpoint) or {}
         per_instance = int((config.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance") or 0)
-        limit = max(1, self._instances(endpoint)) * (per_instance or DEFAULT_PER_INSTANCE)
+        instances = self._instances(endpoint)
+        if not instances:
+            return  # scaled to zero (or not yet serving): the queue waits, durably, for an instance
+        limit = instances * (per_instance or DEFAULT_PER_INSTANCE)
         running = self._running.setdefault(endpoint, set())
         room = limit - len(running)
         if room <= 0:
@@ -184,18 +202,54 @@ class AsyncInvocations:
     def _publish(self, backlog: Mapping[str, int]) -> None:
         if self._metrics is None:
             return
-        for endpoint in {*backlog, *(e for e, r in self._running.items() if r)}:
+        now = self._clock()
+        idle = {row.name for row in self._hosting.all_endpoints() if self.config_of(row.name) is not None}
+        for endpoint in {*backlog, *idle, *(e for e, r in self._running.items() if r)}:
             size = backlog.get(endpoint, 0)
             instances = self._instances(endpoint)
             dims = (("EndpointName", endpoint),)
+            oldest = self.queue.queued(endpoint, 1) if size else []
             self._metrics.record(NAMESPACE, "ApproximateBacklogSize", dims, float(size))
             self._metrics.record(NAMESPACE, "ApproximateBacklogSizePerInstance", dims, size / max(1, instances))
             self._metrics.record(NAMESPACE, "HasBacklogWithoutCapacity", dims, 1.0 if size and not instances else 0.0)
+            age = max(0.0, now - oldest[0].created) if oldest else 0.0
+            self._metrics.record(NAMESPACE, "ApproximateAgeOfOldestRequest", dims, age)
+
+    def _count(self, row: AsyncInvocationRow, variant: str, metric: str, started: float) -> None:
+        """One ended request: its outcome's count, and how long it waited and took in all (ms)."""
+        if self._metrics is None:
+            return
+        dims = tuple(sorted({"EndpointName": row.endpoint, "VariantName": variant}.items()))
+        now = self._clock()
+        self._metrics.record(NAMESPACE, metric, dims, 1.0)
+        self._metrics.record(NAMESPACE, "TimeInBacklog", dims, max(0.0, started - row.created) * 1000)
+        self._metrics.record(NAMESPACE, "TotalProcessingTime", dims, max(0.0, now - row.created) * 1000)
+
+    def _notify(self, row: AsyncInvocationRow, variant: str, **how: Any) -> None:
+        r = row.request
+        outcome = Outcome(
+            inference_id=row.inference_id,
+            endpoint=row.endpoint,
+            variant=variant,
+            input_location=str(r["InputLocation"]),
+            content_type=r.get("ContentType"),
+            received=row.created,
+            ended=self._clock(),
+            **how,
+        )
+        self.notifications.send((self.config_of(row.endpoint) or {}).get("OutputConfig", {}).get("NotificationConfig"),
+                                outcome)  # fmt: skip
 
     async def _invoke(self, row: AsyncInvocationRow) -> None:
         r = row.request
-        if self._clock() > row.expires:
-            await self._fail(row, "Request expired: it waited longer than its RequestTTLSeconds in the queue.")
+        started = self._clock()
+        if started > row.expires:
+            await self._fail(
+                row,
+                "Request expired: it waited longer than its RequestTTLSeconds in the queue.",
+                started,
+                "ExpiredRequests",
+            )
             return
         try:
             body = await asyncio.to_thread(self._objects.read, str(r["InputLocation"]))
@@ -212,22 +266,39 @@ class AsyncInvocations:
                 float(r["TimeoutSeconds"]),
             )
         except TimeoutError:
-            await self._fail(row, f"The invocation ran past its InvocationTimeoutSeconds of {r['TimeoutSeconds']} s.")
+            await self._fail(
+                row, f"The invocation ran past its InvocationTimeoutSeconds of {r['TimeoutSeconds']} s.", started
+            )
             return
         except GatewayError as exc:
-            await self._fail(row, exc.message)
+            if exc.status == 503 and not self._instances(row.endpoint):
+                # the variant scaled to zero between taking the request and running it: back in the queue, in
+                # its place, until an instance serves again
+                self.queue.release(row.seq)
+                return
+            await self._fail(row, exc.message, started)
             return
         except (OSError, ValueError) as exc:
-            await self._fail(row, f"InputLocation {r['InputLocation']} could not be read: {exc}")
+            await self._fail(row, f"InputLocation {r['InputLocation']} could not be read: {exc}", started)
             return
         try:
             await asyncio.to_thread(self._write, str(r["OutputLocation"]), out.body, out.content_type)
         except (OSError, ValueError, ApiError) as exc:
-            await self._fail(row, f"The answer could not be written to {r['OutputLocation']}: {exc}")
+            await self._fail(row, f"The answer could not be written to {r['OutputLocation']}: {exc}", started)
             return
         self.queue.finish(row.seq, "Completed")
+        self._count(row, out.variant, "InvocationsProcesssed", started)
+        self._notify(
+            row,
+            out.variant,
+            output_location=str(r["OutputLocation"]),
+            output_content_type=out.content_type,
+            response=out.body,
+        )
 
-    async def _fail(self, row: AsyncInvocationRow, message: str) -> None:
+    async def _fail(
+        self, row: AsyncInvocationRow, message: str, started: float, metric: str = "InvocationFailures"
+    ) -> None:
         location = row.request.get("FailureLocation")
         if location:
             try:
@@ -238,6 +309,15 @@ class AsyncInvocations:
                 )
         log.info("async inference %s on %s failed: %s", row.inference_id, row.endpoint, message)
         self.queue.finish(row.seq, "Failed", message)
+        variant = self._variant(row.endpoint)
+        self._count(row, variant, metric, started)
+        self._notify(
+            row,
+            variant,
+            failure_reason=message,
+            failure_location=str(location) if location else None,
+            response=message.encode(),
+        )
 
     def _write(self, uri: str, data: bytes, content_type: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:

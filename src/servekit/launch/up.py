@@ -28,6 +28,7 @@ from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.metrics_api import CloudWatchMetrics
 from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.async_invocations import AsyncInvocations
+from servekit.edge.async_notifications import AsyncNotifications
 from servekit.edge.metrics import EdgeMetrics
 from servekit.edge.plane import Background, ControlPlane
 from servekit.gateway.published import PublishedRoutingTable
@@ -146,9 +147,11 @@ def build(
     images_file: str | None = None,
     allow_installs: bool = False,
     serverless_idle_s: float = DEFAULT_IDLE_S,
+    sns_webhooks: Mapping[str, str] | None = None,
 ) -> ControlPlane:
     """The plane on ``home``; ``url``: where it will listen (jobs it starts reach its S3 there); ``s3_endpoint``: an
-    external S3-compatible store for ``s3://`` data outside the plane's own buckets (else AWS's variables name one)."""
+    external S3-compatible store for ``s3://`` data outside the plane's own buckets (else AWS's variables name one);
+    ``sns_webhooks``: SNS topic ARN -> the URL standing in for it (asynchronous inference's notifications)."""
     db = StateDB.open(home, database_url=database_url)
     credentials = Credentials.load_or_create(home)
     backend: ReplicaBackend
@@ -325,7 +328,14 @@ def build(
         }
     )
     # Asynchronous inference: InvokeEndpointAsync's durable queue, run through the gateway, answers into S3
-    async_invocations = AsyncInvocations(db.async_invocations, db.hosting, gateway, plane_objects, endpoint_metrics)
+    async_invocations = AsyncInvocations(
+        db.async_invocations,
+        db.hosting,
+        gateway,
+        plane_objects,
+        endpoint_metrics,
+        notifications=AsyncNotifications(sns_webhooks or {}, account.region, endpoint_metrics),
+    )
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
         async_invocations,
@@ -350,7 +360,10 @@ def build(
             "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
             "application-autoscaling": AutoscalingApi(
-                db.autoscaling, account, variant_exists=functools.partial(endpoint_variant_exists, db)
+                db.autoscaling,
+                account,
+                variant_exists=functools.partial(endpoint_variant_exists, db),
+                asynchronous=lambda endpoint: async_invocations.config_of(endpoint) is not None,  # may scale to 0
             ).handlers(),
             "logs": logs.handlers(),
             "sagemaker-runtime": {"InvokeEndpointAsync": async_invocations.submit},
@@ -391,6 +404,7 @@ def prepare_leader(
     images_file: str | None = None,
     allow_installs: bool = False,
     serverless_idle_s: float = DEFAULT_IDLE_S,
+    sns_webhooks: Mapping[str, str] | None = None,
 ) -> Prepared:
     """``servekit up``: the plane built on ``home``, recorded as the leader that gateway replicas follow."""
     first = not (home / "credentials.json").exists()
@@ -406,6 +420,7 @@ def prepare_leader(
         images_file=images_file,
         allow_installs=allow_installs,
         serverless_idle_s=serverless_idle_s,
+        sns_webhooks=sns_webhooks,
     )
     external = external_s3(s3_endpoint, os.environ, f"http://{f'[{reach}]' if ':' in reach else reach}:{port}")
     record = home / S3_ENDPOINT_FILE

@@ -38,3 +38,19 @@ def test_the_queue_is_oldest_first_claimed_once_and_requeued_after_a_restart(db:
     assert q.backlog() == {"other": 1}
     done = q.get(b.seq)
     assert done is not None and done.status == "Failed" and done.error == "the model raised"
+
+
+def test_a_released_request_goes_back_to_its_place_in_the_queue(db: StateDB) -> None:
+    """A variant that scaled to zero under a taken request: released, it is queued again ahead of newer ones."""
+    q = db.async_invocations
+    a = q.add("a", "ep", {}, ttl_s=60)
+    q.add("b", "ep", {}, ttl_s=60)
+    assert q.claim(a.seq)
+    q.release(a.seq)
+    assert [r.inference_id for r in q.queued("ep", 10)] == ["a", "b"]
+    assert q.backlog() == {"ep": 2}
+    q.claim(a.seq)
+    q.finish(a.seq, "Completed")
+    q.release(a.seq)  # only a running request goes back: a finished one stays finished
+    done = q.get(a.seq)
+    assert done is not None and done.status == "Completed"

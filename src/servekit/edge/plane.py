@@ -120,6 +120,8 @@ class ControlPlane:
             elif row.status == EndpointStatus.DELETING:
                 await self.hosting.delete_endpoint({"EndpointName": row.name})
         await self.hosting.fleets.wait_idle()
+        if self.hosting.components is not None:  # their endpoints serve again: the copies come back
+            await self.hosting.components.recover()
 
     async def _supervise(self) -> None:
         while True:
@@ -171,9 +173,13 @@ class ControlPlane:
         if isinstance(body, str):
             body = body.encode()
         began = time.perf_counter()
+        component = p.get("InferenceComponentName")
+        components = self.hosting.components
         try:
+            # an inference component's copies have a routing key of their own (unknown ones are refused)
+            route = components.route(endpoint, component) if components is not None else endpoint
             out = await self.gateway.invoke(
-                endpoint,
+                route,
                 body,
                 p.get("ContentType"),
                 p.get("Accept"),
@@ -185,7 +191,11 @@ class ControlPlane:
         except GatewayError as exc:
             self.prometheus.invocation(endpoint if exc.code != "ValidationError" else "", "", exc.code)
             self.prometheus.record_error(endpoint, exc, time.perf_counter() - began, self._instances)
+            if components is not None and component is not None and exc.code != "ValidationError":
+                components.record(component, None, 4 if exc.status < 500 else 5)
             raise api_error(exc) from None
+        if components is not None and component is not None:
+            components.record(component, out.model_s)
         self.prometheus.invocation(endpoint, out.variant, "ok")
         self.prometheus.record_ok(
             endpoint, out.variant, out.model_s, time.perf_counter() - began, self._instances, out.config_name

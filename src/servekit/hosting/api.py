@@ -21,6 +21,8 @@ from servekit.aws.names import Account, ResourceKind
 from servekit.aws.timestamps import optional_epoch
 from servekit.hosting import rollout
 from servekit.hosting.capture import with_capture_format
+from servekit.hosting.component_rules import check_ic_variant, is_ic_variant
+from servekit.hosting.components import InferenceComponents
 from servekit.hosting.envelopes import Envelopes
 from servekit.hosting.fleet import AlarmStates
 from servekit.hosting.framework import FrameworkError
@@ -65,6 +67,9 @@ class HostingService:
         self._scaled_variants = scaled_variants
         self.model_packages = model_packages
         self.image_mapped = image_mapped
+        # the inference components of IC-based endpoints (set by the composition root): DescribeEndpoint shows
+        # their variants' instances, DeleteEndpoint waits for them to be deleted first
+        self.components: InferenceComponents | None = None
 
     def handlers(self) -> dict[str, Handler]:
         """Operation name -> handler, for the API front."""
@@ -156,7 +161,11 @@ class HostingService:
             if problem is not None:
                 raise validation_exception(problem)
             model = v.get("ModelName")
-            if not model or self.repo.get_model(model) is None:
+            if is_ic_variant(v):  # an IC-based endpoint's variant: its inference components bring the models
+                problem = check_ic_variant(v)
+                if problem is not None:
+                    raise validation_exception(problem)
+            elif not model or self.repo.get_model(model) is None:
                 arn = self._arn(ResourceKind.MODEL, model or "-")
                 raise validation_exception(f'Could not find model "{arn}".')
             if v.get("ServerlessConfig"):  # no instance type: its envelope is its MemorySizeInMB
@@ -244,6 +253,10 @@ class HostingService:
         row = self._endpoint(p["EndpointName"])
         controller = self.fleets.controllers.get(row.name)
         variants = controller.summary() if controller and controller.plan else [v.to_json() for v in row.variants]
+        ic_variants = self.components.variant_summaries(row.name) if self.components is not None else []
+        if ic_variants:
+            named = {v["VariantName"] for v in ic_variants}
+            variants = [v for v in variants if v["VariantName"] not in named] + ic_variants
         out: dict[str, Any] = {
             "EndpointName": row.name,
             "EndpointArn": row.arn,
@@ -395,6 +408,11 @@ class HostingService:
 
     async def delete_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._endpoint(p["EndpointName"])
+        if self.components is not None and self.components.names(row.name):
+            raise validation_exception(
+                f'Endpoint "{row.arn}" still hosts inference components ({", ".join(self.components.names(row.name))})'
+                "; delete them first (DeleteInferenceComponent)."
+            )
         if row.status != _E.DELETING:
             self._move(row, _E.DELETING, "DeleteEndpoint")
         self.fleets.delete(row.name)

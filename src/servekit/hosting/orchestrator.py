@@ -196,23 +196,40 @@ class Orchestrator:
     def controller(self, name: str) -> EndpointController:
         controller = self.controllers.get(name)
         if controller is None:
-
-            async def on_status(status: str, reason: str | None) -> None:  # fleet events land via _settle
-                log.debug("endpoint %s fleet: %s %s", name, status, reason or "")
-
             ready = self._on_instance_ready
-            controller = EndpointController(
-                name,
-                self._backend,
-                self._table,
-                on_status,
-                startup_timeout_s=self._startup_timeout_s,
-                on_instance_ready=(lambda c, v, i, s: ready(name, c, v, i, s)) if ready is not None else None,
-                preload=self._preload,
-                serverless_idle_s=self._serverless_idle_s,
+            controller = self.standalone_controller(
+                name, (lambda c, v, i, s: ready(name, c, v, i, s)) if ready is not None else None
             )
             self.controllers[name] = controller
         return controller
+
+    def standalone_controller(
+        self, name: str, on_instance_ready: Callable[[str, str, str, float], None] | None = None
+    ) -> EndpointController:
+        """A fleet controller on this orchestrator's backend and routing table (``name`` is its routing key) that is
+        none of its endpoints': an inference component's copies, which the caller keeps, ticks and deletes."""
+
+        async def on_status(status: str, reason: str | None) -> None:  # fleet events land via _settle
+            log.debug("fleet %s: %s %s", name, status, reason or "")
+
+        return EndpointController(
+            name,
+            self._backend,
+            self._table,
+            on_status,
+            startup_timeout_s=self._startup_timeout_s,
+            on_instance_ready=on_instance_ready,
+            preload=self._preload,
+            serverless_idle_s=self._serverless_idle_s,
+        )
+
+    def component_plan(self, endpoint: str, config_name: str, variant: Mapping[str, Any]) -> VariantPlan:
+        """The fleet of one model on an IC-based endpoint's variant (``variant`` names ModelName, InstanceType,
+        VariantName): an inference component's copies; ValueError with the reason when it cannot be served."""
+        try:
+            return self._variant_plan(endpoint, self._config(config_name), variant, {})
+        except _Unservable as exc:
+            raise ValueError(str(exc)) from None
 
     def plan(
         self, name: str, config_name: str, retain: Mapping[str, tuple[float | None, int | None]] | None = None
@@ -220,7 +237,8 @@ class Orchestrator:
         """The fleets ``config_name`` asks for; ``retain`` keeps live weights/counts of variants by name."""
         config = self._config(config_name)
         retain = retain or {}
-        variants = [self._variant_plan(name, config, v, retain) for v in config.variants]
+        # an IC-based variant (an instance type, no model) runs its inference components' copies, not a fleet here
+        variants = [self._variant_plan(name, config, v, retain) for v in config.variants if v.get("ModelName")]
         shadows = [self._variant_plan(name, config, v, {}) for v in config.record.get("ShadowProductionVariants", [])]
         plan = EndpointPlan(name, config.name, tuple(variants), tuple(shadows))
         self._check_oversubscription(plan)

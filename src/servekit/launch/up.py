@@ -36,6 +36,7 @@ from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
 from servekit.hosting.api import HostingService
 from servekit.hosting.artifacts import ArtifactResolver
+from servekit.hosting.components import InferenceComponents
 from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
@@ -215,6 +216,11 @@ def build(
         scaled_variants=lambda endpoint: scaled_variants(db, endpoint),
         model_packages=functools.partial(container_for, db.registry),  # CreateModel's ModelPackageName
     )
+    # Inference components: several models' copies on an IC-based endpoint's instances, each scaled on its own
+    components = InferenceComponents(
+        db.inference_components, db.hosting, fleets, envelopes, table, account, metrics=endpoint_metrics
+    )
+    hosting.components = components
     sampler = UtilizationSampler(lambda: hosting_instances(fleets.controllers), endpoint_metrics, disk_path=home)
     endpoint_metrics.live_variants = lambda: hosting_variants(fleets.controllers)  # an idle variant publishes zeros
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
@@ -317,6 +323,7 @@ def build(
     sagemaker_ops.update(
         {
             **hosting.handlers(),
+            **components.handlers(),
             **recommender.handlers(),
             **registry.handlers(),
             **monitoring.handlers(),
@@ -339,6 +346,7 @@ def build(
     background: list[Background] = [
         log_shipper,  # first: closed last, after the jobs it reads have stopped
         async_invocations,
+        components,  # replaces dead copies; stops them at close
         scaler,
         sampler,
         PipelineMetrics(lambda: fleets.controllers, endpoint_metrics),  # stage compute/idle time, PipelineUtil

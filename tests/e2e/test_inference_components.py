@@ -1,0 +1,239 @@
+"""Inference components (issue 29) on a real ``servekit up`` through boto3: an IC-based endpoint (an instance
+type, no model; managed instance scaling from 0) hosts two components of different models, each invoked by name
+(InferenceComponentName) and answered by its own model's processes; one component's copies scale (UpdateInference
+Component) without touching the other's processes; a
+component that does not fit is refused with the sizes (ValidationException when it can never fit the instance
+type, Failed when the variant's instances are full); components come back after a restart; Delete stops its
+processes; ListInferenceComponents filters by endpoint; the endpoint runs no instance while no copy needs one."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import botocore.exceptions
+import pytest
+
+from servekit.testing.hosting import UpProcess
+
+pytestmark = pytest.mark.e2e
+
+HANDLER = """
+import json, os
+
+def model_fn(model_dir):
+    return {factor}
+
+def transform_fn(model, data, content_type, accept):
+    x = json.loads(data)["x"]
+    return json.dumps({{"model": "{name}", "out": x * model, "pid": os.getpid()}}), "application/json"
+"""
+XLARGE_VARIANT = {
+    "VariantName": "AllTraffic",
+    "InstanceType": "ml.m5.xlarge",  # 4 vCPUs, 16 GiB
+    "InitialInstanceCount": 1,
+    "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1},
+    "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
+}
+
+
+def poll(what: Callable[[], Any], until: Callable[[Any], bool], timeout_s: float = 90) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = what()
+        if until(last):
+            return last
+        time.sleep(0.1)  # polling another process's state, with a deadline
+    raise AssertionError(f"still {last!r} after {timeout_s}s")
+
+
+def spec(model: str, cores: float = 1, memory_mb: int = 1024) -> dict[str, Any]:
+    return {
+        "ModelName": model,
+        "ComputeResourceRequirements": {"NumberOfCpuCoresRequired": cores, "MinMemoryRequiredInMb": memory_mb},
+    }
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    tmp = tmp_path_factory.mktemp("components")
+    plane = UpProcess(tmp / "home", "--metrics-resolution-s", "1")
+    plane.start()
+    try:
+        sm = plane.sm()
+        for name, factor in (("alpha", 2.0), ("beta", 10.0)):
+            code = tmp / name / "1" / "code"
+            code.mkdir(parents=True)
+            (code / "inference.py").write_text(textwrap.dedent(HANDLER.format(name=name, factor=factor)))
+            sm.create_model(ModelName=name, PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(tmp / name)})
+        yield plane
+    finally:
+        plane.stop()
+
+
+def described(up: UpProcess, name: str) -> dict[str, Any]:
+    return dict(up.sm().describe_inference_component(InferenceComponentName=name))
+
+
+def in_service(up: UpProcess, name: str, copies: int) -> dict[str, Any]:
+    return dict(
+        poll(
+            lambda: described(up, name),
+            lambda d: (
+                d["InferenceComponentStatus"] in ("InService", "Failed")
+                and d["RuntimeConfig"]["CurrentCopyCount"] == copies
+            ),
+        )
+    )
+
+
+def copies(up: UpProcess, name: str) -> list[dict[str, Any]]:
+    """servekit's ServekitCopies of DescribeInferenceComponent, read off the wire (botocore's parser keeps only
+    the shape's members)."""
+    seen: list[bytes] = []
+
+    def keep(http_response: Any, **_: Any) -> None:
+        seen.append(http_response.content)
+
+    sm = up.sm()
+    sm.meta.events.register("after-call.sagemaker.DescribeInferenceComponent", keep)
+    sm.describe_inference_component(InferenceComponentName=name)
+    return list(json.loads(seen[-1])["ServekitCopies"])
+
+
+def pids(up: UpProcess, name: str) -> set[int]:
+    """The live instance processes of a component's copies (their pid files, each checked alive)."""
+    out = set()
+    for copy in copies(up, name):
+        pid = int((up.home / "instances" / f"{copy['InstanceId']}.pid").read_text())
+        os.kill(pid, 0)  # raises if the process is gone
+        out.add(pid)
+    return out
+
+
+def invoke(up: UpProcess, component: str | None, x: float = 1.0, endpoint: str = "ic") -> dict[str, Any]:
+    extra = {"InferenceComponentName": component} if component else {}
+    answer = up.rt().invoke_endpoint(
+        EndpointName=endpoint, Body=json.dumps({"x": x}), ContentType="application/json", **extra
+    )
+    return dict(json.loads(answer["Body"].read()))
+
+
+def instances(up: UpProcess, endpoint: str = "ic") -> int:
+    return int(up.sm().describe_endpoint(EndpointName=endpoint)["ProductionVariants"][0]["CurrentInstanceCount"])
+
+
+def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None:
+    sm = up.sm()
+    sm.create_endpoint_config(EndpointConfigName="ic", ProductionVariants=[XLARGE_VARIANT])
+    sm.create_endpoint(EndpointName="ic", EndpointConfigName="ic")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ic", WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    assert instances(up) == 0  # MinInstanceCount 0 and no copy: no instance
+    with pytest.raises(botocore.exceptions.ClientError) as unnamed:
+        invoke(up, None)
+    assert unnamed.value.response["Error"]["Code"] == "ValidationError"
+    assert "InferenceComponentName" in unnamed.value.response["Error"]["Message"]
+
+    for name in ("alpha", "beta"):
+        arn = sm.create_inference_component(
+            InferenceComponentName=name,
+            EndpointName="ic",
+            VariantName="AllTraffic",
+            Specification=spec(name),
+            RuntimeConfig={"CopyCount": 1},
+        )["InferenceComponentArn"]
+        assert arn.endswith(f":inference-component/{name}")
+    alpha, beta = in_service(up, "alpha", 1), in_service(up, "beta", 1)
+    assert alpha["InferenceComponentStatus"] == beta["InferenceComponentStatus"] == "InService"
+    assert alpha["RuntimeConfig"] == {"DesiredCopyCount": 1, "CurrentCopyCount": 1}
+    assert alpha["Specification"] == spec("alpha") and alpha["EndpointName"] == "ic"
+    assert instances(up) == 1
+    assert invoke(up, "alpha", 3.0)["out"] == 6.0 and invoke(up, "alpha")["model"] == "alpha"
+    assert invoke(up, "beta", 3.0)["out"] == 30.0 and invoke(up, "beta")["model"] == "beta"
+    alpha_pids, beta_pids = pids(up, "alpha"), pids(up, "beta")
+    assert len(alpha_pids) == len(beta_pids) == 1 and not alpha_pids & beta_pids  # two sets of processes
+
+    # one component's copies scale; the other's process is the same one
+    sm.update_inference_component(InferenceComponentName="alpha", RuntimeConfig={"CopyCount": 2})
+    assert in_service(up, "alpha", 2)["RuntimeConfig"] == {"DesiredCopyCount": 2, "CurrentCopyCount": 2}
+    grown = pids(up, "alpha")
+    assert len(grown) == 2 and alpha_pids < grown
+    assert pids(up, "beta") == beta_pids
+    answered = {invoke(up, "alpha")["pid"] for _ in range(30)}
+    assert answered <= grown and all(invoke(up, "beta")["pid"] in beta_pids for _ in range(3))
+
+    # room on the one instance: 4 vCPUs, 3 cores taken; a 2-core copy fails with the sizes, an 8-core one never fits
+    sm.create_inference_component(
+        InferenceComponentName="gamma", EndpointName="ic", Specification=spec("beta", cores=2),
+        RuntimeConfig={"CopyCount": 1},
+    )  # fmt: skip
+    gamma = poll(lambda: described(up, "gamma"), lambda d: d["InferenceComponentStatus"] == "Failed")
+    assert "needs 2 CPU core(s) and 1024 MB" in gamma["FailureReason"]
+    assert "at most 1 core(s)" in gamma["FailureReason"] and gamma["RuntimeConfig"]["CurrentCopyCount"] == 0
+    with pytest.raises(botocore.exceptions.ClientError) as never:
+        sm.create_inference_component(
+            InferenceComponentName="huge", EndpointName="ic", Specification=spec("beta", cores=8),
+            RuntimeConfig={"CopyCount": 1},
+        )  # fmt: skip
+    assert never.value.response["Error"]["Code"] == "ValidationException"
+    assert "8 CPU core(s)" in never.value.response["Error"]["Message"]
+    assert "ml.m5.xlarge has 4 vCPU(s) and 16384 MB" in never.value.response["Error"]["Message"]
+
+    with pytest.raises(botocore.exceptions.ClientError) as unknown:
+        invoke(up, "nope")
+    assert unknown.value.response["Error"]["Code"] == "ValidationError"
+
+    # another IC endpoint; the listing filters by endpoint
+    sm.create_endpoint_config(EndpointConfigName="ic2", ProductionVariants=[XLARGE_VARIANT])
+    sm.create_endpoint(EndpointName="ic2", EndpointConfigName="ic2")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ic2", WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    sm.create_inference_component(
+        InferenceComponentName="idle", EndpointName="ic2", Specification=spec("alpha"), RuntimeConfig={"CopyCount": 0}
+    )
+    listed = sm.list_inference_components(EndpointNameEquals="ic", SortBy="Name", SortOrder="Ascending")
+    assert [c["InferenceComponentName"] for c in listed["InferenceComponents"]] == ["alpha", "beta", "gamma"]
+    listed = sm.list_inference_components(EndpointNameEquals="ic2")
+    assert [c["InferenceComponentName"] for c in listed["InferenceComponents"]] == ["idle"]
+    assert in_service(up, "idle", 0)["InferenceComponentStatus"] == "InService"
+    assert instances(up, "ic2") == 0  # no copy needs an instance
+
+
+def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpProcess) -> None:
+    sm = up.sm()
+    before = pids(up, "beta")
+    up.stop()
+    up.start()
+    assert described(up, "beta")["InferenceComponentStatus"] == "InService"  # serving once /ping answers
+    assert invoke(up, "beta", 2.0)["out"] == 20.0
+    assert pids(up, "beta").isdisjoint(before)  # new processes for the same component
+
+    with pytest.raises(botocore.exceptions.ClientError) as busy:
+        sm.delete_endpoint(EndpointName="ic")
+    assert "delete them first" in busy.value.response["Error"]["Message"]
+
+    alpha = pids(up, "alpha")
+    sm.delete_inference_component(InferenceComponentName="alpha")
+    poll(lambda: [c["InferenceComponentName"] for c in sm.list_inference_components()["InferenceComponents"]],
+         lambda names: "alpha" not in names)  # fmt: skip
+    for pid in alpha:
+        poll(lambda pid=pid: _alive(pid), lambda alive: not alive, timeout_s=30)
+    assert invoke(up, "beta", 1.0)["model"] == "beta"  # the other component is untouched
+    for name in ("beta", "gamma", "idle"):
+        sm.delete_inference_component(InferenceComponentName=name)
+    poll(lambda: sm.list_inference_components()["InferenceComponents"], lambda left: left == [])
+    assert instances(up) == 0  # no copy left: managed instance scaling gives the instance back
+    sm.delete_endpoint(EndpointName="ic")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]

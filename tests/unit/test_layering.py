@@ -25,7 +25,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "storage": BASE | {"config"},
     "state": BASE | {"config"},
     "repository": BASE | {"config", "storage"},
-    "runtime": BASE | {"config", "storage"},
+    # The machine's GPUs (NVML, nvidia-smi) and which instance holds which: no tensors, no servekit above BASE.
+    "accelerators": BASE,
+    "runtime": BASE | {"config", "storage", "accelerators"},
     "serving": BASE | {"config", "runtime"},
     "batching": BASE | {"config", "runtime"},
     "inference": BASE | {"config", "runtime", "serving", "batching"},

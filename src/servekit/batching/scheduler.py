@@ -11,6 +11,7 @@ from servekit._utils.threads import ModelThreads
 from servekit.batching.queue import BatchObserver, BatchQueue
 from servekit.config.models import BatchingConfig
 from servekit.runtime.base import Servable
+from servekit.runtime.devices import batching_for_device
 from servekit.types import Signature
 
 
@@ -37,6 +38,8 @@ class BatchScheduler:
         if entry is not None and entry[0] is servable:
             return entry[1]
         cfg = self._batching_for(model)
+        if cfg is not None:  # a model on a GPU gets TF Serving's GPU batching unless its parameters were given
+            cfg = batching_for_device(cfg, str(getattr(servable, "device", "cpu")))
         if cfg is None or not batchable(sig):
             self._queues[key] = (servable, None)  # remembered: unbatched requests skip this lookup next time
             return None

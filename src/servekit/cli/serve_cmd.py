@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperCommand
@@ -20,12 +21,16 @@ from servekit.config.models import (
     BatchingConfig,
     CaptureConfig,
     ConnectionLimits,
+    DeviceRequest,
     ModelConfig,
     RuntimeOptions,
     ServerConfig,
 )
 from servekit.errors import ConfigError
 from servekit.launch.http_stack import http_stack
+
+if TYPE_CHECKING:
+    from servekit.accelerators.inventory import Gpu
 
 # The command, registered with its flag-rewriting class; servekit.cli.main lists it and builds it from here.
 serve_app = typer.Typer(add_completion=False)
@@ -124,6 +129,21 @@ def serve(
             " request alone in the server.",
         ),
     ] = 50,
+    device: Annotated[
+        str,
+        _tf(
+            "--device",
+            help="auto (a GPU when the model's runtime can use one, else the CPU), cpu, or cuda[:N] (refuse to "
+            "start without that GPU).",
+        ),
+    ] = "auto",
+    per_process_gpu_memory_fraction: Annotated[
+        float,
+        _tf(
+            "--per_process_gpu_memory_fraction",
+            help="Share of each GPU's memory this process may take, 0-1 (0 = grow on demand).",
+        ),
+    ] = 0.0,
     intra_op: Annotated[int, _tf("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
     inter_op: Annotated[int, _tf("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
     enable_batching: Annotated[bool, _tf("--enable_batching", help="Dynamic batching (=false: off).")] = False,
@@ -252,7 +272,12 @@ def serve(
             num_inference_threads=num_inference_threads,
             max_queued_requests=max_queued_requests,
             inline_run_limit_micros=inline_run_limit_micros,
-            runtime=RuntimeOptions(intra_op_threads=intra_op, inter_op_threads=inter_op),
+            runtime=RuntimeOptions(
+                intra_op_threads=intra_op,
+                inter_op_threads=inter_op,
+                device=DeviceRequest.parse(device),
+                gpu_memory_fraction=per_process_gpu_memory_fraction,
+            ),
             batching=(
                 (load_batching_file(batching_parameters_file) if batching_parameters_file else BatchingConfig())
                 if enable_batching or batching_parameters_file
@@ -292,6 +317,7 @@ def serve(
             else None
         )
         stack = http_stack(loop, http)
+        check_device(config.runtime.device)
     except ConfigError as exc:
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -302,6 +328,29 @@ def serve(
     except ConfigError as exc:  # a port another process holds: one line, as for a bad flag
         typer.echo(f"servekit: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def check_device(request: DeviceRequest, gpus: Callable[[], Sequence[Gpu]] | None = None) -> None:
+    """At start: an explicit ``cuda[:N]`` needs that GPU on this machine (:class:`ConfigError` otherwise); ``auto``
+    on a machine without one says once that it serves on the CPU. Each runtime decides again per model."""
+    if request.kind == "cpu":
+        return
+    from servekit.runtime.devices import machine_gpus
+
+    found = (gpus or machine_gpus)()
+    if request.kind == "cuda":
+        index = request.index or 0
+        if not found:
+            raise ConfigError(
+                f"--device {request.describe()}: this machine has no GPU (neither NVML nor nvidia-smi lists one, "
+                "or CUDA_VISIBLE_DEVICES hides them); use --device auto or --device cpu"
+            )
+        if index >= len(found):
+            raise ConfigError(
+                f"--device {request.describe()}: this process sees {len(found)} GPU(s), indices 0-{len(found) - 1}"
+            )
+    elif not found:
+        logging.getLogger("servekit.serve").info("--device auto: no GPU on this machine, serving on the CPU")
 
 
 def _capture_config(

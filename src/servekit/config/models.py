@@ -36,15 +36,54 @@ class VersionPolicy:
         return "specific{" + ",".join(str(v) for v in sorted(self.versions)) + "}"
 
 
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """``servekit serve --device``: ``auto`` (a GPU when the runtime can use one, else the CPU), ``cpu``, or
+    ``cuda``/``cuda:N`` (that visible GPU, refusing to start without it). ``index`` None = the first GPU."""
+
+    kind: Literal["auto", "cpu", "cuda"] = "auto"
+    index: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.index is not None and (self.kind != "cuda" or self.index < 0):
+            raise ConfigError(f"only cuda takes a device index (cuda:N, N >= 0), got {self.describe()}")
+
+    @classmethod
+    def parse(cls, text: str) -> DeviceRequest:
+        match = _DEVICE_RE.match(text.strip().lower())
+        if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+            raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N (N a GPU index), got {text!r}")
+        kind = match.group(1)
+        index = int(match.group(2)) if match.group(2) is not None else None
+        return cls("auto" if kind == "auto" else "cpu" if kind == "cpu" else "cuda", index)
+
+    def describe(self) -> str:
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeOptions:
-    """Knobs handed to runtimes when they load a version (onnxruntime thread pools)."""
+    """Knobs handed to runtimes when they load a version (thread pools, device, GPU memory)."""
 
     intra_op_threads: int = 0  # 0 = runtime default
     inter_op_threads: int = 0
     # onnxruntime's pool threads busy-wait between runs by default; on a server that shares its cores with
     # the event loop that spinning steals the CPU the HTTP side needs, so it is off unless asked for.
     allow_spinning: bool = False
+    device: DeviceRequest = field(default_factory=DeviceRequest)
+    # TF Serving's --per_process_gpu_memory_fraction: the share of each GPU's memory this process may take;
+    # 0 = grow on demand (TensorFlow's memory growth, onnxruntime's arena growing as needed).
+    gpu_memory_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gpu_memory_fraction <= 1.0:  # also refuses NaN
+            raise ConfigError(
+                f"per_process_gpu_memory_fraction must be within 0..1 (0 = grow on demand), "
+                f"got {self.gpu_memory_fraction}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

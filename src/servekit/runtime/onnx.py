@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from servekit.accelerators.inventory import Gpu
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError
+from servekit.runtime import devices
 from servekit.runtime.base import Concurrency, Servable, find_one, pool_threads
 from servekit.runtime.manifest import Manifest
 from servekit.types import (
@@ -50,8 +52,9 @@ def _spec(arg: Any) -> TensorSpec | None:
 class OnnxServable:
     platform = "onnxruntime_onnx"
 
-    def __init__(self, session: Any, manifest: Manifest, threads: int = 0) -> None:
+    def __init__(self, session: Any, manifest: Manifest, threads: int = 0, device: str = devices.CPU) -> None:
         self._session = session
+        self.device = device  # where it runs: "cpu" or "cuda:N"
         # onnxruntime runs the graph without the GIL, on its intra-op pool (one thread per core by default).
         self.concurrency = Concurrency(releases_gil=True, threads=pool_threads(threads))
         inputs = tuple(s for s in (_spec(a) for a in session.get_inputs()) if s is not None)
@@ -103,6 +106,9 @@ class OnnxServable:
 class OnnxRuntime:
     name = "onnx"
 
+    def __init__(self, gpus: Callable[[], Sequence[Gpu]] = devices.machine_gpus) -> None:
+        self._gpus = gpus  # the visible GPUs (injected by tests that describe a machine with cards)
+
     def can_load(self, path: Path) -> bool:
         return find_one(path, (".onnx",)) is not None
 
@@ -121,8 +127,31 @@ class OnnxRuntime:
         spin = "1" if options.allow_spinning else "0"
         so.add_session_config_entry("session.intra_op.allow_spinning", spin)
         so.add_session_config_entry("session.inter_op.allow_spinning", spin)
+        available = list(ort.get_available_providers())
+        gpus = tuple(self._gpus()) if options.device.kind != "cpu" else ()
+        placement = devices.onnx_placement(options.device, available, gpus)
+        providers = devices.onnx_providers(placement, available, options.gpu_memory_fraction, gpus)
         try:
-            session = ort.InferenceSession(str(model_file), so, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(
+                str(model_file),
+                so,
+                providers=[name for name, _ in providers],
+                provider_options=[opts for _, opts in providers],
+            )
         except Exception as exc:  # onnxruntime raises its own exception types for corrupt graphs
             raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
-        return OnnxServable(session, manifest, options.intra_op_threads)
+        placement = _check_fallback(placement, session.get_providers(), options)
+        detail = ", ".join(session.get_providers())
+        devices.log_placement(path, "onnxruntime", placement, detail)
+        return OnnxServable(session, manifest, options.intra_op_threads, placement.device)
+
+
+def _check_fallback(placement: devices.Placement, used: Sequence[str], options: RuntimeOptions) -> devices.Placement:
+    """onnxruntime drops a GPU provider it cannot start (CUDA libraries missing) and runs on the CPU without an
+    error: an explicit ``cuda`` refuses that, ``auto`` says so."""
+    if placement.gpu_index is None or devices.CUDA_PROVIDER in used or devices.TENSORRT_PROVIDER in used:
+        return placement
+    why = f"onnxruntime could not start {devices.CUDA_PROVIDER} (session providers: {', '.join(used)})"
+    if options.device.kind == "cuda":
+        raise devices.DeviceUnavailable(f"--device {options.device.describe()}: {why}")
+    return devices.Placement(devices.CPU, why)

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError
+from servekit.runtime import devices
 from servekit.runtime.base import Concurrency, Servable
 from servekit.runtime.manifest import Manifest
 from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec, v2_datatype
@@ -73,6 +74,18 @@ def import_torch() -> Any:
     return torch
 
 
+def place(torch: Any, options: RuntimeOptions) -> devices.Placement:
+    """Where torch runs the model (``torch.cuda.is_available``/``device_count``), with the memory fraction set
+    on that card (``torch.cuda.set_per_process_memory_fraction``; 0 leaves torch's caching allocator to grow)."""
+    cuda = options.device.kind != "cpu" and bool(torch.cuda.is_available())
+    count = int(torch.cuda.device_count()) if cuda else 0
+    machine = len(devices.machine_gpus()) if options.device.kind != "cpu" and not cuda else count
+    placement = devices.torch_placement(options.device, cuda, count, machine)
+    if placement.gpu_index is not None and options.gpu_memory_fraction > 0:
+        torch.cuda.set_per_process_memory_fraction(options.gpu_memory_fraction, placement.gpu_index)
+    return placement
+
+
 def configure_threads(torch: Any, options: RuntimeOptions) -> int:
     """Apply the server's thread options to torch's process-wide pools; returns the intra-op pool size."""
     if options.intra_op_threads > 0 and torch.get_num_threads() != options.intra_op_threads:
@@ -109,10 +122,18 @@ def _named_outputs(result: Any, names: Sequence[str] = ()) -> dict[str, Any]:
 
 class TorchServable:
     def __init__(
-        self, torch: Any, module: Any, signature: Signature, extra: Mapping[str, Signature], platform: str, threads: int
+        self,
+        torch: Any,
+        module: Any,
+        signature: Signature,
+        extra: Mapping[str, Signature],
+        platform: str,
+        threads: int,
+        device: str = devices.CPU,
     ) -> None:
         self._torch = torch
         self._module = module
+        self.device = device  # where it runs: "cpu" or "cuda:N"; inputs are copied there, outputs back
         self.platform = platform
         self._signatures = {signature.name: signature, **extra}
         self.concurrency = Concurrency(releases_gil=True, threads=threads)
@@ -124,7 +145,7 @@ class TorchServable:
     def predict(self, signature: str, inputs: TensorMap) -> dict[str, npt.NDArray[Any]]:
         sig = self._signatures[signature]
         torch = self._torch
-        args = [torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in sig.inputs]
+        args = [torch.from_numpy(np.ascontiguousarray(inputs[t.name])).to(self.device) for t in sig.inputs]
         with torch.inference_mode():
             result = self._module(*args)
         named = _named_outputs(result, [] if isinstance(result, Mapping) else [o.name for o in sig.outputs])
@@ -180,6 +201,7 @@ class TorchRuntime:
         model_file, kind = found
         torch = import_torch()
         threads = configure_threads(torch, options)
+        placement = place(torch, options)
         try:
             if kind == "export":
                 program = torch.export.load(str(model_file))
@@ -210,7 +232,13 @@ class TorchRuntime:
                 f"servekit.toml or save example inputs beside it as {EXAMPLE_INPUTS} (torch.save)"
             )
         platform = "pytorch_export" if kind == "export" else "pytorch_libtorch"
-        return TorchServable(torch, module, main, declared, platform, threads)
+        if placement.gpu_index is not None:
+            try:
+                module = module.to(placement.device)
+            except Exception as exc:  # a module holding CPU-only state, or out of GPU memory
+                raise ConfigError(f"cannot move {model_file.name} to {placement.device}: {exc}") from exc
+        devices.log_placement(path, "torch", placement)
+        return TorchServable(torch, module, main, declared, platform, threads, placement.device)
 
     @staticmethod
     def _exported_signature(torch: Any, program: Any, module: Any) -> Signature:

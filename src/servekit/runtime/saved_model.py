@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError, invalid
+from servekit.runtime import devices
 from servekit.runtime.base import Concurrency, ListedSignatures, Servable, pool_threads
 from servekit.runtime.manifest import Manifest
 from servekit.runtime.saved_model_signatures import (
@@ -71,17 +72,50 @@ def configure_threads(tf: Any, options: RuntimeOptions) -> int:
     return pool_threads(int(threading.get_intra_op_parallelism_threads()))
 
 
+def place(tf: Any, options: RuntimeOptions) -> devices.Placement:
+    """Where TensorFlow runs the model, after giving each visible GPU memory growth (fraction 0) or a memory
+    limit of fraction x its memory, which TensorFlow accepts only before it first touches the cards: a later
+    model keeps the first one's settings, with a log line saying so."""
+    tf_config = tf.config
+    if options.device.kind == "cpu":
+        try:
+            tf_config.set_visible_devices([], "GPU")
+        except RuntimeError:
+            log.warning("TensorFlow has already initialised its GPUs; --device cpu places this model on /CPU:0")
+        return devices.Placement(devices.CPU, "--device cpu")
+    physical = list(tf_config.list_physical_devices("GPU"))
+    cards = devices.machine_gpus() if physical else ()
+    sizes = [cards[i].memory_bytes if i < len(cards) else None for i in range(len(physical))]
+    for setting in devices.tensorflow_settings(options.gpu_memory_fraction, sizes):
+        gpu = physical[setting.gpu]
+        try:
+            if setting.memory_growth:
+                tf_config.experimental.set_memory_growth(gpu, True)
+            else:
+                tf_config.set_logical_device_configuration(
+                    gpu, [tf_config.LogicalDeviceConfiguration(memory_limit=setting.memory_limit_mb)]
+                )
+        except RuntimeError:
+            log.info("TensorFlow's GPU %d is already initialised; its memory settings stay", setting.gpu)
+    built = bool(tf.test.is_built_with_cuda())
+    machine = len(devices.machine_gpus()) if not physical else len(physical)
+    return devices.tensorflow_placement(options.device, len(physical), machine, built)
+
+
 class SavedModelServable:
     platform = PLATFORM
 
-    def __init__(self, tf: Any, path: Path, manifest: Manifest, threads: int) -> None:
+    def __init__(self, tf: Any, path: Path, manifest: Manifest, threads: int, device: str = devices.CPU) -> None:
         self._tf = tf
+        self.device = device  # where it runs: "cpu" or "cuda:N"
+        self._tf_device = devices.tensorflow_device(devices.Placement(device, ""))
         meta_graph = read_meta_graph(path)
         sigs, skipped = signatures_of(meta_graph)
         for name, why in skipped.items():
             log.info("SavedModel %s: signature %r is not served: %s", path, name, why)
         try:
-            self._model: Any = tf.saved_model.load(str(path), tags=["serve"])
+            with tf.device(self._tf_device):
+                self._model: Any = tf.saved_model.load(str(path), tags=["serve"])
         except Exception as exc:  # TensorFlow raises its own error types for missing variables, bad graphs...
             raise ConfigError(f"cannot load the SavedModel in {path}: {type(exc).__name__}: {exc}") from exc
         self._functions = {name: self._model.signatures[name] for name in sigs if name in self._model.signatures}
@@ -128,7 +162,8 @@ class SavedModelServable:
                 value = inputs[spec.name]
                 # unchecked signatures (unknown rank) still get the declared dtype: JSON numbers come as float64
                 feed[spec.name] = tf.constant(value if sig.validate else np.asarray(value, dtype=spec.dtype))
-        result = fn(**feed)
+        with tf.device(self._tf_device):
+            result = fn(**feed)
         return {spec.name: result[spec.name].numpy() for spec in sig.outputs}
 
     # ---- tf.Example inputs -----------------------------------------------------------------------------------
@@ -243,7 +278,9 @@ class SavedModelRuntime:
             raise ConfigError(f"no saved_model.pb in {path}")
         tf = import_tensorflow()
         threads = configure_threads(tf, options)
-        servable = SavedModelServable(tf, path, manifest, threads)
+        placement = place(tf, options)
+        servable = SavedModelServable(tf, path, manifest, threads, placement.device)
+        devices.log_placement(path, "TensorFlow", placement)
         try:
             records = replay(path, servable.warm_up)
         except Exception:

@@ -65,6 +65,7 @@ class BoosterServable:
     def __init__(self, booster: Booster, manifest: Manifest, platform: str, concurrency: Concurrency) -> None:
         self.platform = platform
         self.concurrency = concurrency
+        self.device = "cpu"  # where the booster predicts; the XGBoost runtime sets "cuda:N" for a GPU
         self._booster: Booster | None = booster
         self._k = booster.n_classes
         n = booster.n_features

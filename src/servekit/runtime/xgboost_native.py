@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from servekit.config.models import RuntimeOptions
 from servekit.errors import ConfigError
+from servekit.runtime import devices
 from servekit.runtime.base import Concurrency, Servable, pool_threads
 from servekit.runtime.manifest import Manifest
 from servekit.runtime.tabular import BoosterServable
@@ -92,5 +93,21 @@ class XGBoostRuntime:
         except xgboost.core.XGBoostError as exc:
             raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
         threads = pool_threads(options.intra_op_threads)
+        placement = place(xgboost, options)
+        if placement.gpu_index is not None:
+            booster.set_param(devices.xgboost_params(placement))
         native = _XGBooster(booster, threads)
-        return BoosterServable(native, manifest, "xgboost", Concurrency(releases_gil=True, threads=threads))
+        devices.log_placement(path, "XGBoost", placement)
+        servable = BoosterServable(native, manifest, "xgboost", Concurrency(releases_gil=True, threads=threads))
+        servable.device = placement.device
+        return servable
+
+
+def place(xgboost: Any, options: RuntimeOptions) -> devices.Placement:
+    """XGBoost predicts on a GPU when it is built with CUDA (``build_info()["USE_CUDA"]``) and a card is
+    visible. XGBoost bounds no memory of its own, so ``--per_process_gpu_memory_fraction`` does not apply."""
+    if options.device.kind == "cpu":
+        return devices.Placement(devices.CPU, "--device cpu")
+    cuda = bool(xgboost.build_info().get("USE_CUDA", False))
+    why = "" if cuda else "XGBoost here is built without CUDA (build_info()['USE_CUDA'] is False)"
+    return devices.choose(options.device, "XGBoost", len(devices.machine_gpus()), cuda, why)

@@ -164,6 +164,11 @@ class PipelineBackend:
                 hint = f"Set {DEGREE_ENV} in the model's Environment to split it into stages that fit."
                 raise InstanceFailed(too_large("The model", weights, spec, self.idle_bytes, hint))
             return await self.inner.start(spec)
+        return await self.start_stages(spec, model, degree)
+
+    async def start_stages(self, spec: InstanceSpec, model: Path, degree: int) -> PipelineHandle:
+        """``spec``'s instance as ``degree`` stages of the ONNX file ``model`` (a degree of 1 too: one stage process
+        that publishes its compute time, the baseline benchmarks/pipeline_parallel_bench.py compares against)."""
         if not self._have_onnx():
             raise InstanceFailed(
                 f"{DEGREE_ENV}={degree} needs the onnx package to split the model: pip install '{ONNX_EXTRA}'"
@@ -212,7 +217,7 @@ class PipelineBackend:
             for k in range(1, degree):  # the later stages first: stage 0 is handed their URLs
                 env = {**spec.environment, STATS_ENV: stats[k]}
                 started.append(await self.inner.start(self._stage_spec(spec, split, k, env)))
-            await asyncio.gather(*(self._ready(h) for h in started))
+            await asyncio.gather(*(self.ready(h) for h in started))
             env = {**spec.environment, STATS_ENV: stats[0], NEXT_ENV: ",".join(h.url for h in started)}
             first = await self.inner.start(self._stage_spec(spec, split, 0, env))
             started.insert(0, first)
@@ -227,8 +232,8 @@ class PipelineBackend:
             spec, instance_id=f"{spec.instance_id}-stage-{k}", model_dir=str(split / f"stage-{k}"), environment=env
         )
 
-    async def _ready(self, handle: InstanceHandle) -> None:
-        """Wait until a later stage answers its health check (stage 0 must not take traffic before it can)."""
+    async def ready(self, handle: InstanceHandle) -> None:
+        """Wait until a stage answers its health check (stage 0 must not take traffic before the later ones can)."""
         deadline = time.monotonic() + self._ready_timeout_s
         while not await asyncio.to_thread(_healthy, handle.url):
             if not self.inner.alive(handle):

@@ -224,7 +224,15 @@ class PipelineBackend:
         except BaseException:
             await asyncio.gather(*(self.inner.stop(h) for h in started), return_exceptions=True)
             raise
-        return PipelineHandle(spec, first.url, first.pid, None, first.log_path, started, stage_bytes, stats)
+        return PipelineHandle(
+            spec,
+            first.url,
+            first.pid,
+            log_path=first.log_path,
+            stages=started,
+            stage_bytes=stage_bytes,
+            stats_paths=stats,
+        )
 
     @staticmethod
     def _stage_spec(spec: InstanceSpec, split: Path, k: int, env: Mapping[str, str]) -> InstanceSpec:

@@ -115,7 +115,7 @@ def test_describe_shows_each_instance_and_its_stages() -> None:
     stages = [
         InstanceHandle(InstanceSpec(f"e-A-1-stage-{k}", "m", f"/s{k}", 1), f"http://127.0.0.1:{k + 1}") for k in (0, 1)
     ]
-    handle = PipelineHandle(base, stages[0].url, 1, None, None, stages, [30, 34], [])
+    handle = PipelineHandle(base, stages[0].url, 1, stages=stages, stage_bytes=[30, 34])
     assert stage_summary([InstanceHandle(base, "u")]) is None
     assert stage_summary([handle]) == [
         {

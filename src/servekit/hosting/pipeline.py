@@ -308,7 +308,8 @@ def read_stats(path: str) -> dict[str, float] | None:
 
 
 def stage_summary(handles: Sequence[InstanceHandle]) -> list[dict[str, object]] | None:
-    """DescribeEndpoint's ``ServekitPipelineStages`` of a variant: each pipeline instance and its stages (None: none)."""
+    """DescribeEndpoint's ``ServekitPipelineStages`` of a variant: each pipeline instance and its stages (None when
+    it has none)."""
     found = [h.describe() for h in handles if isinstance(h, PipelineHandle)]
     return found or None
 

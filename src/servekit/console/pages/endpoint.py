@@ -113,10 +113,39 @@ def status_section(detail: dict[str, Any]) -> str:
         ("Created", esc(when(e.get("CreationTime")))),
         ("Last modified", esc(when(e.get("LastModifiedTime")))),
     ]
+    items += hosting_options(detail)
     for warning in e.get("ServekitWarnings", []):
         items.append(("Warning", esc(warning)))
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in items)
     return f'<dl class="facts">{rows}</dl>'
+
+
+def hosting_options(detail: dict[str, Any]) -> list[tuple[str, str]]:
+    """How the endpoint is hosted beyond instances: each serverless variant's ServerlessConfig (as DescribeEndpoint
+    reports it, else as configured) and the config's AsyncInferenceConfig, as (term, escaped HTML) pairs."""
+    items: list[tuple[str, str]] = []
+    configured = {v["VariantName"]: v for v in (detail.get("config") or {}).get("ProductionVariants", [])}
+    for v in detail["endpoint"].get("ProductionVariants", []):
+        sc = v.get("CurrentServerlessConfig") or configured.get(v["VariantName"], {}).get("ServerlessConfig")
+        if sc:
+            parts = [f"{sc.get('MemorySizeInMB')} MB", f"max concurrency {sc.get('MaxConcurrency')}"]
+            if sc.get("ProvisionedConcurrency"):
+                parts.append(f"provisioned concurrency {sc['ProvisionedConcurrency']}")
+            items.append((f"Serverless ({v['VariantName']})", esc(", ".join(parts))))
+    ac = detail["endpoint"].get("AsyncInferenceConfig") or (detail.get("config") or {}).get("AsyncInferenceConfig")
+    if ac:
+        out = ac.get("OutputConfig") or {}
+        per = (ac.get("ClientConfig") or {}).get("MaxConcurrentInvocationsPerInstance")
+        lines = [f"answers to {out.get('S3OutputPath')}"]
+        if out.get("S3FailurePath"):
+            lines.append(f"failures to {out['S3FailurePath']}")
+        lines.append(f"{per or 4} invocation(s) at a time per instance{'' if per else ' (default)'}")
+        notes = out.get("NotificationConfig") or {}
+        for key, what in (("SuccessTopic", "successes"), ("ErrorTopic", "errors")):
+            if notes.get(key):
+                lines.append(f"{what} notified to {notes[key]} (through servekit up --sns-webhook; SNS is not reached)")
+        items.append(("Asynchronous", "<br>".join(esc(line) for line in lines)))
+    return items
 
 
 def variants_section(detail: dict[str, Any], csrf: str | None) -> str:

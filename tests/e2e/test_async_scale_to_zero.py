@@ -155,6 +155,9 @@ def test_a_backlog_scales_an_async_variant_from_zero_to_one_and_back(tmp_path: P
     try:
         deploy(up, tmp_path)
         sm, aas, cw = up.sm(), up.client("application-autoscaling"), up.client("cloudwatch")
+        shown = sm.describe_endpoint(EndpointName="async")["AsyncInferenceConfig"]["OutputConfig"]
+        assert shown["NotificationConfig"]["SuccessTopic"] == SUCCESS  # DescribeEndpoint repeats the config's
+        assert "AsyncInferenceConfig" not in sm.describe_endpoint(EndpointName="sync")
         key = {"ServiceNamespace": "sagemaker", "ScalableDimension": DIM}
 
         # 0 is refused for a real-time variant, with SageMaker's reason, and taken for the asynchronous one

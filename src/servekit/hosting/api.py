@@ -278,6 +278,8 @@ class HostingService:
                 "DestinationS3Uri": capture.get("DestinationS3Uri", ""),
                 "KmsKeyId": capture.get("KmsKeyId", ""),
             }
+        if config is not None and config.record.get("AsyncInferenceConfig"):
+            out["AsyncInferenceConfig"] = config.record["AsyncInferenceConfig"]  # SageMaker repeats it here
         if controller is not None and controller.plan is not None and controller.plan.shadows:
             out["ShadowProductionVariants"] = controller.shadow_summary()
         pending = controller.pending_summary() if controller is not None else None

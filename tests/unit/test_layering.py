@@ -58,7 +58,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The AWS wire layer: protocols from botocore's models, SigV4, credentials, paging, names and ARNs; no service.
     "aws": BASE,
     # Where instances run (local processes, Ray actors): no AWS shape, no endpoint.
-    "backends": BASE,
+    "backends": BASE | {"accelerators"},
     # InvokeEndpoint's routing, multi-model placement, shadows; the routing table it shares through the state.
     "gateway": BASE | {"state"},
     # The embedded S3 store (objects as files under the home, written durably) and its rest-xml API.
@@ -77,7 +77,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The endpoint metrics store, CloudWatch's metric and alarm operations.
     "cloudwatch": BASE | {"aws", "state"},
     # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.
-    "hosting": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch"},
+    "hosting": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch", "accelerators"},
     # Application Auto Scaling: policies decide from CloudWatch's metrics; the hosting service is handed in.
     "autoscaling": BASE | {"aws", "state", "cloudwatch"},
     # The model registry; deploy on approval through the hosting operations.

@@ -24,6 +24,8 @@ from servekit._utils.files import tail_lines
 from servekit._utils.parent_watch import PARENT_PID_ENV
 from servekit._utils.processes import free_port as free_port  # where the backends' users import it
 from servekit._utils.processes import rss_bytes
+from servekit.accelerators.inventory import VISIBLE_ENV, detect_gpus, visible
+from servekit.accelerators.placement import GpuPool
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ class InstanceSpec:
     environment: Mapping[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()  # further `servekit serve` flags (capture, batching...)
     multi_model: bool = False  # a multi-model instance: starts with no model, loads them as the gateway asks
+    gpus: int = 0  # GPUs of its own (a GPU instance type's): CUDA_VISIBLE_DEVICES names them, 0 hides every card
 
 
 @dataclass(slots=True)
@@ -54,6 +57,7 @@ class InstanceHandle:
     pid: int | None = None
     exit_reason: str | None = None  # set once the backend knows why it ended
     log_path: str | None = None
+    gpu_indices: tuple[int, ...] = ()  # the machine's GPUs it holds (their NVML indices), for metrics
 
 
 class ReplicaBackend(Protocol):
@@ -73,8 +77,16 @@ class ReplicaBackend(Protocol):
 class LocalProcessBackend:
     """Instances as local ``servekit serve`` subprocesses, logs under ``log_dir``."""
 
-    def __init__(self, log_dir: Path, watch_interval_s: float = 1.0, python: str = sys.executable) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        watch_interval_s: float = 1.0,
+        python: str = sys.executable,
+        gpus: GpuPool | None = None,
+    ) -> None:
         self._log_dir = log_dir
+        # The cards this process may use (its CUDA_VISIBLE_DEVICES), detected on the first GPU instance's start.
+        self.gpus = gpus if gpus is not None else GpuPool(lambda: visible(detect_gpus(), os.environ))
         self._python = python
         self._watch_interval_s = watch_interval_s
         self._procs: dict[str, asyncio.subprocess.Process] = {}
@@ -113,22 +125,34 @@ class LocalProcessBackend:
         port = free_port()
         self._log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self._log_dir / f"{spec.instance_id}.log"
+        # Its own GPUs, or none: a CPU type sees no card, as on SageMaker (GpuShortage when too few are free).
+        devices = self.gpus.acquire(spec.instance_id, spec.gpus) if spec.gpus else ()
         # The instance watches this process and stops once it is gone (a plane killed before it could stop it).
-        env = {**os.environ, **spec.environment, "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}
-        with open(log_path, "ab") as log:  # the child keeps its own descriptor
-            proc = await asyncio.create_subprocess_exec(
-                *self.command(spec, port),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,  # its own process group: stopping it stops its workers too
-            )
+        env = {
+            **os.environ,
+            **spec.environment,
+            VISIBLE_ENV: ",".join(str(i) for i in devices),
+            "PYTHONUNBUFFERED": "1",
+            PARENT_PID_ENV: str(os.getpid()),
+        }
+        try:
+            with open(log_path, "ab") as log:  # the child keeps its own descriptor
+                proc = await asyncio.create_subprocess_exec(
+                    *self.command(spec, port),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                    start_new_session=True,  # its own process group: stopping it stops its workers too
+                )
+        except BaseException:
+            self.gpus.release(spec.instance_id)
+            raise
         if spec.cpus:  # set before the interpreter has started any thread, so every thread inherits it
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(proc.pid, spec.cpus)
         (self._log_dir / f"{spec.instance_id}.pid").write_text(str(proc.pid))
-        handle = InstanceHandle(spec, f"http://127.0.0.1:{port}", proc.pid, log_path=str(log_path))
+        handle = InstanceHandle(spec, f"http://127.0.0.1:{port}", proc.pid, log_path=str(log_path), gpu_indices=devices)
         self._procs[spec.instance_id] = proc
         self._watchers[spec.instance_id] = asyncio.get_running_loop().create_task(self._watch(handle, proc))
         return handle
@@ -166,6 +190,7 @@ class LocalProcessBackend:
 
     async def stop(self, handle: InstanceHandle, grace_s: float = 10.0) -> None:
         (self._log_dir / f"{handle.spec.instance_id}.pid").unlink(missing_ok=True)
+        self.gpus.release(handle.spec.instance_id)  # its cards are free once it is asked to stop
         proc = self._procs.pop(handle.spec.instance_id, None)
         if proc is None:
             return

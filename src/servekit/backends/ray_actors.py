@@ -160,6 +160,8 @@ def demand(spec: InstanceSpec, resources: Mapping[str, float]) -> dict[str, floa
     out: dict[str, float] = {"CPU": float(max(spec.vcpus, 0))}
     if spec.memory_bytes:
         out["memory"] = float(spec.memory_bytes)
+    if spec.gpus:  # a GPU instance type: Ray places it where that many GPUs are free and sets CUDA_VISIBLE_DEVICES
+        out[_GPU] = float(spec.gpus)
     out.update(resources)
     return out
 

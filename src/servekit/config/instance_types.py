@@ -35,6 +35,7 @@ from servekit.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,62}")
 _FIELDS = ("name", "vcpus", "memory_gib", "price_per_hour")
+_OPTIONAL = ("gpus", "gpu_memory_gib")  # GPU types: cards per instance and memory per card (0 = none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,8 @@ class InstanceTypeEntry:
     vcpus: int
     memory_gib: float
     price_per_hour: float
+    gpus: int = 0
+    gpu_memory_gib: float = 0.0
 
 
 def parse_instance_types(text: str, source: str) -> tuple[InstanceTypeEntry, ...]:
@@ -93,9 +96,11 @@ def load_instance_types_file(path: str | os.PathLike[str]) -> tuple[InstanceType
 def _entry(raw: Any, where: str) -> InstanceTypeEntry:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: an entry is a mapping of {', '.join(_FIELDS)}")
-    unknown = sorted(set(raw) - set(_FIELDS))
+    unknown = sorted(set(raw) - set(_FIELDS) - set(_OPTIONAL))
     if unknown:
-        raise ConfigError(f"{where}: unknown fields {unknown}; expected {', '.join(_FIELDS)}")
+        raise ConfigError(
+            f"{where}: unknown fields {unknown}; expected {', '.join(_FIELDS)} (and optionally {', '.join(_OPTIONAL)})"
+        )
     missing = [f for f in _FIELDS if f not in raw]
     if missing:
         raise ConfigError(f"{where}: missing {', '.join(missing)}")
@@ -105,11 +110,16 @@ def _entry(raw: Any, where: str) -> InstanceTypeEntry:
     vcpus = raw["vcpus"]
     if isinstance(vcpus, bool) or not isinstance(vcpus, int) or vcpus < 1:
         raise ConfigError(f"{where}.vcpus: must be a whole number of at least 1, got {vcpus!r}")
+    gpus = raw.get("gpus", 0)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ConfigError(f"{where}.gpus: must be a whole number of at least 0, got {gpus!r}")
     return InstanceTypeEntry(
         name=name,
         vcpus=vcpus,
         memory_gib=_number(raw["memory_gib"], f"{where}.memory_gib", positive=True),
         price_per_hour=_number(raw["price_per_hour"], f"{where}.price_per_hour", positive=False),
+        gpus=gpus,
+        gpu_memory_gib=_number(raw.get("gpu_memory_gib", 0), f"{where}.gpu_memory_gib", positive=False),
     )
 
 

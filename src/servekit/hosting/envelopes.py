@@ -13,6 +13,7 @@ class Envelope:
     vcpus: int
     memory_bytes: int | None
     price_per_hour: float
+    gpus: int = 0  # GPUs each instance gets to itself
 
 
 class Envelopes(Protocol):
@@ -31,4 +32,4 @@ class TableEnvelopes:
         t = self._table.get(instance_type)
         if t is None:
             return None
-        return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour))
+        return Envelope(int(t.vcpus), int(t.memory_gib * 2**30), float(t.price_per_hour), int(t.gpus))

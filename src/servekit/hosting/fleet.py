@@ -28,6 +28,7 @@ from typing import Protocol, TypeGuard
 
 import aiohttp
 
+from servekit.accelerators.placement import GpuShortage
 from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend
 from servekit.gateway.service import InstanceRoute, RoutingTable, ShadowRoute, VariantRoute
 from servekit.hosting import rollout
@@ -53,6 +54,7 @@ class VariantPlan:
     model_cache: bool = True  # MultiModelConfig.ModelCacheSetting: Disabled unloads a model after each request
     preload: tuple[str, ...] = ()  # TargetModels loaded (and pinned) on each instance before it takes traffic
     serverless: ServerlessSpec | None = None  # a serverless variant: count is its provisioned concurrency
+    gpus: int = 0  # GPUs each instance gets to itself (a GPU instance type's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -583,7 +585,13 @@ class EndpointController:
         missing = (fleet.plan.count if count is None else count) - len(fleet.instances)
         if missing <= 0:
             return
-        new = [await self._start(fleet.plan) for _ in range(missing)]
+        new: list[Instance] = []
+        try:
+            for _ in range(missing):
+                new.append(await self._start(fleet.plan))
+        except InstanceFailed:  # no room for one (its GPUs): the ones already started stop with it
+            await asyncio.gather(*(self._backend.stop(i.handle) for i in new))
+            raise
         fleet.instances.extend(new)
         results = await asyncio.gather(
             *(self._wait_healthy(i, fleet.plan, fleet.config_name) for i in new), return_exceptions=True
@@ -607,8 +615,12 @@ class EndpointController:
             environment=dict(v.environment),
             extra_args=v.extra_args,
             multi_model=v.multi_model,
+            gpus=v.gpus,
         )
-        handle = await self._backend.start(spec)
+        try:
+            handle = await self._backend.start(spec)
+        except GpuShortage as exc:  # the endpoint's FailureReason: "ml.g4dn.xlarge needs 1 GPU, this machine has 0"
+            raise InstanceFailed(f"{v.instance_type} {exc}") from None
         return Instance(handle, started=self._clock())
 
     async def _wait_healthy(self, instance: Instance, v: VariantPlan, config_name: str) -> None:

@@ -1,7 +1,8 @@
 """Instance types: resource envelopes (vCPUs, memory, $/hour) that a variant's instances get on this machine.
 
-The bundled table holds the common CPU ``ml.*`` types that SageMaker real-time inference offers, with their vCPUs
-and memory (the same as the EC2 type of that size) and an on-demand price per hour in **us-east-1**. The prices
+The bundled table holds the common CPU ``ml.*`` types and the ``ml.g4dn``, ``ml.g5`` and ``ml.p3`` GPU families
+that SageMaker real-time inference offers, with their vCPUs and memory (the same as the EC2 type of that size), the
+GPU types' cards (count and memory each) and an on-demand price per hour in **us-east-1**. The prices
 are SageMaker AI's published list prices for real-time inference as of **2024** (roughly 1.2 times the EC2 Linux
 price of the same size), written down by hand, not fetched: they are list prices to be checked against
 https://aws.amazon.com/sagemaker/pricing/ before anyone quotes them, and they say nothing about discounts, savings
@@ -35,6 +36,8 @@ class InstanceType:
     memory_gib: float
     price_per_hour: float  # US dollars, on demand
     source: str  # where the figures come from: the bundled table or a user's file
+    gpus: int = 0  # GPUs per instance; an instance gets that many cards of its own (CUDA_VISIBLE_DEVICES)
+    gpu_memory_gib: float = 0.0  # memory of each of its GPUs
 
 
 class UnknownInstanceType(KeyError):
@@ -89,8 +92,33 @@ _BUNDLED: dict[str, tuple[int, float, float]] = {
     "ml.r5.4xlarge": (16, 128, 1.21),
 }
 
+# GPU types: name: (vCPUs, memory GiB, $/hour in us-east-1, GPUs, GiB per GPU). The cards are AWS's published
+# ones: g4dn NVIDIA T4 (16 GiB), g5 NVIDIA A10G (24 GiB), p3 NVIDIA V100 (16 GiB); same hand-written caveat.
+_BUNDLED_GPU: dict[str, tuple[int, float, float, int, float]] = {
+    "ml.g4dn.xlarge": (4, 16, 0.7364, 1, 16),
+    "ml.g4dn.2xlarge": (8, 32, 1.0528, 1, 16),
+    "ml.g4dn.4xlarge": (16, 64, 1.6856, 1, 16),
+    "ml.g4dn.8xlarge": (32, 128, 3.0464, 1, 16),
+    "ml.g4dn.12xlarge": (48, 192, 5.4768, 4, 16),
+    "ml.g4dn.16xlarge": (64, 256, 6.0928, 1, 16),
+    "ml.g5.xlarge": (4, 16, 1.408, 1, 24),
+    "ml.g5.2xlarge": (8, 32, 1.515, 1, 24),
+    "ml.g5.4xlarge": (16, 64, 2.03, 1, 24),
+    "ml.g5.8xlarge": (32, 128, 3.06, 1, 24),
+    "ml.g5.12xlarge": (48, 192, 7.09, 4, 24),
+    "ml.g5.16xlarge": (64, 256, 5.12, 1, 24),
+    "ml.g5.24xlarge": (96, 384, 10.18, 4, 24),
+    "ml.g5.48xlarge": (192, 768, 20.36, 8, 24),
+    "ml.p3.2xlarge": (8, 61, 3.825, 1, 16),
+    "ml.p3.8xlarge": (32, 244, 14.688, 4, 16),
+    "ml.p3.16xlarge": (64, 488, 28.152, 8, 16),
+}
+
 BUNDLED: tuple[InstanceType, ...] = tuple(
     InstanceType(name, vcpus, float(memory), price, BUNDLED_SOURCE) for name, (vcpus, memory, price) in _BUNDLED.items()
+) + tuple(
+    InstanceType(name, vcpus, float(memory), price, BUNDLED_SOURCE, gpus, float(gpu_memory))
+    for name, (vcpus, memory, price, gpus, gpu_memory) in _BUNDLED_GPU.items()
 )
 
 
@@ -126,7 +154,9 @@ def instance_types(local: Iterable[InstanceTypeEntry] = (), *, source: str = "lo
     """The bundled table with ``local`` entries merged over it (same name: the local entry wins)."""
     merged = {t.name: t for t in BUNDLED}
     for entry in local:
-        merged[entry.name] = InstanceType(entry.name, entry.vcpus, entry.memory_gib, entry.price_per_hour, source)
+        merged[entry.name] = InstanceType(
+            entry.name, entry.vcpus, entry.memory_gib, entry.price_per_hour, source, entry.gpus, entry.gpu_memory_gib
+        )
     return InstanceTypes(merged.values())
 
 

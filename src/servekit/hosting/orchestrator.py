@@ -274,6 +274,7 @@ class Orchestrator:
             instance_type=SERVERLESS_TYPE if spec is not None else v["InstanceType"],
             vcpus=env.vcpus,
             memory_bytes=env.memory_bytes,
+            gpus=env.gpus,
             count=spec.provisioned if spec is not None else _kept(retain, v["VariantName"], 1, initial_count(v)),
             weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
             extra_args=capture_args(config.data_capture, name, v["VariantName"]),

@@ -49,7 +49,7 @@ def test_the_bundled_figures_are_consistent() -> None:
     by_name = {t.name: t for t in BUNDLED}
     assert len(by_name) == len(BUNDLED)
     for t in BUNDLED:
-        assert t.name.startswith("ml.") and t.vcpus >= 1 and t.memory_gib > 0 and 0 < t.price_per_hour < 10
+        assert t.name.startswith("ml.") and t.vcpus >= 1 and t.memory_gib > 0 and 0 < t.price_per_hour < 30
     for family in ("m5", "m6i", "c5", "c6i", "r5", "t3"):  # within a family, a bigger size costs more and has more
         sizes = sorted((t for t in BUNDLED if t.name.split(".")[1] == family), key=lambda t: t.vcpus)
         for small, big in itertools.pairwise(sizes):
@@ -58,6 +58,28 @@ def test_the_bundled_figures_are_consistent() -> None:
     assert {by_name[f"ml.c5.{s}"].memory_gib / by_name[f"ml.c5.{s}"].vcpus for s in ("large", "4xlarge")} == {2.0}
     assert by_name["ml.m6i.xlarge"].memory_gib / by_name["ml.m6i.xlarge"].vcpus == 4.0
     assert by_name["ml.r5.2xlarge"].memory_gib / by_name["ml.r5.2xlarge"].vcpus == 8.0
+
+
+def test_the_gpu_families_say_their_cards() -> None:
+    table = instance_types()
+    g4dn = table["ml.g4dn.xlarge"]
+    assert (g4dn.vcpus, g4dn.memory_gib, g4dn.gpus, g4dn.gpu_memory_gib) == (4, 16.0, 1, 16.0)
+    assert (table["ml.g5.12xlarge"].gpus, table["ml.g5.12xlarge"].gpu_memory_gib) == (4, 24.0)
+    assert (table["ml.p3.16xlarge"].gpus, table["ml.p3.2xlarge"].memory_gib) == (8, 61.0)
+    for family in ("g4dn", "g5", "p3"):
+        types = [t for t in table if t.name.split(".")[1] == family]
+        assert len(types) >= 3 and all(t.gpus >= 1 and t.gpu_memory_gib >= 16 for t in types)
+    assert all(t.gpus == 0 for t in table if t.name.split(".")[1] in ("m5", "c5", "r5", "t3"))
+    assert g4dn.price_per_hour < table["ml.g5.xlarge"].price_per_hour < table["ml.p3.2xlarge"].price_per_hour
+
+
+def test_a_local_gpu_type_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "types.yaml"
+    path.write_text(
+        "instance_types: [{name: my.gpu, vcpus: 8, memory_gib: 32, price_per_hour: 1, gpus: 2, gpu_memory_gib: 40}]"
+    )
+    mine = load_instance_types(path)["my.gpu"]
+    assert (mine.gpus, mine.gpu_memory_gib) == (2, 40.0)
 
 
 def test_an_unknown_type_names_the_known_ones() -> None:
@@ -120,8 +142,12 @@ def test_local_types_merge_over_the_bundled_ones(tmp_path: Path, suffix: str, te
         ("instance_types: [1]", r"instance_types\[0\]: an entry is a mapping"),
         ("instance_types: [{name: a, vcpus: 1, memory_gib: 1}]", r"instance_types\[0\]: missing price_per_hour"),
         (
-            "instance_types: [{name: a, vcpus: 1, memory_gib: 1, price_per_hour: 0, gpus: 1}]",
-            r"unknown fields \['gpus'\]",
+            "instance_types: [{name: a, vcpus: 1, memory_gib: 1, price_per_hour: 0, tpus: 1}]",
+            r"unknown fields \['tpus'\]; expected name, vcpus, memory_gib, price_per_hour \(and optionally gpus",
+        ),
+        (
+            "instance_types: [{name: a, vcpus: 1, memory_gib: 1, price_per_hour: 0, gpus: -1}]",
+            r"instance_types\[0\].gpus: must be a whole number of at least 0, got -1",
         ),
         ("instance_types: [{name: a, vcpus: 0, memory_gib: 1, price_per_hour: 0}]", r"\[0\]\.vcpus: must be a whole"),
         ("instance_types: [{name: a, vcpus: 1.5, memory_gib: 1, price_per_hour: 0}]", r"\.vcpus: must be a whole"),

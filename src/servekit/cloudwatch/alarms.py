@@ -100,14 +100,16 @@ class WebhookNotifier:
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
 
-    def submit(self, url: str, message: Mapping[str, Any]) -> None:
-        """Start delivering ``message`` to ``url``; returns at once (needs a running event loop)."""
+    def submit(self, url: str, message: Mapping[str, Any]) -> bool:
+        """Start delivering ``message`` to ``url``; returns at once (needs a running event loop). False: dropped,
+        ``max_pending`` deliveries being in flight (``on_result`` is then not called)."""
         if len(self._tasks) >= self._max_pending:
-            log.warning("alarm notification to %s dropped: %d deliveries already pending", url, len(self._tasks))
-            return
+            log.warning("notification to %s dropped: %d deliveries already pending", url, len(self._tasks))
+            return False
         task = asyncio.get_running_loop().create_task(self._deliver(url, message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     async def _deliver(self, url: str, message: Mapping[str, Any]) -> None:
         body = orjson.dumps(dict(message))

@@ -130,12 +130,14 @@ class AsyncNotifications:
         region: str,
         metrics: MetricsStore | None = None,
         attempts: int = 3,
+        max_pending: int = 256,
     ) -> None:
-        """``attempts``: tries per delivery (doubling back-off from 0.5 s) before it counts as failed."""
+        """``attempts``: tries per delivery (doubling back-off from 0.5 s) before it counts as failed;
+        ``max_pending``: deliveries in flight at most (more count as failed at once)."""
         self.webhooks = dict(webhooks)
         self.region = region
         self._metrics = metrics
-        self._notifier = WebhookNotifier(on_result=self._delivered, attempts=attempts)
+        self._notifier = WebhookNotifier(on_result=self._delivered, attempts=attempts, max_pending=max_pending)
         self.unrouted: dict[str, int] = {}  # topic -> notifications it had and no webhook to take them
         self._pending: dict[int, tuple[str, str]] = {}  # id(message) -> its (endpoint, variant), for the metric
 
@@ -157,9 +159,11 @@ class AsyncNotifications:
         message = notification_body(self.region, outcome, include)
         self._pending[id(message)] = (outcome.endpoint, outcome.variant)
         try:
-            self._notifier.submit(url, message)
+            accepted = self._notifier.submit(url, message)
         except RuntimeError:  # no running event loop: nothing can deliver it
-            self._delivered(url, message, "no event loop")
+            accepted = False
+        if not accepted:  # too many deliveries in flight, or none possible: counted, not lost silently
+            self._delivered(url, message, "not sent: no event loop, or too many deliveries pending")
 
     def _delivered(self, url: str, message: Mapping[str, Any], error: str | None) -> None:
         endpoint, variant = self._pending.pop(id(message), (str(message["requestParameters"]["endpointName"]), ""))

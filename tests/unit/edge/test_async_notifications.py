@@ -130,3 +130,23 @@ def test_a_topic_without_a_webhook_is_counted_and_an_unreachable_webhook_too(tmp
     assert n.unrouted == {DONE: 2}
     assert _failures(metrics) == 3.0
     db.close()
+
+
+def test_a_delivery_past_the_pending_limit_counts_as_failed(tmp_path: Path) -> None:
+    db = StateDB.open(tmp_path)
+    metrics = MetricsStore(db.metrics, clock=lambda: T0)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+
+    async def run() -> None:
+        n = AsyncNotifications({FAILED: f"http://127.0.0.1:{closed}/"}, "us-east-1", metrics, attempts=1, max_pending=1)
+        n.send({"ErrorTopic": FAILED}, outcome(failure_reason="one"))  # in flight
+        n.send({"ErrorTopic": FAILED}, outcome(failure_reason="two"))  # over the limit: counted at once
+        assert _failures(metrics) == 1.0
+        await n.drain()
+        await n.close()
+
+    asyncio.run(run())
+    assert _failures(metrics) == 2.0  # and the first, refused by the closed port
+    db.close()

@@ -1,7 +1,7 @@
 """Inference components (issue 29) on a real ``servekit up`` through boto3: an IC-based endpoint (an instance
 type, no model; managed instance scaling from 0) hosts two components of different models, each invoked by name
 (InferenceComponentName) and answered by its own model's processes; one component's copies scale (UpdateInference
-Component) without touching the other's processes; a
+Component, and Application Auto Scaling on its DesiredCopyCount) without touching the other's processes; a
 component that does not fit is refused with the sizes (ValidationException when it can never fit the instance
 type, Failed when the variant's instances are full); components come back after a restart; Delete stops its
 processes; ListInferenceComponents filters by endpoint; the endpoint runs no instance while no copy needs one."""
@@ -202,6 +202,48 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
     assert [c["InferenceComponentName"] for c in listed["InferenceComponents"]] == ["idle"]
     assert in_service(up, "idle", 0)["InferenceComponentStatus"] == "InService"
     assert instances(up, "ic2") == 0  # no copy needs an instance
+
+
+def test_application_auto_scaling_sets_a_components_copy_count(up: UpProcess) -> None:
+    beta_pids = pids(up, "beta")
+    aas = up.client("application-autoscaling")
+    target = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "inference-component/alpha",
+        "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
+    }
+    with pytest.raises(botocore.exceptions.ClientError) as wrong:
+        aas.register_scalable_target(**{**target, "ScalableDimension": "sagemaker:variant:DesiredInstanceCount"},
+                                     MinCapacity=0, MaxCapacity=1)  # fmt: skip
+    assert "sagemaker:inference-component:DesiredCopyCount" in wrong.value.response["Error"]["Message"]
+    # alpha runs 2 copies; a maximum of 1 (and a minimum of 0, allowed for a component) scales it in
+    aas.register_scalable_target(**target, MinCapacity=0, MaxCapacity=1)
+    assert in_service(up, "alpha", 1)["RuntimeConfig"]["DesiredCopyCount"] == 1
+    assert len(pids(up, "alpha")) == 1 and pids(up, "beta") == beta_pids
+
+    # target tracking on InvocationsPerCopy: steady traffic on alpha over a tiny target scales it out to 2
+    aas.register_scalable_target(**target, MinCapacity=1, MaxCapacity=2)
+    aas.put_scaling_policy(
+        PolicyName="per-copy", PolicyType="TargetTrackingScaling", **target,
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 1.0, "ScaleOutCooldown": 0, "ScaleInCooldown": 600, "DisableScaleIn": True,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerInferenceComponentInvocationsPerCopy"},
+        },
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while described(up, "alpha")["RuntimeConfig"]["DesiredCopyCount"] < 2:
+        assert time.monotonic() < deadline, "alpha was not scaled out on its InvocationsPerCopy"
+        invoke(up, "alpha")
+    assert in_service(up, "alpha", 2)["RuntimeConfig"]["CurrentCopyCount"] == 2
+    assert pids(up, "beta") == beta_pids
+    activities = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId=target["ResourceId"])
+    assert {a["StatusCode"] for a in activities["ScalingActivities"]} == {"Successful"}
+    cw = up.client("cloudwatch")
+    listed = cw.list_metrics(
+        Namespace="AWS/SageMaker", Dimensions=[{"Name": "InferenceComponentName", "Value": "alpha"}]
+    )
+    assert {"Invocations", "InvocationsPerCopy", "ModelLatency"} <= {m["MetricName"] for m in listed["Metrics"]}
+    aas.deregister_scalable_target(**target)
 
 
 def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpProcess) -> None:

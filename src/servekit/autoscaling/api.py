@@ -18,7 +18,13 @@ from typing import Any
 from servekit.autoscaling.scheduled import ScheduleError
 from servekit.autoscaling.scheduled import parse as parse_schedule
 from servekit.autoscaling.step import StepConfigError, StepPolicy
-from servekit.autoscaling.target_tracking import INVOCATIONS_PER_INSTANCE, parse_resource_id
+from servekit.autoscaling.target_tracking import (
+    COMPONENT_DIMENSION,
+    INVOCATIONS_PER_COPY,
+    INVOCATIONS_PER_INSTANCE,
+    component_of,
+    parse_resource_id,
+)
 from servekit.aws.errors import ApiError
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
@@ -45,7 +51,7 @@ def _dt(t: float) -> datetime:
 def _key(p: dict[str, Any]) -> Key:
     namespace = p.get("ServiceNamespace")
     if namespace != NAMESPACE:
-        raise _validation(f"servekit scales SageMaker endpoint variants only: ServiceNamespace must be {NAMESPACE}.")
+        raise _validation(f"servekit scales SageMaker endpoint variants and inference components: ServiceNamespace must be {NAMESPACE}.")
     resource_id, dimension = p.get("ResourceId"), p.get("ScalableDimension")
     if not resource_id or not dimension:
         raise _validation("ResourceId and ScalableDimension are required.")
@@ -53,8 +59,9 @@ def _key(p: dict[str, Any]) -> Key:
         parse_resource_id(resource_id)
     except ValueError as exc:
         raise _validation(str(exc)) from None
-    if dimension != DIMENSION:
-        raise _validation(f"Unsupported scalable dimension {dimension}; servekit supports {DIMENSION}.")
+    wanted = COMPONENT_DIMENSION if component_of(resource_id) is not None else DIMENSION
+    if dimension != wanted:
+        raise _validation(f"Unsupported scalable dimension {dimension} for {resource_id}; it takes {wanted}.")
     return NAMESPACE, resource_id, dimension
 
 
@@ -78,7 +85,7 @@ class AutoscalingApi:
     def _check_min(self, lo: int, resource_id: str) -> None:
         """SageMaker's floor: 1 instance for a real-time variant; 0 for an asynchronous endpoint's, which keeps
         its queue while it has no instance (AWS's documented scale to zero for asynchronous inference)."""
-        if lo >= 1:
+        if lo >= 1 or (lo == 0 and component_of(resource_id) is not None):  # a component may run no copy
             return
         endpoint, _ = parse_resource_id(resource_id)
         if lo == 0 and self._asynchronous is not None and self._asynchronous(endpoint):
@@ -120,6 +127,8 @@ class AutoscalingApi:
         key = _key(p)
         endpoint, variant = parse_resource_id(key[1])
         if self._variant_exists is not None and not self._variant_exists(endpoint, variant):
+            if component_of(key[1]) is not None:
+                raise _validation(f"Resource {key[1]} does not exist: there is no inference component of that name.")
             raise _validation(
                 f"Resource {key[1]} does not exist: there is no endpoint {endpoint} with a variant {variant} "
                 "(create the endpoint first)."
@@ -231,10 +240,11 @@ class AutoscalingApi:
                 raise _validation("CustomizedMetricSpecification needs MetricName, Namespace and Statistic.")
         else:
             metric = (config.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
-            if metric != INVOCATIONS_PER_INSTANCE:
+            wanted = INVOCATIONS_PER_COPY if component_of(str(p.get("ResourceId"))) else INVOCATIONS_PER_INSTANCE
+            if metric != wanted:
                 raise _validation(
-                    f"servekit's target tracking supports PredefinedMetricType {INVOCATIONS_PER_INSTANCE} or a "
-                    f"CustomizedMetricSpecification, not {metric}."
+                    f"servekit's target tracking of {p.get('ResourceId')} supports PredefinedMetricType {wanted} or "
+                    f"a CustomizedMetricSpecification, not {metric}."
                 )
         if not config.get("TargetValue", 0) > 0:
             raise _validation("TargetValue must be greater than 0.")

@@ -43,12 +43,31 @@ PERIOD_S = 60
 FLAPPING = "AutoScalingAnticipatedFlapping"
 
 
+# An inference component's scalable target: ResourceId inference-component/<name>, scaled on its copies.
+INVOCATIONS_PER_COPY = "SageMakerInferenceComponentInvocationsPerCopy"
+COMPONENT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+COMPONENT_PREFIX = "inference-component/"
+COPIES = "DesiredCopyCount"  # the one "variant" of an inference component's resource (see parse_resource_id)
+
+
+def component_of(resource_id: str) -> str | None:
+    """The inference component named by ``inference-component/<name>`` (None for any other ResourceId)."""
+    name = resource_id.removeprefix(COMPONENT_PREFIX)
+    return name if resource_id.startswith(COMPONENT_PREFIX) and name and "/" not in name else None
+
+
 def parse_resource_id(resource_id: str) -> tuple[str, str]:
-    """``endpoint/<name>/variant/<variant>`` → ``(name, variant)``; ValueError for any other shape."""
+    """``endpoint/<name>/variant/<variant>`` → ``(name, variant)``; an inference component's
+    ``inference-component/<name>`` → ``(resource_id, "DesiredCopyCount")``: the scaler sees it as a resource with
+    one variant whose instances are the component's copies (hosting answers for it under that name). ValueError
+    for any other shape."""
+    if component_of(resource_id) is not None:
+        return resource_id, COPIES
     parts = resource_id.split("/")
     if len(parts) != 4 or parts[0] != "endpoint" or parts[2] != "variant" or not parts[1] or not parts[3]:
         raise ValueError(
-            f"ResourceId {resource_id!r} is not of the form endpoint/<endpoint-name>/variant/<variant-name>"
+            f"ResourceId {resource_id!r} is not of the form endpoint/<endpoint-name>/variant/<variant-name> or "
+            "inference-component/<inference-component-name>"
         )
     return parts[1], parts[3]
 
@@ -75,7 +94,7 @@ class TargetTrackingPolicy:
         parse_resource_id(self.resource_id)
         if not self.target_value > 0:
             raise ValueError("TargetValue must be greater than 0.")
-        if self.custom is None and self.metric_type != INVOCATIONS_PER_INSTANCE:
+        if self.custom is None and self.metric_type not in (INVOCATIONS_PER_INSTANCE, INVOCATIONS_PER_COPY):
             raise ValueError(f"servekit's scaler tracks {INVOCATIONS_PER_INSTANCE}, not {self.metric_type}.")
         if self.high_periods < 1 or self.low_periods < 1:
             raise ValueError("the alarm windows need at least one period")
@@ -116,6 +135,10 @@ class TargetTrackingPolicy:
         if self.custom is not None:
             namespace, metric, dims, statistic = self.custom
             return MetricQuery(namespace, metric, tuple(sorted(dims)), self.period_s, statistic)
+        component = component_of(self.resource_id)
+        if component is not None:  # SageMakerInferenceComponentInvocationsPerCopy
+            per_copy = (("InferenceComponentName", component),)
+            return MetricQuery("AWS/SageMaker", "InvocationsPerCopy", per_copy, self.period_s, "Sum")
         endpoint, variant = parse_resource_id(self.resource_id)
         dims = (("EndpointName", endpoint), ("VariantName", variant))
         return MetricQuery("AWS/SageMaker", "InvocationsPerInstance", dims, self.period_s, "Sum")

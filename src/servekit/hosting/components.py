@@ -20,7 +20,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
@@ -170,7 +170,7 @@ class InferenceComponents:
     async def describe(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._row(p["InferenceComponentName"])
         live = self._live.get(row.name.lower())
-        current = _healthy(live.controller) if live is not None else 0
+        current = self.current_copies(row.name)
         out: dict[str, Any] = {
             "InferenceComponentName": row.name,
             "InferenceComponentArn": row.arn,
@@ -305,6 +305,11 @@ class InferenceComponents:
         self._metrics.record(NAMESPACE, "Invocation5XXErrors", dims, 1.0 if error == 5 else 0.0, t)
         if model_s is not None:
             self._metrics.record(NAMESPACE, "ModelLatency", dims, model_s * 1e6, t)
+
+    def current_copies(self, name: str) -> int:
+        """The component's copies serving now (DescribeInferenceComponent's CurrentCopyCount)."""
+        live = self._live.get(name.lower())
+        return _healthy(live.controller) if live is not None else 0
 
     def names(self, endpoint: str) -> list[str]:
         """The components recorded on ``endpoint`` (any status)."""
@@ -558,6 +563,49 @@ class InferenceComponents:
             self.repo.change(name, expected=(expected.value,), status=to, **fields)
         except (NotFound, StaleStatus) as exc:
             log.info("inference component %s: not recording %s -> %s: %s", name, expected, to, exc)
+
+
+class _EndpointOps(Protocol):
+    async def describe_endpoint(self, p: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def update_endpoint_weights_and_capacities(self, p: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Scalables:
+    """What Application Auto Scaling's loop asks of hosting (describe a resource, set its capacity) for endpoint
+    variants and inference components alike: ``inference-component/<name>`` is answered as an endpoint whose one
+    variant (``DesiredCopyCount``) has the component's copies for instances; anything else goes to ``endpoints``."""
+
+    def __init__(self, endpoints: _EndpointOps, components: InferenceComponents) -> None:
+        self._endpoints = endpoints
+        self._components = components
+
+    async def describe_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
+        resource = str(p["EndpointName"])
+        if not resource.startswith(SCALABLE_PREFIX):
+            return await self._endpoints.describe_endpoint(p)
+        row = self._components.repo.get(resource.removeprefix(SCALABLE_PREFIX))
+        if row is None:  # the scaler deregisters the target of a deleted resource on these words
+            raise validation_exception(f'Could not find endpoint "{resource}".')
+        status = {_C.IN_SERVICE: "InService", _C.FAILED: "Failed"}.get(_C(row.status), "Updating")
+        variant = {
+            "VariantName": "DesiredCopyCount",
+            "DesiredInstanceCount": row.desired_copies,
+            "CurrentInstanceCount": self._components.current_copies(row.name),
+        }
+        return {"EndpointName": resource, "EndpointStatus": status, "FailureReason": row.failure_reason,
+                "ProductionVariants": [variant]}  # fmt: skip
+
+    async def update_endpoint_weights_and_capacities(self, p: dict[str, Any]) -> dict[str, Any]:
+        resource = str(p["EndpointName"])
+        if not resource.startswith(SCALABLE_PREFIX):
+            return await self._endpoints.update_endpoint_weights_and_capacities(p)
+        wanted = p["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"]
+        self._components.set_copies(resource.removeprefix(SCALABLE_PREFIX), int(wanted))
+        return {}
+
+
+SCALABLE_PREFIX = "inference-component/"  # Application Auto Scaling's ResourceId of a component
 
 
 class _NoFleet:

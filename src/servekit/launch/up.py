@@ -36,7 +36,7 @@ from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
 from servekit.hosting.api import HostingService
 from servekit.hosting.artifacts import ArtifactResolver
-from servekit.hosting.components import InferenceComponents
+from servekit.hosting.components import SCALABLE_PREFIX, InferenceComponents, Scalables
 from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_counts import InstanceCountSeries
 from servekit.hosting.instance_types import load_instance_types
@@ -227,7 +227,11 @@ def build(
     # no less often than new datapoints arrive; alarms hand it their step-policy actions.
     resolution = endpoint_metrics.resolution_s
     scaler = Autoscaler(
-        db.autoscaling, hosting, endpoint_metrics, period_s=resolution, tick_s=min(DEFAULT_TICK_S, resolution)
+        db.autoscaling,
+        Scalables(hosting, components),  # endpoint variants, and inference components' copies
+        endpoint_metrics,
+        period_s=resolution,
+        tick_s=min(DEFAULT_TICK_S, resolution),
     )
     alarms = AlarmService(
         db.alarms,
@@ -370,7 +374,11 @@ def build(
             "application-autoscaling": AutoscalingApi(
                 db.autoscaling,
                 account,
-                variant_exists=functools.partial(endpoint_variant_exists, db),
+                variant_exists=lambda endpoint, variant: (
+                    components.exists(endpoint.removeprefix(SCALABLE_PREFIX))
+                    if endpoint.startswith(SCALABLE_PREFIX)
+                    else endpoint_variant_exists(db, endpoint, variant)
+                ),
                 asynchronous=lambda endpoint: async_invocations.config_of(endpoint) is not None,  # may scale to 0
             ).handlers(),
             "logs": logs.handlers(),

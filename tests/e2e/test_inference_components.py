@@ -156,6 +156,11 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
     assert instances(up) == 1
     assert invoke(up, "alpha", 3.0)["out"] == 6.0 and invoke(up, "alpha")["model"] == "alpha"
     assert invoke(up, "beta", 3.0)["out"] == 30.0 and invoke(up, "beta")["model"] == "beta"
+    streamed = up.rt().invoke_endpoint_with_response_stream(
+        EndpointName="ic", InferenceComponentName="beta", Body=json.dumps({"x": 4.0}), ContentType="application/json"
+    )
+    parts = b"".join(e["PayloadPart"]["Bytes"] for e in streamed["Body"] if "PayloadPart" in e)
+    assert json.loads(parts)["out"] == 40.0  # the streaming call routes by component too
     alpha_pids, beta_pids = pids(up, "alpha"), pids(up, "beta")
     assert len(alpha_pids) == len(beta_pids) == 1 and not alpha_pids & beta_pids  # two sets of processes
 

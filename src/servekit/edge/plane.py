@@ -271,7 +271,8 @@ class ControlPlane:
             return
         if method == "POST" and path.endswith(OPERATION_SUFFIX):  # the answer is sent as it streams, not returned
             args = (self.api, self.gateway, self.prometheus, self._instances, method, raw_path, headers, body, send)
-            if await stream_invocation(*args):
+            components = self.hosting.components
+            if await stream_invocation(*args, router=components.route if components is not None else None):
                 return
         extra: dict[str, str] = {}
         _EXTRA_HEADERS.set(extra)

@@ -61,8 +61,10 @@ async def stream_invocation(
     headers: Mapping[str, str],
     body: bytes,
     send: Send,
+    router: Callable[[str, str | None], str] | None = None,
 ) -> bool:
-    """Serve the request if it is InvokeEndpointWithResponseStream (True), else leave it alone (False)."""
+    """Serve the request if it is InvokeEndpointWithResponseStream (True), else leave it alone (False). ``router``:
+    (endpoint, InferenceComponentName) -> the routing key to stream from (an inference component's copies)."""
     proto = api.route(method, raw_path, headers)
     if proto is None:
         return False
@@ -76,8 +78,9 @@ async def stream_invocation(
         p = call.params
         endpoint = str(p["EndpointName"])
         raw = p.get("Body") or b""
+        route = router(endpoint, p.get("InferenceComponentName")) if router is not None else endpoint
         out = await gateway.invoke_stream(
-            endpoint,
+            route,
             raw.encode() if isinstance(raw, str) else raw,
             p.get("ContentType"),
             p.get("Accept"),

@@ -10,6 +10,9 @@ fake): an instance is its ``servekit serve`` process and every descendant (worke
 - ``MemoryUtilization`` = the tree's resident memory (``VmRSS``) / the instance type's memory x 100 (the
   machine's memory when the envelope has none).
 - ``DiskUtilization`` = used / total x 100 of the filesystem holding the servekit home (instances share it).
+- ``GPUUtilization`` and ``GPUMemoryUtilization`` (GPU instance types, when NVML is installed: the ``gpu``
+  extra) = NVML's utilization and used / total memory of each GPU the instance holds, summed over them (0 to
+  GPUs x 100, as SageMaker publishes them). An instance holds its cards alone, so a card's figures are its own.
 
 :class:`UtilizationSampler` samples every instance each ``interval_s`` (the metrics resolution, at most every
 second) into the :class:`~servekit.cloudwatch.store.MetricsStore` with dimensions ``EndpointName``/``VariantName``
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from servekit._utils.background import BackgroundLoop, until_next_bucket
+from servekit.accelerators.nvml import NvmlReader, instance_gpu_percent
 from servekit.cloudwatch.store import INSTANCE_NAMESPACE, MetricsStore
 from servekit.state.metrics import Dimensions
 
@@ -169,6 +173,7 @@ class InstanceRef:
     pid: int
     vcpus: int
     memory_bytes: int | None
+    gpus: tuple[int, ...] = ()  # the machine's GPUs (NVML indices) it holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +184,8 @@ class Sample:
     memory_percent: float | None
     rss_bytes: int
     disk_percent: float | None
+    gpu_percent: float | None = None  # None: a CPU instance, or no NVML to read its GPUs with
+    gpu_memory_percent: float | None = None
 
 
 def hosting_instances(controllers: Mapping[str, EndpointController]) -> list[InstanceRef]:
@@ -196,7 +203,14 @@ def hosting_instances(controllers: Mapping[str, EndpointController]) -> list[Ins
                     continue
                 out.append(
                     InstanceRef(
-                        name, fleet.plan.name, fleet.config_name, spec.instance_id, pid, spec.vcpus, spec.memory_bytes
+                        name,
+                        fleet.plan.name,
+                        fleet.config_name,
+                        spec.instance_id,
+                        pid,
+                        spec.vcpus,
+                        spec.memory_bytes,
+                        inst.handle.gpu_indices,
                     )
                 )
     return out
@@ -227,8 +241,11 @@ class UtilizationSampler(BackgroundLoop):
         disk_path: str | os.PathLike[str] | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        gpus: NvmlReader | None = None,
     ) -> None:
+        """``gpus``: reads the GPU instances' cards (``NvmlReader.open()`` where NVML is installed, else none)."""
         self._instances = instances
+        self.gpus = gpus
         self.store = store
         self.interval_s = max(1.0, float(interval_s if interval_s is not None else store.resolution_s))
         self.proc = proc or Proc()
@@ -244,7 +261,10 @@ class UtilizationSampler(BackgroundLoop):
         at, mono = self.clock(), self.monotonic()
         disk = disk_percent(self.disk_path) if self.disk_path is not None else None
         samples: list[Sample] = []
-        for ref in self._instances():
+        refs = list(self._instances())
+        held = [i for ref in refs for i in ref.gpus]
+        readings = self.gpus.read(held) if self.gpus is not None and held else {}
+        for ref in refs:
             cpu_s, rss = self.proc.cpu_seconds(ref.pid), self.proc.rss_bytes(ref.pid)
             if cpu_s is None or rss is None:
                 continue  # its process has exited: the supervisor replaces it, there is nothing to measure
@@ -252,7 +272,8 @@ class UtilizationSampler(BackgroundLoop):
             self._cpu[ref.instance_id] = (cpu_s, mono)
             cpu = cpu_percent(before[0], before[1], cpu_s, mono) if before is not None else None
             mem = memory_percent(rss, ref.memory_bytes, self.machine_bytes)
-            samples.append(Sample(ref, at, cpu, mem, rss, disk))
+            gpu = instance_gpu_percent(readings, ref.gpus)
+            samples.append(Sample(ref, at, cpu, mem, rss, disk, *(gpu or (None, None))))
         self.latest = {s.instance.instance_id: s for s in samples}
         self._cpu = {k: v for k, v in self._cpu.items() if k in self.latest}
         for s in samples:
@@ -265,6 +286,8 @@ class UtilizationSampler(BackgroundLoop):
                 ("CPUUtilization", s.cpu_percent),
                 ("MemoryUtilization", s.memory_percent),
                 ("DiskUtilization", s.disk_percent),
+                ("GPUUtilization", s.gpu_percent),
+                ("GPUMemoryUtilization", s.gpu_memory_percent),
             ):
                 if value is not None:
                     self.store.record(INSTANCE_NAMESPACE, metric, dims, value, s.at)
@@ -290,6 +313,16 @@ class UtilizationSampler(BackgroundLoop):
             "servekit_instance_memory_rss_bytes", "Resident memory of each instance's process tree.", labels=labels
         )
         vcpus = GaugeMetricFamily("servekit_instance_vcpus", "vCPUs of each instance's type.", labels=labels)
+        gpu = GaugeMetricFamily(
+            "servekit_instance_gpu_utilization_percent",
+            "CloudWatch's GPUUtilization per GPU instance: NVML's utilization summed over its GPUs (0 to GPUs x 100).",
+            labels=labels,
+        )
+        gpu_mem = GaugeMetricFamily(
+            "servekit_instance_gpu_memory_utilization_percent",
+            "CloudWatch's GPUMemoryUtilization per GPU instance: used / total memory summed over its GPUs.",
+            labels=labels,
+        )
         for s in list(self.latest.values()):
             i = s.instance
             values = [i.endpoint, i.variant, i.config_name, i.instance_id]
@@ -299,7 +332,10 @@ class UtilizationSampler(BackgroundLoop):
                 mem.add_metric(values, s.memory_percent)
             rss.add_metric(values, s.rss_bytes)
             vcpus.add_metric(values, i.vcpus)
-        yield from (cpu, mem, rss, vcpus)
+            if s.gpu_percent is not None and s.gpu_memory_percent is not None:
+                gpu.add_metric(values, s.gpu_percent)
+                gpu_mem.add_metric(values, s.gpu_memory_percent)
+        yield from (cpu, mem, rss, vcpus, gpu, gpu_mem)
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     async def run(self) -> None:

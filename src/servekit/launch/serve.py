@@ -88,12 +88,26 @@ def served_app(config: ServerConfig, grpc: GrpcConfig | None = None, backlog: Ba
     """What one serving process runs: the serving core, built once here, under the REST app and (with ``grpc``)
     the gRPC server, each handed the same core and each with its own lifecycle."""
     core = ServingCore(config)
+    watch_gpus(core, config)
     fronts: list[Front] = []
     if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
         from servekit.protocols.grpc.server import GrpcFront
 
         fronts.append(GrpcFront(core, grpc))
     return build_app(config, core, backlog=backlog, around=lambda app: CoreLifespan(app, core, fronts))
+
+
+def watch_gpus(core: ServingCore, config: ServerConfig) -> None:
+    """The GPUs this process sees in its /metrics, when NVML is installed (the gpu extra) and it sees any."""
+    if config.runtime.device.kind == "cpu":
+        return
+    from servekit.accelerators.nvml import GpuCollector, NvmlReader
+    from servekit.runtime.devices import machine_gpus
+
+    gpus = machine_gpus()
+    reader = NvmlReader.open() if gpus else None
+    if reader is not None:
+        core.metrics.watch(GpuCollector(reader, gpus))
 
 
 def _uvicorn(

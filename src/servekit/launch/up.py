@@ -15,6 +15,7 @@ from typing import Any
 
 import uvicorn
 
+from servekit.accelerators.nvml import NvmlReader
 from servekit.autoscaling.api import AutoscalingApi
 from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.aws import AccessKey, Api, Credentials, Handler
@@ -221,7 +222,10 @@ def build(
         db.inference_components, db.hosting, fleets, envelopes, table, account, metrics=endpoint_metrics
     )
     hosting.components = components
-    sampler = UtilizationSampler(lambda: hosting_instances(fleets.controllers), endpoint_metrics, disk_path=home)
+    # GPU instances' GPUUtilization/GPUMemoryUtilization through NVML when the gpu extra (nvidia-ml-py) is installed
+    sampler = UtilizationSampler(
+        lambda: hosting_instances(fleets.controllers), endpoint_metrics, disk_path=home, gpus=NvmlReader.open()
+    )
     endpoint_metrics.live_variants = lambda: hosting_variants(fleets.controllers)  # an idle variant publishes zeros
     # The scaler reads periods of the store's resolution (time compressed when it is under a minute) and looks
     # no less often than new datapoints arrive; alarms hand it their step-policy actions.

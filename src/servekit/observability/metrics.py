@@ -184,6 +184,7 @@ class Metrics:
         # version or protocol label), and a flush writes totals, so two updaters of one child would overwrite.
         self._updaters: dict[tuple[object, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
+        self._watched: list[Collector] = []  # collectors read at scrape time, beside the multiprocess values
         self._tf_latency = Histogram(
             ":tensorflow:serving:request_latency",
             "Distribution of request latency in microseconds.",
@@ -351,6 +352,11 @@ class Metrics:
     def watch_capture(self, stats: CaptureStats) -> None:
         self.registry.register(_CaptureCollector(stats))
 
+    def watch(self, collector: Collector) -> None:
+        """Also expose ``collector``'s metrics (read at scrape time in this process: GPU readings)."""
+        self.registry.register(collector)
+        self._watched.append(collector)
+
     def flush(self) -> None:
         """Write the plain per-request totals into the registry's children (``render`` does it first)."""
         for flush in self._flushes or ():
@@ -368,4 +374,6 @@ class Metrics:
         out = CollectorRegistry()
         out.register(_Fixed(metrics))
         out.register(_TfRequestCount(lambda: metrics))
+        for collector in self._watched:  # read by whichever worker answers the scrape
+            out.register(collector)
         return generate_latest(out)

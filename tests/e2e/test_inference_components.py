@@ -18,6 +18,7 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
+import requests
 
 from servekit.testing.hosting import UpProcess
 
@@ -170,6 +171,9 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
     grown = pids(up, "alpha")
     assert len(grown) == 2 and alpha_pids < grown
     assert pids(up, "beta") == beta_pids
+    page = requests.get(f"{up.url}/console/endpoints/ic", timeout=30)
+    assert page.status_code == 200 and "Inference components" in page.text  # the console's endpoint page
+    assert "m5.xlarge" in page.text and '<span data-field="copies">2</span>' in page.text
     answered = {invoke(up, "alpha")["pid"] for _ in range(30)}
     assert answered <= grown and all(invoke(up, "beta")["pid"] in beta_pids for _ in range(3))
 

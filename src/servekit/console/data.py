@@ -103,7 +103,9 @@ async def endpoint_detail(api: ApiCall, name: str) -> dict[str, Any] | None:
         history.extend(answer.get("AlarmHistoryItems", []))
     history.sort(key=lambda h: h.get("Timestamp", 0), reverse=True)
     variants = [v["VariantName"] for v in found["endpoint"].get("ProductionVariants", [])]
+    components = await endpoint_components(api, name)
     resource_ids = [f"endpoint/{name}/variant/{v}" for v in variants]
+    resource_ids += [f"inference-component/{c['InferenceComponentName']}" for c in components]
     targets: list[dict[str, Any]] = []
     activities: list[dict[str, Any]] = []
     if resource_ids:
@@ -124,7 +126,28 @@ async def endpoint_detail(api: ApiCall, name: str) -> dict[str, Any] | None:
             )
             activities.extend(answer.get("ScalingActivities", []))
         activities.sort(key=lambda a: a.get("StartTime", 0), reverse=True)
-    return {**found, "alarms": alarms, "alarm_history": history, "targets": targets, "activities": activities}
+    return {**found, "alarms": alarms, "alarm_history": history, "targets": targets, "activities": activities,
+            "components": components}  # fmt: skip
+
+
+async def endpoint_components(api: ApiCall, name: str) -> list[dict[str, Any]]:
+    """DescribeInferenceComponent of each inference component on the endpoint (none on most), by name."""
+    listed = await _pages(
+        api, "sagemaker", "ListInferenceComponents",
+        {"EndpointNameEquals": name, "SortBy": "Name", "SortOrder": "Ascending"}, "InferenceComponents",
+    )  # fmt: skip
+
+    async def describe(component: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await api(
+                "sagemaker", "DescribeInferenceComponent", {"InferenceComponentName": component}, None
+            )
+        except ApiFailure:  # deleted between the list and the describe
+            return None
+        return found
+
+    found = await asyncio.gather(*(describe(c["InferenceComponentName"]) for c in listed))
+    return [f for f in found if f is not None]
 
 
 async def endpoint_charts(

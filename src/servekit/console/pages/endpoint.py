@@ -169,7 +169,7 @@ def variants_section(detail: dict[str, Any], csrf: str | None) -> str:
         "Production variants",
         ("Variant", "Weight", "Share", "Desired weight", "Instances", "Desired instances", "Instance type"),
         rows,
-    )
+    ) + components_table(detail.get("components") or [])
     if csrf is not None and variants:
         fields = "".join(
             f'<label>{esc(v["VariantName"])} <input type="number" min="0" step="any" required '
@@ -183,6 +183,34 @@ def variants_section(detail: dict[str, Any], csrf: str | None) -> str:
             '<button type="submit">Apply weights</button></fieldset></form>'
         )
     return out
+
+
+def components_table(components: list[dict[str, Any]]) -> str:
+    """An IC-based endpoint's inference components: model, what each copy reserves, copies, status and why."""
+    if not components:
+        return ""
+    rows = []
+    for c in components:
+        spec = c.get("Specification") or {}
+        need = spec.get("ComputeResourceRequirements") or {}
+        runtime = c.get("RuntimeConfig") or {}
+        rows.append(
+            (
+                esc(c.get("InferenceComponentName")),
+                badge(c.get("InferenceComponentStatus")),
+                esc(c.get("VariantName")),
+                esc(spec.get("ModelName", "—")),
+                esc(f"{need.get('NumberOfCpuCoresRequired', 1)} core(s), {need.get('MinMemoryRequiredInMb', '—')} MB"),
+                f'<span data-field="copies">{esc(runtime.get("CurrentCopyCount", 0))}</span>',
+                esc(runtime.get("DesiredCopyCount", "—")),
+                esc(c.get("FailureReason", "")),
+            )
+        )
+    return table(
+        "Inference components",
+        ("Component", "Status", "Variant", "Model", "Each copy needs", "Copies", "Desired copies", "Failure"),
+        rows,
+    )
 
 
 def autoscaling_section(detail: dict[str, Any]) -> str:

@@ -529,12 +529,12 @@ class InferenceComponents:
         if variant_name is not None:
             variants = [v for v in variants if v["VariantName"] == variant_name]
         if len(variants) != 1:
-            which = f"a variant {variant_name}" if variant_name else "exactly one"
+            named = f" {variant_name}" if variant_name else ""
             raise validation_exception(
-                f"Endpoint {endpoint} has no {which} IC-based variant (an InstanceType and no ModelName) to host "
-                "inference components; name one with VariantName."
-                if variant_name or not variants
-                else f"Endpoint {endpoint} has several IC-based variants: name one with VariantName."
+                f"Endpoint {endpoint} has several IC-based variants: name one with VariantName."
+                if variants
+                else f"Endpoint {endpoint} has no IC-based variant{named} (an InstanceType and no ModelName) to host "
+                "inference components."
             )
         return variants[0]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
 import json
 import logging
@@ -52,6 +53,8 @@ STATS_ENV = "SERVEKIT_PIPELINE_STATS"  # each stage: where it writes its compute
 # here (Python 3.11, onnxruntime 1.32); rounded up for its threads' stacks and allocator arenas.
 IDLE_INSTANCE_BYTES = 128 * 2**20
 ONNX_EXTRA = "servekit[optimize]"
+
+STAGE0_THREADS_PER_STAGE = 4  # stage 0's request threads per stage of the pipeline
 
 MiB = 2**20
 
@@ -126,6 +129,14 @@ class PipelineHandle(InstanceHandle):
         }
 
 
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 class PipelineBackend:
     """A :class:`~servekit.backends.local.ReplicaBackend` that runs a pipeline-parallel instance as its stages and
     checks every ONNX model's envelope before it starts a process."""
@@ -138,6 +149,7 @@ class PipelineBackend:
         python: str = sys.executable,
         have_onnx: Callable[[], bool] = lambda: importlib.util.find_spec("onnx") is not None,
         ready_timeout_s: float = 300.0,
+        healthy: Callable[[str], bool] = _healthy,
     ) -> None:
         self.inner = inner
         self.stages_dir = stages_dir
@@ -145,6 +157,7 @@ class PipelineBackend:
         self._python = python
         self._have_onnx = have_onnx
         self._ready_timeout_s = ready_timeout_s
+        self._healthy = healthy
         self._splitting: dict[str, asyncio.Lock] = {}
 
     async def start(self, spec: InstanceSpec) -> InstanceHandle:
@@ -183,7 +196,7 @@ class PipelineBackend:
 
     async def _split(self, model: Path, degree: int) -> Path:
         """The split of ``model`` into ``degree`` stages, made once per content and degree."""
-        digest = await asyncio.to_thread(_sha256, model)
+        digest = await asyncio.to_thread(model_hash, model)
         key = f"{digest[:24]}-{degree}"
         out = self.stages_dir / key
         async with self._splitting.setdefault(key, asyncio.Lock()):
@@ -219,7 +232,12 @@ class PipelineBackend:
                 started.append(await self.inner.start(self._stage_spec(spec, split, k, env)))
             await asyncio.gather(*(self.ready(h) for h in started))
             env = {**spec.environment, STATS_ENV: stats[0], NEXT_ENV: ",".join(h.url for h in started)}
-            first = await self.inner.start(self._stage_spec(spec, split, 0, env))
+            # stage 0's requests wait on the later stages most of their time (its own compute is serialised by the
+            # stage): more request threads than vCPUs let concurrent requests fill the pipeline
+            threads = ("--num_inference_threads", str(STAGE0_THREADS_PER_STAGE * degree))
+            first = await self.inner.start(
+                replace(self._stage_spec(spec, split, 0, env), extra_args=(*spec.extra_args, *threads))
+            )
             started.insert(0, first)
         except BaseException:
             await asyncio.gather(*(self.inner.stop(h) for h in started), return_exceptions=True)
@@ -243,7 +261,7 @@ class PipelineBackend:
     async def ready(self, handle: InstanceHandle) -> None:
         """Wait until a stage answers its health check (stage 0 must not take traffic before the later ones can)."""
         deadline = time.monotonic() + self._ready_timeout_s
-        while not await asyncio.to_thread(_healthy, handle.url):
+        while not await asyncio.to_thread(self._healthy, handle.url):
             if not self.inner.alive(handle):
                 tail = self.inner.log_tail(handle, 5)
                 raise InstanceFailed(f"{handle.exit_reason} before it was healthy. Last log lines: {tail}")
@@ -277,17 +295,8 @@ class PipelineBackend:
         await self.inner.close()
 
 
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
+def model_hash(path: Path) -> str:
+    """The model file's SHA-256: with the degree, the key of its cached split."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

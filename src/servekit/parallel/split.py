@@ -5,14 +5,14 @@ before the cut and read after it, graph inputs included, counts; initializers do
 read it). The stages are then extracted with ``onnx.utils.Extractor``, so each stage file holds only its own
 initializers and a stage process never reads the others' weights.
 
-Run as a one-shot process by the control plane (``python -m servekit.parallel.split MODEL DEGREE OUT_DIR``),
-outside every instance's memory envelope: it is the only step that holds the whole model. ``onnx`` is an extra
+Run as a one-shot process by the control plane (``python -m servekit.parallel.split MODEL DEGREE OUT_DIR``), which
+caches the result by the model's hash, outside every instance's memory envelope: the only step that holds the whole
+model. ``onnx`` is an extra
 (``servekit[optimize]``); the cut-point choice (:func:`choose_cuts`) is pure and needs no onnx.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -171,15 +171,6 @@ def split_model(model_path: str | os.PathLike[str], degree: int, out_dir: str | 
 
 def _init_names(model: Any) -> set[str]:
     return {t.name for t in model.graph.initializer}
-
-
-def content_hash(path: str | os.PathLike[str]) -> str:
-    """The model file's SHA-256 (the split cache's key, with the degree)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

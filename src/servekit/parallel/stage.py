@@ -2,8 +2,8 @@
 one-line ``code/inference.py`` importing :func:`model_fn`; the toolkit's default ``input_fn``/``output_fn`` decode
 and encode, and ``predict_fn`` calls :meth:`Stage.predict`).
 
-Stage 0 drives a request: it cuts the batch into micro-batches (``OPTION_PIPELINE_MICRO_BATCHES``, default the
-degree), runs each through its own layers and hands the activation to the next stage's ``/invocations`` as
+Stage 0 drives a request: it cuts the batch into micro-batches (``OPTION_PIPELINE_MICRO_BATCHES``, default 1),
+runs each through its own layers and hands the activation to the next stage's ``/invocations`` as
 ``application/x-npy`` (``SERVEKIT_PIPELINE_NEXT``: the later stages' URLs, in order), then joins the answers in
 order. Micro-batches run on threads, so while stage 1 works on the first, stage 0 works on the second: the stages
 work at once. A stage runs one micro-batch at a time (it is one device), on the CPUs its process is pinned to.
@@ -34,7 +34,6 @@ import numpy.typing as npt
 NEXT_ENV = "SERVEKIT_PIPELINE_NEXT"  # comma-separated URLs of the later stages, stage 0 only
 STATS_ENV = "SERVEKIT_PIPELINE_STATS"  # where this stage writes its compute and wall seconds
 MICRO_BATCHES_ENV = "OPTION_PIPELINE_MICRO_BATCHES"
-DEGREE_ENV = "OPTION_PIPELINE_PARALLEL_DEGREE"
 NPY = "application/x-npy"
 STATS_INTERVAL_S = 0.5
 
@@ -57,8 +56,11 @@ def join_rows(parts: Sequence[Array]) -> Array:
 
 
 def micro_batches_from(environ: dict[str, str] | os._Environ[str]) -> int:
-    """``OPTION_PIPELINE_MICRO_BATCHES`` (default: the degree); at least 1."""
-    raw = environ.get(MICRO_BATCHES_ENV) or environ.get(DEGREE_ENV) or "1"
+    """``OPTION_PIPELINE_MICRO_BATCHES``, at least 1; default 1 (off): measured on CPUs
+    (benchmarks/pipeline_parallel_bench.py), a micro-batch of a stage whose weights exceed the caches costs nearly
+    as much as the whole batch (each reads every weight from memory), so concurrent requests, which stage 0 takes
+    on threads of their own, fill the pipeline more cheaply."""
+    raw = environ.get(MICRO_BATCHES_ENV) or "1"
     try:
         return max(1, int(raw))
     except ValueError:

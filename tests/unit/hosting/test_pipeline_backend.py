@@ -126,3 +126,33 @@ def test_describe_shows_each_instance_and_its_stages() -> None:
             ],
         }
     ]
+
+
+def test_stages_start_from_the_cached_split_later_ones_first_each_in_its_envelope(tmp_path: Path) -> None:
+    from servekit.hosting.pipeline import model_hash
+
+    inner = NoStart()
+    stages_dir = tmp_path / "stages"
+    backend = PipelineBackend(inner, stages_dir, idle_bytes=10 * MiB, have_onnx=lambda: True, healthy=lambda url: True)
+    model = onnx_dir(tmp_path, 1000)
+    # the split made before (by another instance, or before a restart): no split process runs again
+    cached = stages_dir / f"{model_hash(model / '1' / 'model.onnx')[:24]}-2"
+    for k, size in enumerate((3 * MiB, 5 * MiB)):
+        (cached / f"stage-{k}" / "1").mkdir(parents=True)
+        (cached / f"stage-{k}" / "1" / "model.onnx").write_bytes(b"\0" * size)
+    (cached / "stages.json").write_text("{}")
+    env = {"OPTION_PIPELINE_PARALLEL_DEGREE": "2"}
+    handle = asyncio.run(backend.start(spec(model, 16 * MiB, env)))
+    assert isinstance(handle, PipelineHandle) and handle.stage_bytes == [3 * MiB, 5 * MiB]
+    later, first = inner.started
+    assert later.instance_id == "e-A-1-stage-1" and first.instance_id == "e-A-1-stage-0"
+    assert later.model_dir == str(cached / "stage-1") and later.memory_bytes == 16 * MiB
+    assert "SERVEKIT_PIPELINE_NEXT" not in later.environment
+    assert first.environment["SERVEKIT_PIPELINE_NEXT"] == "http://127.0.0.1:1"  # the later stage's URL
+    assert first.environment["SERVEKIT_PIPELINE_STATS"].endswith("e-A-1-stage-0.json")
+    assert first.extra_args[-2:] == ("--num_inference_threads", "8")  # stage 0 takes concurrent requests
+    # a stage over the envelope is refused with its own sizes, before any process starts
+    inner.started.clear()
+    with pytest.raises(InstanceFailed, match=r"Stage 1 of 2 needs 15\.0 MiB .* weights 5\.0 MiB.*14\.0 MiB"):
+        asyncio.run(backend.start(spec(model, 14 * MiB, env)))
+    assert inner.started == []

@@ -119,7 +119,7 @@ def test_micro_batches_split_and_join_in_order() -> None:
     np.testing.assert_array_equal(join_rows(parts), batch)
     assert [len(p) for p in split_rows(batch[:2], 4)] == [1, 1]
     assert len(split_rows(batch, 1)) == 1 and len(split_rows(batch[:1], 8)) == 1
-    assert micro_batches_from({"OPTION_PIPELINE_PARALLEL_DEGREE": "3"}) == 3
+    assert micro_batches_from({"OPTION_PIPELINE_PARALLEL_DEGREE": "3"}) == 1  # off unless asked for
     assert micro_batches_from({"OPTION_PIPELINE_MICRO_BATCHES": "8", "OPTION_PIPELINE_PARALLEL_DEGREE": "3"}) == 8
     assert micro_batches_from({"OPTION_PIPELINE_MICRO_BATCHES": "x"}) == 1
 

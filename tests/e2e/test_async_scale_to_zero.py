@@ -92,7 +92,7 @@ def hooks() -> Iterator[Webhook]:
         yield w
 
 
-def deploy(up: UpProcess, tmp: Path) -> None:
+def deploy(up: UpProcess, tmp: Path, sync: bool = True) -> None:
     code = tmp / "triple" / "1" / "code"
     code.mkdir(parents=True, exist_ok=True)
     (code / "inference.py").write_text(textwrap.dedent(HANDLER))
@@ -114,10 +114,11 @@ def deploy(up: UpProcess, tmp: Path) -> None:
             },
         },
     )
-    sm.create_endpoint_config(EndpointConfigName="sync", ProductionVariants=[variant])
     sm.create_endpoint(EndpointName="async", EndpointConfigName="async")
-    sm.create_endpoint(EndpointName="sync", EndpointConfigName="sync")
-    for name in ("async", "sync"):
+    if sync:  # a real-time endpoint of the same model
+        sm.create_endpoint_config(EndpointConfigName="sync", ProductionVariants=[variant])
+        sm.create_endpoint(EndpointName="sync", EndpointConfigName="sync")
+    for name in ("async", "sync") if sync else ("async",):
         sm.get_waiter("endpoint_in_service").wait(EndpointName=name, WaiterConfig=FAST)
 
 
@@ -129,13 +130,16 @@ def read(up: UpProcess, uri: str) -> bytes | None:
         return None
 
 
-def most(up: UpProcess, metric: str) -> float:
+def most(up: UpProcess, metric: str, since: float | None = None) -> float:
+    """The metric's highest value over the last minutes (from ``since``, epoch seconds, when given); -1: none."""
     now = datetime.datetime.now(datetime.UTC)
     points = up.client("cloudwatch").get_metric_statistics(
         Namespace="AWS/SageMaker",
         MetricName=metric,
         Dimensions=[{"Name": "EndpointName", "Value": "async"}],
-        StartTime=now - datetime.timedelta(minutes=5),
+        StartTime=now - datetime.timedelta(minutes=5)
+        if since is None
+        else datetime.datetime.fromtimestamp(since, datetime.UTC),
         EndTime=now + datetime.timedelta(minutes=1),
         Period=1,
         Statistics=["Maximum"],
@@ -285,3 +289,47 @@ def test_a_backlog_scales_an_async_variant_from_zero_to_one_and_back(tmp_path: P
         assert "AlarmLow" in last[0]["Cause"]
     finally:
         up.stop()
+
+
+def test_requests_queued_at_zero_instances_wait_through_a_restart(tmp_path: Path) -> None:
+    """At zero instances a request waits in the queue (HasBacklogWithoutCapacity 1, no answer); the plane killed
+    with -9 and started again still has the variant at zero and the request queued; an instance answers it."""
+    first = UpProcess(tmp_path / "home", "--metrics-resolution-s", "1")
+    first.start()
+    try:
+        deploy(first, tmp_path, sync=False)
+        sm = first.sm()
+        sm.update_endpoint_weights_and_capacities(
+            EndpointName="async", DesiredWeightsAndCapacities=[{"VariantName": "A", "DesiredInstanceCount": 0}]
+        )
+
+        def at_zero(sm: Any = sm) -> bool:
+            d = sm.describe_endpoint(EndpointName="async")
+            return bool(d["EndpointStatus"] == "InService" and d["ProductionVariants"][0]["CurrentInstanceCount"] == 0)
+
+        poll("zero instances", at_zero, first)
+        first.client("s3").put_object(Bucket=BUCKET, Key="async/in/wait", Body=b"[2, 4]")
+        queued = first.rt().invoke_endpoint_async(
+            EndpointName="async", InputLocation=f"s3://{BUCKET}/async/in/wait", ContentType="application/json"
+        )
+        poll("HasBacklogWithoutCapacity 1", lambda: most(first, "HasBacklogWithoutCapacity") == 1.0, first)
+        assert read(first, queued["OutputLocation"]) is None  # waiting, not failed
+        assert read(first, queued["FailureLocation"]) is None
+    finally:
+        first.kill()
+    second = UpProcess(tmp_path / "home", "--metrics-resolution-s", "1")
+    second.start()
+    try:
+        restarted = time.time()
+        sm = second.sm()
+        poll("zero instances after the restart", lambda: at_zero(sm), second)
+        poll("the backlog after the restart", lambda: most(second, "HasBacklogWithoutCapacity", restarted) == 1.0,
+             second)  # fmt: skip
+        assert read(second, queued["OutputLocation"]) is None
+        sm.update_endpoint_weights_and_capacities(
+            EndpointName="async", DesiredWeightsAndCapacities=[{"VariantName": "A", "DesiredInstanceCount": 1}]
+        )
+        answer = poll("the answer", functools.partial(read, second, queued["OutputLocation"]), second)
+        assert json.loads(answer) == [6.0, 12.0]
+    finally:
+        second.stop()

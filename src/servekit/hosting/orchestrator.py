@@ -169,8 +169,11 @@ class Orchestrator:
         if row.status == _E.CREATING:
             self.background(self._bring_up(controller, row.config_name))
             return
+        # the counts and weights it last settled at (UpdateEndpointWeightsAndCapacities, autoscaling: an
+        # asynchronous variant at zero stays at zero), not the config's initial ones
+        kept = {v.name: (v.desired_weight, v.desired_instance_count) for v in row.variants}
         try:
-            plan = await asyncio.to_thread(self.plan, row.name, row.config_name)
+            plan = await asyncio.to_thread(self.plan, row.name, row.config_name, kept)
             ok = await controller.create(plan)
             why = controller.last_reason
         except _Unservable as exc:

@@ -268,6 +268,15 @@ def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpPro
         sm.delete_endpoint(EndpointName="ic")
     assert "delete them first" in busy.value.response["Error"]["Message"]
 
+    # a failed component updated to a specification that fits (another model, 1 core): Failed -> Updating -> InService
+    sm.update_inference_component(InferenceComponentName="gamma", Specification=spec("alpha"),
+                                  RuntimeConfig={"CopyCount": 1})  # fmt: skip
+    gamma = in_service(up, "gamma", 1)
+    assert gamma["InferenceComponentStatus"] == "InService" and "FailureReason" not in gamma
+    assert gamma["Specification"]["ModelName"] == "alpha" and invoke(up, "gamma", 5.0) == {
+        "model": "alpha", "out": 10.0, "pid": next(iter(pids(up, "gamma")))
+    }  # fmt: skip
+
     alpha = pids(up, "alpha")
     sm.delete_inference_component(InferenceComponentName="alpha")
     poll(lambda: [c["InferenceComponentName"] for c in sm.list_inference_components()["InferenceComponents"]],

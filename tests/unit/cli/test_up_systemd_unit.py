@@ -47,3 +47,17 @@ def test_the_unit_restarts_the_plane_and_runs_it_with_the_options_given(tmp_path
 
     # The unit's own command line is one `servekit up` accepts, and it describes the same plane.
     assert _unit(*args) == unit
+
+
+def test_sns_webhooks_are_kept_in_the_unit_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    done = "arn:aws:sns:us-east-1:000000000000:done=http://127.0.0.1:9000/done"
+    failed = "arn:aws:sns:us-east-1:000000000000:failed=http://127.0.0.1:9000/failed"
+    unit = _unit("--home", str(tmp_path / "home"), "--sns-webhook", done, "--sns-webhook", failed)
+    args = _exec_start(unit)[4:]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--sns-webhook"] == [done, failed]
+    bad = CliRunner().invoke(
+        app, ["up", "--home", str(tmp_path / "home"), "--sns-webhook", "http://127.0.0.1:9000/x"], env={}
+    )
+    assert bad.exit_code == 2
+    assert "expected TOPIC_ARN=URL" in bad.output
+    assert not (tmp_path / "home").exists()  # refused before anything was built

@@ -237,7 +237,15 @@ async def serving_endpoints(api: ApiCall, package_arn: str, data_url: str) -> li
     model data (``ModelDataUrl``), as ``servekit lineage`` matches them (DescribeEndpoint, DescribeEndpointConfig,
     DescribeModel)."""
     summaries = await endpoint_summaries(api)
-    names = sorted({str(v["ModelName"]) for s in summaries for v in s["config"].get("ProductionVariants", [])})
+    # an IC-based endpoint's variant names no model (its inference components do)
+    names = sorted(
+        {
+            str(v["ModelName"])
+            for s in summaries
+            for v in s["config"].get("ProductionVariants", [])
+            if v.get("ModelName")
+        }
+    )
 
     async def describe(name: str) -> dict[str, Any]:
         try:
@@ -250,6 +258,8 @@ async def serving_endpoints(api: ApiCall, package_arn: str, data_url: str) -> li
     for s in summaries:
         endpoint = s["endpoint"]
         for variant in s["config"].get("ProductionVariants", []):
+            if not variant.get("ModelName"):
+                continue
             model = models.get(str(variant["ModelName"]), {})
             containers = [model.get("PrimaryContainer") or {}, *(model.get("Containers") or [])]
             via = next(

@@ -3,8 +3,10 @@ status, the reason of a failed one) beside its variants; an endpoint without com
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from servekit.console import data
 from servekit.console.pages import endpoint
 
 
@@ -44,3 +46,25 @@ def test_the_components_of_an_ic_endpoint_are_listed() -> None:
 
 def test_an_endpoint_without_components_has_no_components_table() -> None:
     assert "Inference components" not in endpoint.variants_section(detail([]), None)
+
+
+def test_a_models_serving_endpoints_skip_ic_based_variants() -> None:
+    """The registry page's endpoints serving a package read every endpoint config: an IC-based variant names no
+    model and is skipped (it raised KeyError before), while a model variant still matches."""
+    configs = {
+        "ic": [{"VariantName": "AllTraffic", "InstanceType": "ml.m5.xlarge"}],
+        "plain": [{"VariantName": "AllTraffic", "InstanceType": "ml.m5.large", "ModelName": "m"}],
+    }
+
+    async def api(service: str, operation: str, params: dict[str, Any], body: Any) -> dict[str, Any]:
+        if operation == "ListEndpoints":
+            return {"Endpoints": [{"EndpointName": n} for n in configs]}
+        if operation == "DescribeEndpoint":
+            return {"EndpointName": params["EndpointName"], "EndpointConfigName": params["EndpointName"]}
+        if operation == "DescribeEndpointConfig":
+            return {"ProductionVariants": configs[params["EndpointConfigName"]]}
+        assert operation == "DescribeModel" and params == {"ModelName": "m"}
+        return {"PrimaryContainer": {"ModelDataUrl": "s3://b/m.tar.gz"}}
+
+    found = asyncio.run(data.serving_endpoints(api, "arn:pkg", "s3://b/m.tar.gz"))
+    assert [(e["EndpointName"], e["MatchedBy"]) for e in found] == [("plain", "ModelDataUrl")]

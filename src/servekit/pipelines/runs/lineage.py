@@ -117,6 +117,8 @@ def serving_endpoints(sm: Any, package_arn: str, data_url: str) -> list[dict[str
                 continue
             config = sm.describe_endpoint_config(EndpointConfigName=config_name)
             for variant in config.get("ProductionVariants", []):
+                if not variant.get("ModelName"):  # an IC-based endpoint's variant: its components name the models
+                    continue
                 model = sm.describe_model(ModelName=variant["ModelName"])
                 containers = [model.get("PrimaryContainer") or {}, *(model.get("Containers") or [])]
                 via = next(

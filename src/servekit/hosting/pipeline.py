@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servekit._utils.background import BackgroundLoop, until_next_bucket
-from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend
+from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend, free_port
 from servekit.cloudwatch.store import INSTANCE_NAMESPACE, MetricsStore
 from servekit.hosting.fleet import InstanceFailed
 
@@ -53,19 +53,24 @@ STATS_ENV = "SERVEKIT_PIPELINE_STATS"  # each stage: where it writes its compute
 # here (Python 3.11, onnxruntime 1.32); rounded up for its threads' stacks and allocator arenas.
 IDLE_INSTANCE_BYTES = 128 * 2**20
 ONNX_EXTRA = "servekit[optimize]"
+TENSOR_DEGREE_ENV = "OPTION_TENSOR_PARALLEL_DEGREE"
+TP_MASTER_ENV, TP_RANK_ENV, TP_WORLD_ENV = "SERVEKIT_TP_MASTER", "SERVEKIT_TP_RANK", "SERVEKIT_TP_WORLD"
+# A torch rank: importing torch alone adds 206 MiB resident here (torch 2.13, CPU) to the idle instance's 91 MiB.
+TORCH_IDLE_INSTANCE_BYTES = 384 * 2**20
+TORCH_EXTRA = "servekit[torch]"
 
 STAGE0_THREADS_PER_STAGE = 4  # stage 0's request threads per stage of the pipeline
 
 MiB = 2**20
 
 
-def degree_of(environment: Mapping[str, str]) -> int:
-    """The pipeline degree a container's Environment asks for (1 when it asks for none)."""
-    raw = environment.get(DEGREE_ENV, "").strip()
+def degree_of(environment: Mapping[str, str], name: str = DEGREE_ENV) -> int:
+    """The pipeline (or, by ``name``, tensor) degree a container's Environment asks for (1 when it asks for none)."""
+    raw = environment.get(name, "").strip()
     if not raw:
         return 1
     if not raw.isdigit() or int(raw) < 1:
-        raise InstanceFailed(f"{DEGREE_ENV} must be a positive integer, got {raw!r}")
+        raise InstanceFailed(f"{name} must be a positive integer, got {raw!r}")
     return int(raw)
 
 
@@ -76,6 +81,14 @@ def onnx_model_file(model_dir: str | os.PathLike[str]) -> Path | None:
     if not versions:
         return None
     found = list(versions[-1].glob("*.onnx"))
+    return found[0] if len(found) == 1 else None
+
+
+def torch_model_file(model_dir: str | os.PathLike[str]) -> Path | None:
+    """The one TorchScript file (``.pt``/``.pth``) of the model's newest numeric version, if there is exactly one."""
+    base = Path(model_dir)
+    versions = sorted((p for p in base.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    found = [p for p in versions[-1].iterdir() if p.suffix in (".pt", ".pth")] if versions else []
     return found[0] if len(found) == 1 else None
 
 
@@ -148,6 +161,8 @@ class PipelineBackend:
         idle_bytes: int = IDLE_INSTANCE_BYTES,
         python: str = sys.executable,
         have_onnx: Callable[[], bool] = lambda: importlib.util.find_spec("onnx") is not None,
+        have_torch: Callable[[], bool] = lambda: importlib.util.find_spec("torch") is not None,
+        torch_idle_bytes: int = TORCH_IDLE_INSTANCE_BYTES,
         ready_timeout_s: float = 300.0,
         healthy: Callable[[str], bool] = _healthy,
     ) -> None:
@@ -156,16 +171,23 @@ class PipelineBackend:
         self.idle_bytes = idle_bytes
         self._python = python
         self._have_onnx = have_onnx
+        self._have_torch = have_torch
+        self.torch_idle_bytes = torch_idle_bytes
         self._ready_timeout_s = ready_timeout_s
         self._healthy = healthy
         self._splitting: dict[str, asyncio.Lock] = {}
 
     async def start(self, spec: InstanceSpec) -> InstanceHandle:
         degree = degree_of(spec.environment)
+        tensor = degree_of(spec.environment, TENSOR_DEGREE_ENV)
         if spec.multi_model:
-            if degree > 1:
-                raise InstanceFailed(f"{DEGREE_ENV} applies to single-model endpoints, not MultiModel mode")
+            if degree > 1 or tensor > 1:
+                raise InstanceFailed("model parallelism applies to single-model endpoints, not MultiModel mode")
             return await self.inner.start(spec)
+        if tensor > 1:
+            if degree > 1:
+                raise InstanceFailed(f"set {DEGREE_ENV} or {TENSOR_DEGREE_ENV}, not both")
+            return await self._start_tensor_parallel(spec, tensor)
         model = onnx_model_file(spec.model_dir)
         if model is None:
             if degree > 1:
@@ -186,7 +208,7 @@ class PipelineBackend:
             raise InstanceFailed(
                 f"{DEGREE_ENV}={degree} needs the onnx package to split the model: pip install '{ONNX_EXTRA}'"
             )
-        split = await self._split(model, degree)
+        split = await self._split(model, degree, "servekit.parallel.split", "stages.json", str(degree))
         stage_bytes = [_dir_bytes(split / f"stage-{k}" / "1") for k in range(degree)]
         for k, b in enumerate(stage_bytes):
             if not fits(b, spec.memory_bytes, self.idle_bytes):
@@ -194,26 +216,27 @@ class PipelineBackend:
                 raise InstanceFailed(too_large(f"Stage {k} of {degree}", b, spec, self.idle_bytes, hint))
         return await self._start_stages(spec, split, stage_bytes)
 
-    async def _split(self, model: Path, degree: int) -> Path:
-        """The split of ``model`` into ``degree`` stages, made once per content and degree."""
+    async def _split(self, model: Path, degree: int, tool: str, marker: str, suffix: str) -> Path:
+        """The split of ``model`` into ``degree`` parts by the module ``tool`` (run as a process), made once per
+        content and ``suffix`` (the degree, and the kind of split)."""
         digest = await asyncio.to_thread(model_hash, model)
-        key = f"{digest[:24]}-{degree}"
+        key = f"{digest[:24]}-{suffix}"
         out = self.stages_dir / key
         async with self._splitting.setdefault(key, asyncio.Lock()):
-            if (out / "stages.json").is_file():
+            if (out / marker).is_file():
                 return out
             tmp = self.stages_dir / f".{key}.{os.getpid()}.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.parent.mkdir(parents=True, exist_ok=True)
             proc = await asyncio.create_subprocess_exec(
-                self._python, "-m", "servekit.parallel.split", str(model), str(degree), str(tmp),
+                self._python, "-m", tool, str(model), str(degree), str(tmp),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
             _, err = await proc.communicate()
             if proc.returncode != 0:
                 shutil.rmtree(tmp, ignore_errors=True)
                 lines = err.decode(errors="replace").strip().splitlines()
-                raise InstanceFailed(f"splitting the model into {degree} stages failed: {' '.join(lines[-3:])}")
+                raise InstanceFailed(f"splitting the model {degree} ways failed: {' '.join(lines[-3:])}")
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
             return out
@@ -253,9 +276,42 @@ class PipelineBackend:
         )
 
     @staticmethod
-    def _stage_spec(spec: InstanceSpec, split: Path, k: int, env: Mapping[str, str]) -> InstanceSpec:
+    def _stage_spec(
+        spec: InstanceSpec, split: Path, k: int, env: Mapping[str, str], part: str = "stage"
+    ) -> InstanceSpec:
         return replace(
-            spec, instance_id=f"{spec.instance_id}-stage-{k}", model_dir=str(split / f"stage-{k}"), environment=env
+            spec, instance_id=f"{spec.instance_id}-{part}-{k}", model_dir=str(split / f"{part}-{k}"), environment=env
+        )
+
+    # ---- tensor parallelism (torch) ------------------------------------------------------------------------
+    async def _start_tensor_parallel(self, spec: InstanceSpec, degree: int) -> PipelineHandle:
+        """``spec``'s instance as ``degree`` ranks of a TorchScript MLP whose Linear weights are split across them
+        (servekit.parallel.tensor), joined in a gloo process group; rank 0 takes the requests."""
+        model = torch_model_file(spec.model_dir)
+        if model is None:
+            raise InstanceFailed(f"{TENSOR_DEGREE_ENV}={degree} splits TorchScript models: no single .pt file")
+        if not self._have_torch():
+            raise InstanceFailed(f"{TENSOR_DEGREE_ENV}={degree} needs torch: pip install '{TORCH_EXTRA}'")
+        split = await self._split(model, degree, "servekit.parallel.tensor", "ranks.json", f"tp{degree}")
+        rank_bytes = [_dir_bytes(split / f"rank-{r}" / "1") for r in range(degree)]
+        for r, b in enumerate(rank_bytes):
+            if not fits(b, spec.memory_bytes, self.torch_idle_bytes):
+                hint = "Use a larger degree or instance type."
+                raise InstanceFailed(too_large(f"Rank {r} of {degree}", b, spec, self.torch_idle_bytes, hint))
+        base = {**spec.environment, TP_MASTER_ENV: f"127.0.0.1:{free_port()}", TP_WORLD_ENV: str(degree)}
+        started: list[InstanceHandle] = []
+        try:
+            for r in range(1, degree):  # the later ranks first: they answer their health check before joining
+                env = {**base, TP_RANK_ENV: str(r)}
+                started.append(await self.inner.start(self._stage_spec(spec, split, r, env, "rank")))
+            await asyncio.gather(*(self.ready(h) for h in started))
+            first = await self.inner.start(self._stage_spec(spec, split, 0, {**base, TP_RANK_ENV: "0"}, "rank"))
+            started.insert(0, first)
+        except BaseException:
+            await asyncio.gather(*(self.inner.stop(h) for h in started), return_exceptions=True)
+            raise
+        return PipelineHandle(
+            spec, first.url, first.pid, log_path=first.log_path, stages=started, stage_bytes=rank_bytes
         )
 
     async def ready(self, handle: InstanceHandle) -> None:

@@ -156,3 +156,20 @@ def test_stages_start_from_the_cached_split_later_ones_first_each_in_its_envelop
     with pytest.raises(InstanceFailed, match=r"Stage 1 of 2 needs 15\.0 MiB .* weights 5\.0 MiB.*14\.0 MiB"):
         asyncio.run(backend.start(spec(model, 14 * MiB, env)))
     assert inner.started == []
+
+
+def test_tensor_parallel_refusals_name_what_is_missing(tmp_path: Path) -> None:
+    inner = NoStart()
+    backend = PipelineBackend(inner, tmp_path / "stages", have_torch=lambda: False)
+    version = tmp_path / "t" / "1"
+    version.mkdir(parents=True)
+    (version / "model.pt").write_bytes(b"\0")
+    tp = {"OPTION_TENSOR_PARALLEL_DEGREE": "2"}
+    with pytest.raises(InstanceFailed, match=r"needs torch: pip install 'servekit\[torch\]'"):
+        asyncio.run(backend.start(spec(version.parent, None, tp)))
+    with pytest.raises(InstanceFailed, match="not both"):
+        asyncio.run(backend.start(spec(version.parent, None, {**tp, "OPTION_PIPELINE_PARALLEL_DEGREE": "2"})))
+    onnx_only = onnx_dir(tmp_path, 10)
+    with pytest.raises(InstanceFailed, match="splits TorchScript models"):
+        asyncio.run(backend.start(spec(onnx_only, None, tp)))
+    assert inner.started == []

@@ -12,6 +12,10 @@ The envelope is checked before any process starts: an ONNX model needs an idle i
 plus its weights (the model file's bytes); one that does not fit the instance type's memory fails the endpoint with
 the sizes, and a stage is held to the same rule with its own weights.
 
+``OPTION_TENSOR_PARALLEL_DEGREE=N`` on a TorchScript MLP runs the instance as N ranks the same way
+(``servekit.parallel.tensor`` splits the Linear weights; the ranks join a gloo group at a port chosen here), each
+rank counted as an idle torch instance (:data:`TORCH_IDLE_INSTANCE_BYTES`) plus its shard.
+
 :class:`PipelineMetrics` publishes, per stage, the compute and idle seconds of each period
 (``StageComputeTime``/``StageIdleTime``, dimension ``Stage``) and per variant ``PipelineUtil`` =
 T_compute / (T_compute + T_idle) over its stages (:func:`util`), in ``/aws/sagemaker/Endpoints``.

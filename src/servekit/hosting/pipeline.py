@@ -80,18 +80,25 @@ def degree_of(environment: Mapping[str, str], name: str = DEGREE_ENV) -> int:
 
 def onnx_model_file(model_dir: str | os.PathLike[str]) -> Path | None:
     """The one ``.onnx`` file of the model's newest numeric version (None when there is not exactly one)."""
-    base = Path(model_dir)
-    versions = sorted((p for p in base.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    versions = _versions(model_dir)
     if not versions:
         return None
     found = list(versions[-1].glob("*.onnx"))
     return found[0] if len(found) == 1 else None
 
 
+def _versions(model_dir: str | os.PathLike[str]) -> list[Path]:
+    """The model's numeric version folders, oldest first (none when the directory is missing: the instance then
+    fails as it would without this module, with servekit serve's own reason)."""
+    base = Path(model_dir)
+    if not base.is_dir():
+        return []
+    return sorted((p for p in base.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+
+
 def torch_model_file(model_dir: str | os.PathLike[str]) -> Path | None:
     """The one TorchScript file (``.pt``/``.pth``) of the model's newest numeric version, if there is exactly one."""
-    base = Path(model_dir)
-    versions = sorted((p for p in base.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    versions = _versions(model_dir)
     found = [p for p in versions[-1].iterdir() if p.suffix in (".pt", ".pth")] if versions else []
     return found[0] if len(found) == 1 else None
 

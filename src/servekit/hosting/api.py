@@ -178,6 +178,9 @@ class HostingService:
                 )
             v.setdefault("InitialVariantWeight", 1.0)
             v.setdefault("InitialInstanceCount", 1)
+        problem = _async_config_problem(p.get("AsyncInferenceConfig"), variants)
+        if problem is not None:
+            raise validation_exception(problem)
         steps = _traffic_steps(p.get("Tags") or [])
         data_capture = with_capture_format(p.get("DataCaptureConfig"), p.get("Tags") or [])
         arn = self._arn(ResourceKind.ENDPOINT_CONFIG, name)
@@ -436,6 +439,24 @@ class HostingService:
         if row is None:
             raise validation_exception(f'Could not find endpoint "{self._arn(ResourceKind.ENDPOINT, name)}".')
         return row
+
+
+def _async_config_problem(config: dict[str, Any] | None, variants: list[dict[str, Any]]) -> str | None:
+    """What an AsyncInferenceConfig cannot be beyond its shape (botocore checks the paths' and topics' patterns)."""
+    if not config:
+        return None
+    if not (config.get("OutputConfig") or {}).get("S3OutputPath"):
+        return (
+            "AsyncInferenceConfig.OutputConfig.S3OutputPath is required: the S3 location (s3://bucket/prefix) that "
+            "asynchronous answers are written to."
+        )
+    serverless = [v["VariantName"] for v in variants if v.get("ServerlessConfig")]
+    if serverless:
+        return (
+            f"Variant {serverless[0]} has a ServerlessConfig: asynchronous inference (AsyncInferenceConfig) runs on "
+            "instance variants only (InstanceType and InitialInstanceCount)."
+        )
+    return None
 
 
 # What a request may move an endpoint into, from where (the background results have their own edges).

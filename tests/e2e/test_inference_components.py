@@ -245,13 +245,17 @@ def test_application_auto_scaling_sets_a_components_copy_count(up: UpProcess) ->
         invoke(up, "alpha")
     assert in_service(up, "alpha", 2)["RuntimeConfig"]["CurrentCopyCount"] == 2
     assert pids(up, "beta") == beta_pids
-    activities = aas.describe_scaling_activities(ServiceNamespace="sagemaker", ResourceId=target["ResourceId"])
-    assert {a["StatusCode"] for a in activities["ScalingActivities"]} == {"Successful"}
+    poll(  # the scaler settles its activity on its next look at the component
+        lambda: {a["StatusCode"] for a in aas.describe_scaling_activities(
+            ServiceNamespace="sagemaker", ResourceId=target["ResourceId"])["ScalingActivities"]},
+        lambda codes: codes == {"Successful"},
+    )  # fmt: skip
     cw = up.client("cloudwatch")
     listed = cw.list_metrics(
         Namespace="AWS/SageMaker", Dimensions=[{"Name": "InferenceComponentName", "Value": "alpha"}]
     )
-    assert {"Invocations", "InvocationsPerCopy", "ModelLatency"} <= {m["MetricName"] for m in listed["Metrics"]}
+    published = {m["MetricName"] for m in listed["Metrics"]}
+    assert {"Invocations", "InvocationsPerCopy", "ModelLatency", "ModelSetupTime"} <= published
     aas.deregister_scalable_target(**target)
 
 

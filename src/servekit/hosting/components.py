@@ -311,6 +311,11 @@ class InferenceComponents:
         live = self._live.get(name.lower())
         return _healthy(live.controller) if live is not None else 0
 
+    def _setup_time(self, component: str, setup_s: float) -> None:
+        """``ModelSetupTime`` (microseconds) of a copy that turned healthy, by InferenceComponentName."""
+        if self._metrics is not None:
+            self._metrics.record(NAMESPACE, "ModelSetupTime", ((DIMENSION, component),), setup_s * 1e6)
+
     def names(self, endpoint: str) -> list[str]:
         """The components recorded on ``endpoint`` (any status)."""
         return [r.name for r in self.repo.all(endpoint)]
@@ -440,7 +445,10 @@ class InferenceComponents:
                 reason = str(exc) if isinstance(exc, ValueError) else exc.message
                 self._settle(row.name, _C(row.status), _C.FAILED, failure_reason=reason)
                 return
-            controller = self._fleets.standalone_controller(route_key(row.name))
+            name = row.name
+            controller = self._fleets.standalone_controller(
+                route_key(name), lambda config, variant, instance, setup_s: self._setup_time(name, setup_s)
+            )
             live = _Live(row.name, row.endpoint, row.variant, need, controller)
             self._live[row.name.lower()] = live
             ok = await controller.create(plan)

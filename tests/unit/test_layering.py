@@ -69,9 +69,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # output files of instances and jobs into them.
     "logs": BASE | {"aws", "state"},
     # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in.
-    "training": BASE | {"config", "aws", "state"},
+    "training": BASE | {"config", "aws", "state", "accelerators"},
     # SageMaker processing jobs: the training jobs' sandbox and process runner, inputs and outputs at LocalPath.
-    "processing": BASE | {"aws", "state", "training"},
+    "processing": BASE | {"aws", "state", "training", "accelerators"},
     # Hyperparameter tuning: a search (Optuna for Bayesian) launching training jobs through the training service.
     "tuning": BASE | {"aws", "state", "training"},
     # The endpoint metrics store, CloudWatch's metric and alarm operations.

@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 
 from servekit.accelerators.nvml import NvmlReader
+from servekit.accelerators.placement import GpuPool
 from servekit.autoscaling.api import AutoscalingApi
 from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.aws import AccessKey, Api, Credentials, Handler
@@ -157,8 +158,10 @@ def build(
     db = StateDB.open(home, database_url=database_url)
     credentials = Credentials.load_or_create(home)
     backend: ReplicaBackend
+    gpus: GpuPool | None = None  # the machine's GPUs, held by endpoints' instances and jobs' hosts alike
     if ray is None:
         local = backend = LocalProcessBackend(home / "instances")
+        gpus = local.gpus
         reaped = local.reap_orphans()
         if reaped:
             log.warning("stopped %d instance(s) left running by a previous servekit up: %s", len(reaped), reaped)
@@ -293,7 +296,7 @@ def build(
 
     def job_envelope(instance_type: str) -> JobEnvelope | None:  # a job's instance type, as endpoints see it
         e = envelopes.envelope(instance_type)
-        return None if e is None else JobEnvelope(instance_type, e.vcpus, e.memory_bytes)
+        return None if e is None else JobEnvelope(instance_type, e.vcpus, e.memory_bytes, e.gpus)
 
     training_runner = TrainingRunner(
         db.sagemaker_jobs,
@@ -309,6 +312,7 @@ def build(
             TRAINING_METRICS, metric, (("TrainingJobName", job),), value, at
         ),
         allow_installs=allow_installs,
+        gpus=gpus,
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(
@@ -321,6 +325,7 @@ def build(
         envelopes=job_envelope,
         images=images,
         launch=job_hosts,
+        gpus=gpus,
     )
     # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
     processing = ProcessingJobsApi(

@@ -7,6 +7,7 @@ StopProcessingJob honoured."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -14,10 +15,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from servekit.accelerators.inventory import VISIBLE_ENV
+from servekit.accelerators.placement import GpuShortage
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
 from servekit.training import contract, sandbox
 from servekit.training.folder_sync import SYNC_S, FolderSync
-from servekit.training.hosts import Running, last_line, ml_dir, run_hosts, sandbox_env, shards
+from servekit.training.hosts import (
+    Running,
+    gpu_device_nodes,
+    job_gpus,
+    last_line,
+    ml_dir,
+    run_hosts,
+    sandbox_env,
+    shards,
+)
 from servekit.training.images import Image
 from servekit.training.inputs import fetch_input
 from servekit.training.runner import JobFailed, SandboxJobRunner
@@ -96,29 +108,42 @@ class ProcessingRunner(SandboxJobRunner):
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
         envelope = self.envelope(str(cluster.get("InstanceType") or ""))
-        commands = []
-        for host in hosts:
-            layout = sandbox.Layout(
-                ml_dir(job_dir, host),
-                hidden=[self.home],
-                mounts=mounts[host],
-                bin=bin_dir,
-                hostname=host,
-                hosts_file=hosts_file,
-            )
-            commands.append((self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log"))
-        limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        continuous = [FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"]
-        keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
-        try:
-            codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
-        finally:
-            for keeper in keepers:
-                keeper.cancel()
-            await asyncio.gather(*keepers, return_exceptions=True)
-            for log_path, stream in logs.items():
-                await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
-                self.logs.unregister(log_path)
+        with contextlib.ExitStack() as stack:
+            try:  # a GPU type's hosts hold their own GPUs (as endpoints' instances do) until the job ends
+                held = stack.enter_context(job_gpus(self.gpus, name, hosts, envelope))
+            except GpuShortage as exc:
+                for log_path in logs:
+                    self.logs.unregister(log_path)
+                raise JobFailed(f"CapacityError: {envelope.instance_type if envelope else ''} {exc}") from None
+            commands = []
+            for host in hosts:
+                layout = sandbox.Layout(
+                    ml_dir(job_dir, host),
+                    hidden=[self.home],
+                    mounts=mounts[host],
+                    bin=bin_dir,
+                    hostname=host,
+                    hosts_file=hosts_file,
+                    devices=gpu_device_nodes(held.get(host, ())),
+                )
+                host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
+                commands.append(
+                    (self.pinned(sandbox.command(layout, argv, bwrap), envelope), host_env, job_dir / f"{host}.log")
+                )
+            limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+            continuous = [
+                FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"
+            ]
+            keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
+            try:
+                codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
+            finally:
+                for keeper in keepers:
+                    keeper.cancel()
+                await asyncio.gather(*keepers, return_exceptions=True)
+                for log_path, stream in logs.items():
+                    await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
+                    self.logs.unregister(log_path)
         for sync in continuous:  # whatever the end, as SageMaker's continuous upload has it
             await asyncio.to_thread(self._sync, sync)
         ended = self.clock()

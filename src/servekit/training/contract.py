@@ -140,7 +140,12 @@ def distributed(request: Mapping[str, Any], host: str, master_port: int) -> dict
 
 
 def environment(
-    request: Mapping[str, Any], script: Script | None, cpus: int, host: str = HOST, master_port: int = 7777
+    request: Mapping[str, Any],
+    script: Script | None,
+    cpus: int,
+    host: str = HOST,
+    master_port: int = 7777,
+    gpus: int = 0,
 ) -> dict[str, str]:
     """The ``SM_*`` variables the framework containers set on ``host``, the distributed rendezvous, and the
     request's own ``Environment``."""
@@ -165,7 +170,7 @@ def environment(
         "SM_HOSTS": json.dumps(all_hosts),
         "SM_NETWORK_INTERFACE_NAME": INTERFACE,
         "SM_NUM_CPUS": str(cpus),
-        "SM_NUM_GPUS": "0",
+        "SM_NUM_GPUS": str(gpus),
         "SM_NUM_NEURONS": "0",
         "SM_LOG_LEVEL": "20",
         "SM_RESOURCE_CONFIG": json.dumps(resources),
@@ -201,7 +206,7 @@ def environment(
             "module_dir": env["SM_MODULE_DIR"],
             "module_name": env["SM_MODULE_NAME"],
             "num_cpus": cpus,
-            "num_gpus": 0,
+            "num_gpus": gpus,
             "output_data_dir": OUTPUT_DATA,
             "output_dir": OUTPUT,
             "resource_config": resources,

@@ -10,13 +10,14 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from servekit._utils.files import tail_text
 from servekit._utils.processes import out_of_memory, rss_bytes, signal_sandbox
+from servekit.accelerators.placement import GpuPool
 from servekit.training import contract, sandbox
 
 STOP_GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL two minutes later
@@ -30,6 +31,7 @@ class JobEnvelope:
     instance_type: str
     vcpus: int
     memory_bytes: int | None
+    gpus: int = 0  # GPUs each host gets to itself (a GPU instance type's)
 
 
 MEMORY_POLL_S = 0.25  # how often a host's resident memory is read against its envelope
@@ -216,6 +218,33 @@ async def run_sandboxed(
             signal_sandbox(proc.pid, signal.SIGKILL)
         await waiter
     return proc.returncode or 0, True
+
+
+GPU_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+
+
+def gpu_device_nodes(indices: Sequence[int]) -> tuple[str, ...]:
+    """The device nodes a host holding the GPUs ``indices`` needs in its sandbox (none without GPUs)."""
+    return (*GPU_CONTROL_NODES, *(f"/dev/nvidia{i}" for i in indices)) if indices else ()
+
+
+@contextlib.contextmanager
+def job_gpus(
+    pool: GpuPool | None, job: str, hosts: Sequence[str], envelope: JobEnvelope | None
+) -> Iterator[dict[str, tuple[int, ...]]]:
+    """Each host's own GPUs for a job on a GPU instance type, held while the job runs (the same pool as the
+    endpoints' instances); :class:`GpuShortage` when the machine lacks them. No pool (hosts on Ray): none here."""
+    wanted = envelope.gpus if envelope is not None else 0
+    held: dict[str, tuple[int, ...]] = {}
+    try:
+        if wanted and pool is not None:
+            for host in hosts:
+                held[host] = pool.acquire(f"{job}/{host}", wanted)
+        yield held
+    finally:
+        if pool is not None:
+            for host in hosts:
+                pool.release(f"{job}/{host}")
 
 
 def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from servekit._utils.processes import free_port
+from servekit.accelerators.inventory import VISIBLE_ENV
+from servekit.accelerators.placement import GpuPool, GpuShortage
 from servekit.errors import ConfigError
 from servekit.state.sagemaker_jobs import SageMakerJobs
 from servekit.training import contract, sandbox
@@ -27,6 +29,8 @@ from servekit.training.hosts import (
     JobEnvelope,
     Launcher,
     Running,
+    gpu_device_nodes,
+    job_gpus,
     last_line,
     ml_dir,
     run_hosts,
@@ -115,8 +119,10 @@ class SandboxJobRunner:
         metrics: MetricSink | None = None,
         allow_installs: bool = False,
         launch: Launcher | None = None,
+        gpus: GpuPool | None = None,
     ) -> None:
         self.jobs = jobs
+        self.gpus = gpus  # the machine's GPUs, shared with the endpoints' instances (None: jobs get none here)
         self.launch = launch  # where hosts run: None = here; on Ray, no pinning to this machine's CPUs
         self.allow_installs = allow_installs  # pip install a script's requirements.txt (servekit up --allow-installs)
         self.metrics = metrics  # where a training job's MetricDefinitions matches go (CloudWatch), as they appear
@@ -408,39 +414,49 @@ class TrainingRunner(SandboxJobRunner):
                     return [(0, True)] * len(hosts), True
         port = free_port()
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
-        checkpoint = req.get("CheckpointConfig") or {}
-        local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
-        if not local.startswith("/") or ".." in local.split("/"):
-            raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
-        commands = []
-        for host in hosts:
-            ckpt = ml_dir(job_dir, host) / "checkpoints"
-            layout = sandbox.Layout(
-                ml_dir(job_dir, host),
-                channels[host],
-                job_dir / "code",
-                hidden=[self.home],
-                bin=bin_dir,
-                hostname=host,
-                hosts_file=hosts_file,
-                mounts=[
-                    *([(ckpt, local, True)] if local != CHECKPOINTS else []),
-                    *([(site, SITE, False)] if site is not None else []),
-                ],
-            )
-            sm = contract.environment(req, script, self.cpus(envelope), host, port)
-            if site is not None:  # what requirements.txt installed, after the source directory
-                sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
-            env = sandbox_env({**self.environment, **sm})
-            commands.append((self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log"))
-        limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-        definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
-        follower = None
-        if self.metrics is not None and definitions:
-            logs = [job_dir / f"{host}.log" for host in hosts]
-            follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
-        with self._following(follower):
-            return await self._run_with_checkpoints(req, job_dir, hosts, commands, limit, run, envelope)
+        with contextlib.ExitStack() as stack:
+            try:  # a GPU type's hosts hold their own GPUs (as endpoints' instances do) until the job ends
+                held = stack.enter_context(job_gpus(self.gpus, str(req["TrainingJobName"]), hosts, envelope))
+            except GpuShortage as exc:
+                raise JobFailed(f"CapacityError: {envelope.instance_type if envelope else ''} {exc}") from None
+            checkpoint = req.get("CheckpointConfig") or {}
+            local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
+            if not local.startswith("/") or ".." in local.split("/"):
+                raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
+            commands = []
+            for host in hosts:
+                ckpt = ml_dir(job_dir, host) / "checkpoints"
+                layout = sandbox.Layout(
+                    ml_dir(job_dir, host),
+                    channels[host],
+                    job_dir / "code",
+                    hidden=[self.home],
+                    bin=bin_dir,
+                    hostname=host,
+                    hosts_file=hosts_file,
+                    mounts=[
+                        *([(ckpt, local, True)] if local != CHECKPOINTS else []),
+                        *([(site, SITE, False)] if site is not None else []),
+                    ],
+                    devices=gpu_device_nodes(held.get(host, ())),
+                )
+                sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
+                if host in held:
+                    sm[VISIBLE_ENV] = ",".join(str(i) for i in held[host])
+                if site is not None:  # what requirements.txt installed, after the source directory
+                    sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
+                env = sandbox_env({**self.environment, **sm})
+                commands.append(
+                    (self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log")
+                )
+            limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+            definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+            follower = None
+            if self.metrics is not None and definitions:
+                logs = [job_dir / f"{host}.log" for host in hosts]
+                follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
+            with self._following(follower):
+                return await self._run_with_checkpoints(req, job_dir, hosts, commands, limit, run, envelope)
 
     async def _install(
         self, job_dir: Path, host: str, python: str, bwrap: str, bin_dir: Path, site: Path, run: Running

@@ -46,6 +46,7 @@ class Layout:
     bin: Path | None = None  # mounted at BIN, first on PATH: python/python3 wrappers of servekit's interpreter
     hostname: str | None = None  # the job host's name (algo-1, ...), in its own UTS namespace
     hosts_file: Path | None = None  # mounted at /etc/hosts: every host of the job resolves to 127.0.0.1
+    devices: Sequence[str] = ()  # device nodes bound into the sandbox's minimal /dev (a GPU host's /dev/nvidia*)
 
 
 def hosts_file(path: Path, hosts: Sequence[str]) -> Path:
@@ -70,6 +71,8 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
     """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
     out = [bwrap_path, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--tmpfs", "/tmp"]
+    for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
+        out += ["--dev-bind-try", node, node]
     if layout.hostname is not None:
         out += ["--unshare-uts", "--hostname", layout.hostname]
     if layout.hosts_file is not None:

@@ -89,7 +89,7 @@ def _envelopes(instance_types_file: str | None) -> dict[str, Any]:
         table = load_instance_types(instance_types_file)
     except ConfigError as exc:
         raise _fail(str(exc), code=2) from None
-    return {t.name: Envelope(t.vcpus, t.memory_gib) for t in table}
+    return {t.name: Envelope(t.vcpus, t.memory_gib, t.gpus) for t in table}
 
 
 @export_app.command("k8s")

@@ -33,8 +33,11 @@ class Envelope:
 
     vcpus: int
     memory_gib: float
+    gpus: int = 0  # a GPU instance type's: the pod asks for that many nvidia.com/gpu
 
     def __post_init__(self) -> None:
+        if self.gpus < 0:
+            raise ExportError(f"an envelope's GPU count must be >= 0, got {self.gpus}")
         if self.vcpus < 1 or not self.memory_gib > 0:
             raise ExportError(f"an envelope needs at least 1 vCPU and some memory, got {self.vcpus}, {self.memory_gib}")
 

@@ -45,9 +45,13 @@ def quantity(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{round(value * 1000)}m"
 
 
-def resources(envelope: Envelope) -> dict[str, Any]:
-    """Requests equal to limits (Guaranteed QoS), as an instance's envelope is both what it gets and its cap."""
+def resources(envelope: Envelope, gpus: bool = True) -> dict[str, Any]:
+    """Requests equal to limits (Guaranteed QoS), as an instance's envelope is both what it gets and its cap; a GPU
+    type's cards as NVIDIA's device plugin names them (``nvidia.com/gpu``), for the serving container only
+    (``gpus`` False: the model fetcher needs none)."""
     amounts = {"cpu": str(envelope.vcpus), "memory": f"{round(envelope.memory_gib * 1024)}Mi"}
+    if gpus and envelope.gpus:
+        amounts["nvidia.com/gpu"] = str(envelope.gpus)
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
@@ -124,7 +128,7 @@ def pod_parts(
                 # the same resolution servekit up does: an archive is checked and unpacked, files become version 1
                 "command": ["servekit", "export", "fetch-model", variant.model_data_url, MODEL_DIR],
                 "envFrom": secret_env,
-                "resources": resources(variant.envelope),
+                "resources": resources(variant.envelope, gpus=False),
                 "volumeMounts": [{"name": MODEL_VOLUME, "mountPath": MODEL_DIR}],
             }
         )

@@ -20,6 +20,7 @@ import botocore.exceptions
 import pytest
 import requests
 
+from servekit.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
@@ -34,6 +35,7 @@ def transform_fn(model, data, content_type, accept):
     x = json.loads(data)["x"]
     return json.dumps({{"model": "{name}", "out": x * model, "pid": os.getpid()}}), "application/json"
 """
+PRICE = load_instance_types().get("ml.m5.xlarge").price_per_hour  # type: ignore[union-attr]
 XLARGE_VARIANT = {
     "VariantName": "AllTraffic",
     "InstanceType": "ml.m5.xlarge",  # 4 vCPUs, 16 GiB
@@ -126,6 +128,16 @@ def invoke(up: UpProcess, component: str | None, x: float = 1.0, endpoint: str =
     return dict(json.loads(answer["Body"].read()))
 
 
+def cost(up: UpProcess, endpoint: str = "ic") -> float:
+    """DescribeEndpoint's ServekitCostPerHour, read off the wire."""
+    seen: list[bytes] = []
+    sm = up.sm()
+    sm.meta.events.register("after-call.sagemaker.DescribeEndpoint", lambda http_response, **_: seen.append(
+        http_response.content))  # fmt: skip
+    sm.describe_endpoint(EndpointName=endpoint)
+    return float(json.loads(seen[-1])["ServekitCostPerHour"])
+
+
 def instances(up: UpProcess, endpoint: str = "ic") -> int:
     return int(up.sm().describe_endpoint(EndpointName=endpoint)["ProductionVariants"][0]["CurrentInstanceCount"])
 
@@ -136,6 +148,7 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
     sm.create_endpoint(EndpointName="ic", EndpointConfigName="ic")
     sm.get_waiter("endpoint_in_service").wait(EndpointName="ic", WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     assert instances(up) == 0  # MinInstanceCount 0 and no copy: no instance
+    assert cost(up) == 0.0
     with pytest.raises(botocore.exceptions.ClientError) as unnamed:
         invoke(up, None)
     assert unnamed.value.response["Error"]["Code"] == "ValidationError"
@@ -155,6 +168,7 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
     assert alpha["RuntimeConfig"] == {"DesiredCopyCount": 1, "CurrentCopyCount": 1}
     assert alpha["Specification"] == spec("alpha") and alpha["EndpointName"] == "ic"
     assert instances(up) == 1
+    assert cost(up) == pytest.approx(PRICE)  # one instance in use
     assert invoke(up, "alpha", 3.0)["out"] == 6.0 and invoke(up, "alpha")["model"] == "alpha"
     assert invoke(up, "beta", 3.0)["out"] == 30.0 and invoke(up, "beta")["model"] == "beta"
     streamed = up.rt().invoke_endpoint_with_response_stream(
@@ -291,7 +305,7 @@ def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpPro
     for name in ("beta", "gamma", "idle"):
         sm.delete_inference_component(InferenceComponentName=name)
     poll(lambda: sm.list_inference_components()["InferenceComponents"], lambda left: left == [])
-    assert instances(up) == 0  # no copy left: managed instance scaling gives the instance back
+    assert instances(up) == 0 and cost(up) == 0.0  # no copy left: managed instance scaling gives the instance back
     sm.delete_endpoint(EndpointName="ic")
 
 

@@ -329,6 +329,14 @@ class InferenceComponents:
         if row.desired_copies != copies or row.status == _C.FAILED:
             self._begin_update(row, copies, None)
 
+    def instances_of(self, endpoint: str, variant: str) -> int:
+        """The instances an IC-based variant runs: those its copies are on, never fewer than its minimum."""
+        row = self._hosting.get_endpoint(endpoint)
+        config = self._hosting.get_endpoint_config(row.config_name) if row is not None else None
+        found = [v for v in (config.variants if config is not None else ()) if v.get("VariantName") == variant]
+        minimum = instance_bounds(found[0]).minimum if found else 0
+        return instances_in_use(self._placed.get((endpoint.lower(), variant), []), minimum)
+
     def variant_summaries(self, endpoint: str) -> list[dict[str, Any]]:
         """DescribeEndpoint's IC-based variants: the instances their copies need, within the variant's bounds."""
         row = self._hosting.get_endpoint(endpoint)

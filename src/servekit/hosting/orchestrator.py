@@ -96,6 +96,8 @@ class Orchestrator:
         self._preload = preload  # multi-model instances: load and pin SERVEKIT_MME_PRELOAD before traffic
         self._tasks: set[asyncio.Task[None]] = set()
         self._serverless_idle_s = serverless_idle_s
+        # (endpoint, variant) -> the instances an IC-based variant runs for its inference components' copies
+        self.ic_instances: Callable[[str, str], int] | None = None
 
     # ---- what the API asks for (each runs in the background; its result lands as the endpoint's status) --------
     def create(self, name: str, config_name: str) -> None:
@@ -157,8 +159,11 @@ class Orchestrator:
         total = 0.0
         for v in config.variants:
             env = self._envelopes.envelope(v.get("InstanceType", ""))
+            count = counts.get(v["VariantName"], initial_count(v))
+            if not v.get("ModelName") and self.ic_instances is not None:  # an IC-based variant: what its copies use
+                count = self.ic_instances(row.name, v["VariantName"])
             if env is not None:
-                total += env.price_per_hour * counts.get(v["VariantName"], initial_count(v))
+                total += env.price_per_hour * count
         return round(total, 6)
 
     async def recover(self, row: EndpointRow) -> None:

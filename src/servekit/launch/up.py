@@ -225,6 +225,7 @@ def build(
         db.inference_components, db.hosting, fleets, envelopes, table, account, metrics=endpoint_metrics
     )
     hosting.components = components
+    fleets.ic_instances = components.instances_of  # DescribeEndpoint's cost counts the instances copies use
     # GPU instances' GPUUtilization/GPUMemoryUtilization through NVML when the gpu extra (nvidia-ml-py) is installed
     sampler = UtilizationSampler(
         lambda: hosting_instances(fleets.controllers), endpoint_metrics, disk_path=home, gpus=NvmlReader.open()

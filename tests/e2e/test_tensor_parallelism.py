@@ -4,7 +4,9 @@ only its shard; the answers equal the whole model's in this process, and Describ
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ def model(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path / "home")
+    u = UpProcess(tmp_path / "home", "--metrics-resolution-s", "1")
     u.start()
     try:
         yield u
@@ -82,3 +84,23 @@ def test_a_torch_mlp_split_across_two_ranks_answers_as_the_whole_model(up: UpPro
         r = rt.invoke_endpoint(EndpointName="tp", Body=json.dumps(x.tolist()), ContentType="application/json")
         got = np.asarray(json.loads(r["Body"].read()), dtype=np.float32)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+    # each rank's compute and idle time, and the variant's Util, in CloudWatch
+    cw = up.client("cloudwatch")
+    deadline = time.monotonic() + 60
+    while True:
+        rt.invoke_endpoint(EndpointName="tp", Body=json.dumps(x.tolist()), ContentType="application/json")
+        now = datetime.datetime.now(datetime.UTC)
+        points = cw.get_metric_statistics(
+            Namespace="/aws/sagemaker/Endpoints",
+            MetricName="PipelineUtil",
+            Dimensions=[{"Name": "EndpointName", "Value": "tp"}, {"Name": "VariantName", "Value": "A"}],
+            StartTime=now - datetime.timedelta(minutes=2),
+            EndTime=now + datetime.timedelta(minutes=1),
+            Period=1,
+            Statistics=["Maximum"],
+        )["Datapoints"]
+        if any(p["Maximum"] > 0 for p in points) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # polling another process's metrics
+    assert any(0 < p["Maximum"] <= 1 for p in points), points

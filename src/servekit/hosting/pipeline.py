@@ -254,11 +254,7 @@ class PipelineBackend:
 
     async def _start_stages(self, spec: InstanceSpec, split: Path, stage_bytes: list[int]) -> PipelineHandle:
         degree = len(stage_bytes)
-        stats_dir = self.stages_dir / "stats"
-        stats_dir.mkdir(parents=True, exist_ok=True)
-        stats = [str(stats_dir / f"{spec.instance_id}-stage-{k}.json") for k in range(degree)]
-        for path in stats:
-            Path(path).unlink(missing_ok=True)
+        stats = self._stats_paths(spec, degree, "stage")
         started: list[InstanceHandle] = []
         try:
             for k in range(1, degree):  # the later stages first: stage 0 is handed their URLs
@@ -286,6 +282,15 @@ class PipelineBackend:
             stats_paths=stats,
         )
 
+    def _stats_paths(self, spec: InstanceSpec, degree: int, part: str) -> list[str]:
+        """Where each stage (or rank) of ``spec``'s instance writes its compute and wall seconds (emptied now)."""
+        stats_dir = self.stages_dir / "stats"
+        stats_dir.mkdir(parents=True, exist_ok=True)
+        paths = [str(stats_dir / f"{spec.instance_id}-{part}-{k}.json") for k in range(degree)]
+        for path in paths:
+            Path(path).unlink(missing_ok=True)
+        return paths
+
     @staticmethod
     def _stage_spec(
         spec: InstanceSpec, split: Path, k: int, env: Mapping[str, str], part: str = "stage"
@@ -310,19 +315,27 @@ class PipelineBackend:
                 hint = "Use a larger degree or instance type."
                 raise InstanceFailed(too_large(f"Rank {r} of {degree}", b, spec, self.torch_idle_bytes, hint))
         base = {**spec.environment, TP_MASTER_ENV: f"127.0.0.1:{free_port()}", TP_WORLD_ENV: str(degree)}
+        stats = self._stats_paths(spec, degree, "rank")
         started: list[InstanceHandle] = []
         try:
             for r in range(1, degree):  # the later ranks first: they answer their health check before joining
-                env = {**base, TP_RANK_ENV: str(r)}
+                env = {**base, TP_RANK_ENV: str(r), STATS_ENV: stats[r]}
                 started.append(await self.inner.start(self._stage_spec(spec, split, r, env, "rank")))
             await asyncio.gather(*(self.ready(h) for h in started))
-            first = await self.inner.start(self._stage_spec(spec, split, 0, {**base, TP_RANK_ENV: "0"}, "rank"))
+            env = {**base, TP_RANK_ENV: "0", STATS_ENV: stats[0]}
+            first = await self.inner.start(self._stage_spec(spec, split, 0, env, "rank"))
             started.insert(0, first)
         except BaseException:
             await asyncio.gather(*(self.inner.stop(h) for h in started), return_exceptions=True)
             raise
         return PipelineHandle(
-            spec, first.url, first.pid, log_path=first.log_path, stages=started, stage_bytes=rank_bytes
+            spec,
+            first.url,
+            first.pid,
+            log_path=first.log_path,
+            stages=started,
+            stage_bytes=rank_bytes,
+            stats_paths=stats,
         )
 
     async def ready(self, handle: InstanceHandle) -> None:

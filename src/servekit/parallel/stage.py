@@ -73,6 +73,21 @@ def encode(array: Array) -> bytes:
     return buf.getvalue()
 
 
+def start_stats_writer(path: str, stats: Callable[[], dict[str, float]]) -> None:
+    """Write ``stats()`` to ``path`` (atomically, as JSON) every :data:`STATS_INTERVAL_S` from a daemon thread."""
+
+    def forever() -> None:
+        target = Path(path)
+        tmp = target.with_suffix(".tmp")
+        while True:
+            with contextlib.suppress(OSError):
+                tmp.write_text(json.dumps(stats()))
+                os.replace(tmp, target)
+            time.sleep(STATS_INTERVAL_S)  # a reporting period, not a synchronisation
+
+    threading.Thread(target=forever, name="stage-stats", daemon=True).start()
+
+
 class NextStage:
     """A later stage's ``/invocations``, one keep-alive connection per calling thread."""
 
@@ -130,7 +145,7 @@ class Stage:
         self._stats_path = stats_path
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="stage") if self._next else None
         if stats_path:
-            threading.Thread(target=self._write_stats_forever, name="stage-stats", daemon=True).start()
+            start_stats_writer(stats_path, self.stats)
 
     def compute(self, batch: Array) -> Array:
         with self._lock:
@@ -158,16 +173,6 @@ class Stage:
 
     def stats(self) -> dict[str, float]:
         return {"compute_s": self.compute_s, "wall_s": self._clock() - self.started, "batches": self.batches}
-
-    def _write_stats_forever(self) -> None:
-        assert self._stats_path is not None
-        path = Path(self._stats_path)
-        tmp = path.with_suffix(".tmp")
-        while True:
-            with contextlib.suppress(OSError):
-                tmp.write_text(json.dumps(self.stats()))
-                os.replace(tmp, path)
-            time.sleep(STATS_INTERVAL_S)  # a reporting period, not a synchronisation
 
 
 def _onnx_runner(model_dir: str) -> Callable[[Array], Array]:

@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from servekit.parallel.stage import STATS_ENV, start_stats_writer
 
 Array = npt.NDArray[Any]
 SHARD_FILE = "shard.bin"
@@ -174,10 +177,17 @@ def split_torch_model(model_path: str | os.PathLike[str], n: int, out_dir: str |
 class Rank:
     """This process's rank: its shard, and (rank 0) the lock that keeps requests in step across ranks."""
 
-    def __init__(self, ops: Sequence[Op], rank: int, world: int) -> None:
+    def __init__(self, ops: Sequence[Op], rank: int, world: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.ops = list(ops)
         self.rank, self.world = rank, world
         self._lock = threading.Lock()
+        self._clock = clock
+        self.started = clock()
+        self.compute_s = 0.0  # time in this rank's own matrix products and activations, not in collectives
+        self.batches = 0
+
+    def stats(self) -> dict[str, float]:
+        return {"compute_s": self.compute_s, "wall_s": self._clock() - self.started, "batches": self.batches}
 
     def _all_reduce(self, h: Array) -> Array:
         import torch
@@ -198,7 +208,24 @@ class Rank:
         return np.concatenate([p.numpy() for p in parts], axis=-1)
 
     def _step(self, x: Array) -> Array:
-        return run_ops(self.ops, x, self._all_reduce, self._all_gather)
+        waited = 0.0
+
+        def timed(collective: Callable[[Array], Array]) -> Callable[[Array], Array]:
+            def run(h: Array) -> Array:
+                nonlocal waited
+                t0 = self._clock()
+                try:
+                    return collective(h)
+                finally:
+                    waited += self._clock() - t0
+
+            return run
+
+        t0 = self._clock()
+        out = run_ops(self.ops, x, timed(self._all_reduce), timed(self._all_gather))
+        self.compute_s += self._clock() - t0 - waited
+        self.batches += 1
+        return out
 
     def predict(self, batch: Any) -> Array:
         """Rank 0: send the batch to every rank, compute this rank's slice in step with them."""
@@ -251,6 +278,8 @@ def model_fn(model_dir: str) -> Rank:
     rank, world = int(os.environ[RANK_ENV]), int(os.environ[WORLD_ENV])
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     me = Rank(_load_ops(model_dir), rank, world)
+    if os.environ.get(STATS_ENV):
+        start_stats_writer(os.environ[STATS_ENV], me.stats)
 
     def join() -> None:
         dist.init_process_group(

@@ -92,3 +92,23 @@ def test_splits_that_cannot_work_are_refused() -> None:
         shard(layers([8, 8, 4], act="Softmax"), 2)
     with pytest.raises(TensorSplitError, match="at least 1"):
         shard(layers([8, 8]), 0)
+
+
+def test_a_ranks_compute_time_leaves_out_its_waits_in_collectives() -> None:
+    from servekit.parallel.tensor import Rank
+
+    now = [0.0]
+
+    class Waiting(Rank):
+        def _all_reduce(self, h: np.ndarray) -> np.ndarray:
+            now[0] += 2.0  # two seconds waiting for the other ranks
+            return h
+
+        def _all_gather(self, h: np.ndarray) -> np.ndarray:
+            return h
+
+    ops = shard(layers([4, 4, 4]), 1)[0]  # column, act, row (+ all-reduce)
+    rank = Waiting(ops, 0, 1, clock=lambda: now[0])
+    rank._step(np.ones((1, 4), np.float32))
+    now[0] += 1.0
+    assert rank.stats() == {"compute_s": 0.0, "wall_s": 3.0, "batches": 1}

@@ -87,7 +87,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Capacity recommendation: starts instances the control plane's way (its backend, instance types, API errors),
     # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
     # hands its API handlers to the control plane).
-    "recommend": BASE | {"config", "bench", "aws", "backends", "hosting", "codecs", "state"},
+    "recommend": BASE | {"config", "bench", "aws", "backends", "hosting", "codecs", "state", "accelerators"},
     # Model parallelism's serving side: an ONNX graph cut into pipeline stages (onnx) and the handler a stage process
     # serves its stage with (onnxruntime); hosting runs the split as a process and never imports it.
     "parallel": BASE,

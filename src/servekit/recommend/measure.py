@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from servekit._utils.processes import rss_bytes
+from servekit.accelerators.placement import GpuShortage
 from servekit.backends.local import InstanceHandle, InstanceSpec, ReplicaBackend
 from servekit.bench.client import fetch
 from servekit.bench.dynamic import build_dynamic, is_payload_function
@@ -43,7 +44,10 @@ async def start_instance(backend: ReplicaBackend, spec: InstanceSpec, timeout_s:
     """Start ``spec`` and return once ``/v2/health/ready`` answers 200; MeasureError (with the log's tail) when the
     instance exits, its model fails to load, or it is not ready in ``timeout_s``."""
     began = time.monotonic()
-    handle = await backend.start(spec)
+    try:
+        handle = await backend.start(spec)
+    except GpuShortage as exc:  # a GPU type on a machine without its GPUs: nothing to measure
+        raise MeasureError(f"instance {spec.instance_id} {exc}") from None
     target = Target.from_url(handle.url)
     try:
         while True:

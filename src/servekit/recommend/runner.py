@@ -140,6 +140,7 @@ async def _measure_type(
             vcpus=run.measured_vcpus,
             memory_bytes=int(itype.memory_gib * 2**30),
             cpus=run.cpus,
+            gpus=itype.gpus,  # a GPU type is measured on GPUs of its own, or not at all
             extra_args=batching_args(work_dir / "batching", f"{itype.name}-{choice.label}", params),
         )
         progress(f"{itype.name}: {choice.describe()}: starting an instance ({run.measured_vcpus} vCPU)")

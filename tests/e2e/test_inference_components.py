@@ -273,6 +273,19 @@ def test_application_auto_scaling_sets_a_components_copy_count(up: UpProcess) ->
     aas.deregister_scalable_target(**target)
 
 
+def test_a_gateway_replica_routes_by_component(up: UpProcess) -> None:
+    """``servekit up --role gateway`` on the same home: InferenceComponentName routes to the leader's copies."""
+    replica = UpProcess(up.home, "--role", "gateway")
+    replica.start()
+    try:
+        assert invoke(replica, "beta", 3.0)["model"] == "beta" and invoke(replica, "alpha", 3.0)["out"] == 6.0
+        with pytest.raises(botocore.exceptions.ClientError) as unknown:
+            invoke(replica, "nope")
+        assert "Inference component nope not found for endpoint ic" in unknown.value.response["Error"]["Message"]
+    finally:
+        replica.stop()
+
+
 def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpProcess) -> None:
     sm = up.sm()
     before = pids(up, "beta")

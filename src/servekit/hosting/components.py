@@ -282,23 +282,32 @@ class InferenceComponents:
                     f"to invoke with InferenceComponentName (header {HEADER}).",
                 )
             return endpoint
-        live = self._live.get(component.lower())
-        if live is None or live.endpoint != endpoint:
+        known = self._known(component)
+        if known is None or known[1] != endpoint:
             raise GatewayError(
                 "ValidationError", 400, f"Inference component {component} not found for endpoint {endpoint}."
             )
-        return route_key(live.name)
+        return route_key(known[0])
+
+    def _known(self, component: str) -> tuple[str, str] | None:
+        """(name as created, endpoint) of a component: this process's own copies, else the state (a gateway
+        replica routes by the leader's published routes and has no copies of its own)."""
+        live = self._live.get(component.lower())
+        if live is not None:
+            return live.name, live.endpoint
+        row = self.repo.get(component)
+        return (row.name, row.endpoint) if row is not None else None
 
     def record(self, component: str, model_s: float | None, error: int | None = None) -> None:
         """One InvokeEndpoint of ``component``: CloudWatch's per-component series (AWS/SageMaker, dimension
         InferenceComponentName): Invocations, InvocationsPerCopy (what target tracking on copies reads),
         ModelLatency (microseconds), Invocation4XXErrors/5XXErrors."""
-        live = self._live.get(component.lower())
-        if self._metrics is None or live is None:
+        known = self._known(component) if self._metrics is not None else None
+        if self._metrics is None or known is None:
             return
-        dims = ((DIMENSION, live.name),)
+        dims = ((DIMENSION, known[0]),)
         t = self._metrics.clock()
-        copies = _healthy(live.controller)
+        copies = sum(len(v.instances) for v in self._table.variants(route_key(known[0])) or [])  # serving copies
         self._metrics.record(NAMESPACE, "Invocations", dims, 1.0, t)
         self._metrics.record(NAMESPACE, "InvocationsPerCopy", dims, 1.0 / copies if copies else 1.0, t)
         self._metrics.record(NAMESPACE, "Invocation4XXErrors", dims, 1.0 if error == 4 else 0.0, t)

@@ -18,6 +18,7 @@ from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
 from servekit.hosting.api import HostingService
 from servekit.hosting.artifacts import ArtifactResolver
+from servekit.hosting.components import InferenceComponents
 from servekit.hosting.envelopes import TableEnvelopes
 from servekit.hosting.instance_types import load_instance_types
 from servekit.hosting.orchestrator import Orchestrator
@@ -72,5 +73,9 @@ def build_replica(
     # read-only here: /metrics's endpoint gauges; its operations are the leader's
     hosting = HostingService(db.hosting, fleets, envelopes, Account())
     metrics = MetricsStore(db.metrics, resolution_s=leader.metrics_resolution_s)  # the leader's buckets
+    # InferenceComponentName routes to the component's copies by the leader's published routes (none run here)
+    hosting.components = InferenceComponents(
+        db.inference_components, db.hosting, fleets, envelopes, table, Account(), metrics=metrics
+    )
     follower = RouteFollower(routes, table, poll_s)
     return GatewayReplica(Api(credentials, strict_output=strict_output), hosting, gateway, follower, routes, metrics)

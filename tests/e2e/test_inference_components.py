@@ -1,10 +1,12 @@
 """Inference components (issue 29) on a real ``servekit up`` through boto3: an IC-based endpoint (an instance
 type, no model; managed instance scaling from 0) hosts two components of different models, each invoked by name
-(InferenceComponentName) and answered by its own model's processes; one component's copies scale (UpdateInference
-Component, and Application Auto Scaling on its DesiredCopyCount) without touching the other's processes; a
-component that does not fit is refused with the sizes (ValidationException when it can never fit the instance
-type, Failed when the variant's instances are full); components come back after a restart; Delete stops its
-processes; ListInferenceComponents filters by endpoint; the endpoint runs no instance while no copy needs one."""
+(InferenceComponentName, also streamed and through a gateway replica) and answered by its own model's processes;
+one component's copies scale (UpdateInferenceComponent, and Application Auto Scaling on its DesiredCopyCount)
+without touching the other's processes; a component that does not fit is refused with the sizes
+(ValidationException when it can never fit the instance type, Failed when the variant's instances are full), one
+whose model cannot load fails with the load error; components come back after a restart; Delete stops its
+processes; ListInferenceComponents filters by endpoint; the endpoint runs no instance (and costs nothing) while no
+copy needs one."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 import requests
 
 from servekit.hosting.instance_types import load_instance_types
-from servekit.testing.hosting import UpProcess
+from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e
 
@@ -199,6 +201,15 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
     gamma = poll(lambda: described(up, "gamma"), lambda d: d["InferenceComponentStatus"] == "Failed")
     assert "needs 2 CPU core(s) and 1024 MB" in gamma["FailureReason"]
     assert "at most 1 core(s)" in gamma["FailureReason"] and gamma["RuntimeConfig"]["CurrentCopyCount"] == 0
+    # a model that cannot load fits (1 core) but fails with its load error, and gives the core back
+    scaling_model(up.home.parent, "broken", 1.0, broken=True)
+    sm.create_model(ModelName="broken", PrimaryContainer={"Image": "servekit",
+                                                          "ModelDataUrl": str(up.home.parent / "broken")})  # fmt: skip
+    sm.create_inference_component(
+        InferenceComponentName="bad", EndpointName="ic", Specification=spec("broken"), RuntimeConfig={"CopyCount": 1}
+    )
+    bad = poll(lambda: described(up, "bad"), lambda d: d["InferenceComponentStatus"] == "Failed")
+    assert "weights file is corrupt" in bad["FailureReason"] and bad["RuntimeConfig"]["CurrentCopyCount"] == 0
     with pytest.raises(botocore.exceptions.ClientError) as never:
         sm.create_inference_component(
             InferenceComponentName="huge", EndpointName="ic", Specification=spec("beta", cores=8),
@@ -220,7 +231,7 @@ def test_two_components_on_one_endpoint_scaled_separately(up: UpProcess) -> None
         InferenceComponentName="idle", EndpointName="ic2", Specification=spec("alpha"), RuntimeConfig={"CopyCount": 0}
     )
     listed = sm.list_inference_components(EndpointNameEquals="ic", SortBy="Name", SortOrder="Ascending")
-    assert [c["InferenceComponentName"] for c in listed["InferenceComponents"]] == ["alpha", "beta", "gamma"]
+    assert [c["InferenceComponentName"] for c in listed["InferenceComponents"]] == ["alpha", "bad", "beta", "gamma"]
     listed = sm.list_inference_components(EndpointNameEquals="ic2")
     assert [c["InferenceComponentName"] for c in listed["InferenceComponents"]] == ["idle"]
     assert in_service(up, "idle", 0)["InferenceComponentStatus"] == "InService"
@@ -315,7 +326,7 @@ def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpPro
     for pid in alpha:
         poll(lambda pid=pid: _alive(pid), lambda alive: not alive, timeout_s=30)
     assert invoke(up, "beta", 1.0)["model"] == "beta"  # the other component is untouched
-    for name in ("beta", "gamma", "idle"):
+    for name in ("bad", "beta", "gamma", "idle"):
         sm.delete_inference_component(InferenceComponentName=name)
     poll(lambda: sm.list_inference_components()["InferenceComponents"], lambda left: left == [])
     assert instances(up) == 0 and cost(up) == 0.0  # no copy left: managed instance scaling gives the instance back

@@ -235,12 +235,14 @@ def test_a_backlog_scales_an_async_variant_from_zero_to_one_and_back(tmp_path: P
         bodies: dict[str, list[float]] = {"a": [1, 2], "b": [5], "c": [0.5, 4]}
         s3 = up.client("s3")
         submitted = {}
-        for name, data in {**bodies, "bad": None}.items():
+        for name, data in {**bodies, "bad": None, "gone": [1]}.items():
             s3.put_object(Bucket=BUCKET, Key=f"async/in/{name}", Body=b"not json" if data is None else
                           json.dumps(data).encode())  # fmt: skip
             submitted[name] = up.rt().invoke_endpoint_async(
                 EndpointName="async", InputLocation=f"s3://{BUCKET}/async/in/{name}", ContentType="application/json"
             )
+        s3.delete_object(Bucket=BUCKET, Key="async/in/gone")  # its input vanishes while it waits
+        assert at(0)  # still no instance: nothing has been taken from the queue yet
         poll("HasBacklogWithoutCapacity 1", lambda: most(up, "HasBacklogWithoutCapacity") == 1.0, up)
         poll("the variant at 1 instance", lambda: at(1), up)
         out = poll("the scale-out activity settled", lambda: [a for a in activities() if a["Description"] ==
@@ -256,9 +258,26 @@ def test_a_backlog_scales_an_async_variant_from_zero_to_one_and_back(tmp_path: P
             assert json.loads(answer) == json.loads(sync["Body"].read()) == [3.0 * x for x in data]
         failure = poll("the failure", lambda: read(up, submitted["bad"]["FailureLocation"]), up)
         assert b"Received server error (500) from model" in failure
+        gone = poll("the missing input's failure", lambda: read(up, submitted["gone"]["FailureLocation"]), up)
+        assert b"could not be read" in gone
+
+        def total(metric: str, statistic: str = "Sum") -> float:
+            now = datetime.datetime.now(datetime.UTC)
+            points = cw.get_metric_statistics(
+                Namespace="AWS/SageMaker", MetricName=metric, Period=60, Statistics=[statistic],
+                Dimensions=[{"Name": "EndpointName", "Value": "async"}, {"Name": "VariantName", "Value": "A"}],
+                StartTime=now - datetime.timedelta(minutes=10), EndTime=now + datetime.timedelta(minutes=1),
+            )["Datapoints"]  # fmt: skip
+            return sum(float(p[statistic]) for p in points)
+
+        assert total("InvocationsProcesssed") == 3.0
+        assert total("InvocationFailures") == 1.0  # the model's error
+        assert total("RequestDownloadFailures") == 1.0  # the vanished input
+        assert total("ModelLatency", "SampleCount") == 3.0
+        assert total("TimeInBacklog", "SampleCount") == 5.0
 
         # ---- the notifications, at the webhooks standing in for the SNS topics ----
-        poll("4 notifications", lambda: len(hooks.received) >= 4, up, 30)
+        poll("5 notifications", lambda: len(hooks.received) >= 5, up, 30)
         done = {m["inferenceId"]: m for path, m in hooks.received if path == "/done"}
         failed = [m for path, m in hooks.received if path == "/failed"]
         assert set(done) == {submitted[n]["InferenceId"] for n in bodies}
@@ -274,8 +293,10 @@ def test_a_backlog_scales_an_async_variant_from_zero_to_one_and_back(tmp_path: P
             assert m["responseParameters"]["outputLocation"] == submitted[name]["OutputLocation"]
             assert json.loads(m["responseBody"]["content"]) == [3.0 * x for x in data]
             assert m["receivedTime"] <= m["eventTime"]
-        [bad] = failed
-        assert bad["inferenceId"] == submitted["bad"]["InferenceId"]
+        by_id = {m["inferenceId"]: m for m in failed}
+        assert set(by_id) == {submitted["bad"]["InferenceId"], submitted["gone"]["InferenceId"]}
+        assert "could not be read" in by_id[submitted["gone"]["InferenceId"]]["failureReason"]
+        bad = by_id[submitted["bad"]["InferenceId"]]
         assert bad["invocationStatus"] == "Failed"
         assert "Received server error (500) from model" in bad["failureReason"]
         assert "responseBody" not in bad  # IncludeInferenceResponseIn names the success topic only

@@ -10,10 +10,12 @@ published every second as ``ApproximateBacklogSize``, ``ApproximateBacklogSizePe
 zeros for an idle asynchronous endpoint, so alarms and target tracking see it idle), which Application Auto
 Scaling scales on, down to zero instances: a variant with no instance keeps its queue (nothing is taken until an
 instance serves, and a request that finds none is put back), which is what ``HasBacklogWithoutCapacity`` tells a
-step scaling policy. Each ended request counts in ``InvocationsProcesssed`` (AWS's spelling),
-``InvocationFailures`` or ``ExpiredRequests``, with ``TimeInBacklog`` and ``TotalProcessingTime`` (ms; dimensions
-EndpointName and VariantName), and its notification goes to the webhook standing in for its SNS topic
-(:mod:`servekit.edge.async_notifications`; SNS itself cannot be reached from here)."""
+step scaling policy. Each ended request counts in ``InvocationsProcesssed`` (AWS's spelling, with its
+``ModelLatency``), ``InvocationFailures`` (the model's error, a timeout), ``RequestDownloadFailures`` (its input
+could not be read), ``ResponseUploadFailures`` (its answer could not be written) or ``ExpiredRequests``, with
+``TimeInBacklog`` and ``TotalProcessingTime`` (ms; dimensions EndpointName and VariantName), and its notification
+goes to the webhook standing in for its SNS topic (:mod:`servekit.edge.async_notifications`; SNS itself cannot be
+reached from here)."""
 
 from __future__ import annotations
 
@@ -279,15 +281,20 @@ class AsyncInvocations:
             await self._fail(row, exc.message, started)
             return
         except (OSError, ValueError) as exc:
-            await self._fail(row, f"InputLocation {r['InputLocation']} could not be read: {exc}", started)
+            reason = f"InputLocation {r['InputLocation']} could not be read: {exc}"
+            await self._fail(row, reason, started, "RequestDownloadFailures")
             return
         try:
             await asyncio.to_thread(self._write, str(r["OutputLocation"]), out.body, out.content_type)
         except (OSError, ValueError, ApiError) as exc:
-            await self._fail(row, f"The answer could not be written to {r['OutputLocation']}: {exc}", started)
+            reason = f"The answer could not be written to {r['OutputLocation']}: {exc}"
+            await self._fail(row, reason, started, "ResponseUploadFailures")
             return
         self.queue.finish(row.seq, "Completed")
         self._count(row, out.variant, "InvocationsProcesssed", started)
+        if self._metrics is not None and out.model_s is not None:  # as InvokeEndpoint's: the model's own time, µs
+            dims = tuple(sorted({"EndpointName": row.endpoint, "VariantName": out.variant}.items()))
+            self._metrics.record(NAMESPACE, "ModelLatency", dims, out.model_s * 1e6)
         self._notify(
             row,
             out.variant,

@@ -455,6 +455,10 @@ class InferenceComponents:
     async def _start(self, row: InferenceComponentRow, need: CopyNeed, config_name: str) -> None:
         """Creating/Updating -> InService once every copy serves, else Failed (the room given back)."""
         async with self._lock(row.name):
+            now = self.repo.get(row.name)
+            if now is None or now.status == _C.DELETING:  # deleted while it waited: start nothing
+                self._release(row, 0)
+                return
             try:
                 plan = await asyncio.to_thread(self._plan, row, need, config_name, row.desired_copies)
             except (ValueError, ApiError) as exc:

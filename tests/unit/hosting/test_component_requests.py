@@ -24,14 +24,23 @@ IC_VARIANT = {"VariantName": "AllTraffic", "InstanceType": "ml.m5.xlarge", "Init
 
 
 class NoFleets:
-    """Stands in for the orchestrator: background work (starting processes) is recorded and never run."""
+    """Stands in for the orchestrator: background work (starting processes) is kept, run only by a test that asks,
+    and no controller may be made (that would start processes)."""
 
     def __init__(self) -> None:
         self.started: list[str] = []
+        self.works: list[Coroutine[Any, Any, None]] = []
 
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         self.started.append(work.__qualname__)
-        work.close()
+        self.works.append(work)
+
+    def standalone_controller(self, *args: Any) -> Any:
+        raise AssertionError("no process may start in this test")
+
+    def close(self) -> None:
+        for work in self.works:
+            work.close()
 
 
 @pytest.fixture
@@ -48,6 +57,7 @@ def ic(tmp_path: Path) -> Iterator[tuple[InferenceComponents, NoFleets, RoutingT
         fleets, table = NoFleets(), RoutingTable()
         envelopes = TableEnvelopes(load_instance_types())
         yield InferenceComponents(db.inference_components, hosting, cast(Any, fleets), envelopes, table), fleets, table
+        fleets.close()
 
 
 def spec(cores: float = 1, memory: int = 1024, **extra: Any) -> dict[str, Any]:
@@ -144,3 +154,19 @@ def test_invocation_routing(ic: tuple[InferenceComponents, NoFleets, RoutingTabl
         components.route("ic", "nope")
     assert unknown.value.message == "Inference component nope not found for endpoint ic."
     assert components.route("plain", None) == "plain"  # other endpoints are left alone
+
+
+def test_a_component_deleted_before_its_copies_start_starts_none(
+    ic: tuple[InferenceComponents, NoFleets, RoutingTable],
+) -> None:
+    components, fleets, _ = ic
+    create(components, "a", RuntimeConfig={"CopyCount": 4})  # the whole instance
+    asyncio.run(components.delete({"InferenceComponentName": "a"}))
+    start, tear_down = fleets.works
+    fleets.works = []
+    asyncio.run(start)  # the create's start runs after the delete: it finds the component Deleting
+    asyncio.run(tear_down)
+    assert components.repo.all() == []
+    create(components, "b", RuntimeConfig={"CopyCount": 4})  # its room was given back
+    b = asyncio.run(components.describe({"InferenceComponentName": "b"}))
+    assert b["InferenceComponentStatus"] == "Creating"

@@ -51,7 +51,10 @@ def _dt(t: float) -> datetime:
 def _key(p: dict[str, Any]) -> Key:
     namespace = p.get("ServiceNamespace")
     if namespace != NAMESPACE:
-        raise _validation(f"servekit scales SageMaker endpoint variants and inference components: ServiceNamespace must be {NAMESPACE}.")
+        raise _validation(
+            f"servekit scales SageMaker endpoint variants and inference components: ServiceNamespace must be "
+            f"{NAMESPACE}."
+        )
     resource_id, dimension = p.get("ResourceId"), p.get("ScalableDimension")
     if not resource_id or not dimension:
         raise _validation("ResourceId and ScalableDimension are required.")

@@ -53,7 +53,9 @@ def describe_endpoint(url: str, home: Path | None, name: str) -> dict[str, Any]:
         endpoint = sm.describe_endpoint(EndpointName=name)
         config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
         models = {
-            v["ModelName"]: sm.describe_model(ModelName=v["ModelName"]) for v in config.get("ProductionVariants") or []
+            v["ModelName"]: sm.describe_model(ModelName=v["ModelName"])
+            for v in config.get("ProductionVariants") or []
+            if v.get("ModelName")  # an IC-based variant names none (endpoint_spec refuses it with the reason)
         }
         targets = [
             t

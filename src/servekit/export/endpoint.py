@@ -118,6 +118,11 @@ def endpoint_spec(
     variants = []
     for row in rows:
         variant = _str(row, "VariantName", f"endpoint config {config_name}")
+        if not row.get("ModelName") and row.get("InstanceType"):
+            raise ExportError(
+                f"variant {variant} is IC-based (its inference components bring the models): servekit export does "
+                "not export inference components"
+            )
         model_name = _str(row, "ModelName", f"variant {variant}")
         model = models.get(model_name)
         if model is None:

@@ -307,6 +307,10 @@ def test_what_cannot_be_exported_is_refused_with_the_reason() -> None:
     with pytest.raises(ExportError, match="DescribeModel of churn-b is missing"):
         endpoint_spec(doc["endpoint"], doc["config"], {"churn-a": doc["models"]["churn-a"]}, ENVELOPES)
     doc = described()
+    del doc["config"]["ProductionVariants"][0]["ModelName"]  # an IC-based endpoint's variant
+    with pytest.raises(ExportError, match=r"variant A is IC-based .* does not export inference components"):
+        spec_of(doc)
+    doc = described()
     doc["targets"][0]["MinCapacity"] = 9
     with pytest.raises(ExportError, match=f"{RESOURCE_A}: MinCapacity 9 is more than MaxCapacity 6"):
         spec_of(doc)

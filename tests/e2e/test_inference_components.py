@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -306,6 +307,13 @@ def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpPro
     assert invoke(up, "beta", 2.0)["out"] == 20.0
     assert pids(up, "beta").isdisjoint(before)  # new processes for the same component
 
+    # a copy that dies is replaced: the component gets a new process, the other's is left alone
+    (dead,) = pids(up, "beta")
+    alpha_before = pids(up, "alpha")
+    os.kill(dead, signal.SIGKILL)
+    poll(lambda: _replaced(up, "beta", dead), bool)
+    assert invoke(up, "beta", 1.0)["model"] == "beta" and pids(up, "alpha") == alpha_before
+
     with pytest.raises(botocore.exceptions.ClientError) as busy:
         sm.delete_endpoint(EndpointName="ic")
     assert "delete them first" in busy.value.response["Error"]["Message"]
@@ -331,6 +339,15 @@ def test_components_survive_a_restart_and_delete_stops_their_processes(up: UpPro
     poll(lambda: sm.list_inference_components()["InferenceComponents"], lambda left: left == [])
     assert instances(up) == 0 and cost(up) == 0.0  # no copy left: managed instance scaling gives the instance back
     sm.delete_endpoint(EndpointName="ic")
+
+
+def _replaced(up: UpProcess, name: str, dead: int) -> bool:
+    """Whether the component serves its copies again, none of them the ``dead`` process."""
+    try:
+        now = pids(up, name)
+    except (OSError, ValueError):  # the pid file of the replacement is not written yet, or the old one is gone
+        return False
+    return dead not in now and described(up, name)["RuntimeConfig"]["CurrentCopyCount"] == len(now) == 1
 
 
 def _alive(pid: int) -> bool:

@@ -91,9 +91,9 @@ def in_service(up: UpProcess, name: str, copies: int) -> dict[str, Any]:
     return dict(
         poll(
             lambda: described(up, name),
-            lambda d: (
-                d["InferenceComponentStatus"] in ("InService", "Failed")
-                and d["RuntimeConfig"]["CurrentCopyCount"] == copies
+            lambda d: (  # a failure ends the wait at once (the caller's assertions say why)
+                d["InferenceComponentStatus"] == "Failed"
+                or (d["InferenceComponentStatus"] == "InService" and d["RuntimeConfig"]["CurrentCopyCount"] == copies)
             ),
         )
     )
@@ -356,3 +356,32 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_copies_on_a_gpu_instance_type_hold_no_gpu(up: UpProcess) -> None:
+    """A component's copy asks for no accelerator (NumberOfAcceleratorDevicesRequired is refused), so on an IC-based
+    variant of a GPU instance type it is a CPU process and serves on a machine without a GPU (an endpoint instance of
+    that type would need the type's GPU)."""
+    sm = up.sm()
+    gpu_variant = {**XLARGE_VARIANT, "InstanceType": "ml.g4dn.xlarge"}
+    sm.create_endpoint_config(EndpointConfigName="ic-gpu", ProductionVariants=[gpu_variant])
+    sm.create_endpoint(EndpointName="ic-gpu", EndpointConfigName="ic-gpu")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="ic-gpu", WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    sm.create_inference_component(
+        InferenceComponentName="on-gpu-type", EndpointName="ic-gpu", Specification=spec("beta"),
+        RuntimeConfig={"CopyCount": 1},
+    )  # fmt: skip
+    described_ = in_service(up, "on-gpu-type", 1)
+    assert described_["InferenceComponentStatus"] == "InService", described_.get("FailureReason")
+    assert invoke(up, "on-gpu-type", 2.0, endpoint="ic-gpu")["out"] == 20.0
+    with pytest.raises(botocore.exceptions.ClientError) as accelerators:
+        sm.create_inference_component(
+            InferenceComponentName="wants-gpu", EndpointName="ic-gpu",
+            Specification={**spec("beta"), "ComputeResourceRequirements": {
+                "NumberOfAcceleratorDevicesRequired": 1, "MinMemoryRequiredInMb": 1024}},
+            RuntimeConfig={"CopyCount": 1},
+        )  # fmt: skip
+    assert "no accelerator devices" in accelerators.value.response["Error"]["Message"]
+    sm.delete_inference_component(InferenceComponentName="on-gpu-type")
+    poll(lambda: sm.list_inference_components(EndpointNameEquals="ic-gpu")["InferenceComponents"], lambda c: c == [])
+    sm.delete_endpoint(EndpointName="ic-gpu")

@@ -449,7 +449,8 @@ class InferenceComponents:
             "InitialInstanceCount": copies,
         }
         base = self._fleets.component_plan(row.endpoint, config_name, variant)
-        plan = replace(base, vcpus=need.process_vcpus, memory_bytes=need.envelope_mb * 2**20, count=copies)
+        # the copy's own envelope; no GPU (NumberOfAcceleratorDevicesRequired is refused: copies hold no accelerator)
+        plan = replace(base, vcpus=need.process_vcpus, memory_bytes=need.envelope_mb * 2**20, count=copies, gpus=0)
         return EndpointPlan(route_key(row.name), config_name, (plan,))
 
     async def _start(self, row: InferenceComponentRow, need: CopyNeed, config_name: str) -> None:

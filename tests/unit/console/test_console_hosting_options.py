@@ -44,3 +44,18 @@ def test_an_asynchronous_endpoint_shows_where_answers_go_and_who_is_notified() -
     assert "errors notified" not in html and "Serverless" not in html
     plain = detail({"VariantName": "A"}, {"ProductionVariants": [{"VariantName": "A", "InstanceType": "ml.m5.large"}]})
     assert endpoint.hosting_options(plain) == []
+
+
+def test_a_model_parallel_variant_lists_its_stage_processes() -> None:
+    stages = [
+        {"InstanceId": "i-1", "Stages": [
+            {"Stage": 0, "InstanceId": "i-1-s0", "WeightBytes": 33554432, "Url": "http://127.0.0.1:1"},
+            {"Stage": 1, "InstanceId": "i-1-s1", "WeightBytes": 16777216, "Url": "http://127.0.0.1:2"},
+        ]},
+    ]  # fmt: skip
+    variants = [{"VariantName": "A", "ServekitPipelineStages": stages}, {"VariantName": "B"}]
+    html = endpoint.stages_table(variants)
+    assert "Pipeline stages" in html
+    assert html.count("<tr>") - 1 == 2  # a header row, then one row per stage process
+    assert "i-1-s1" in html and "16.0 MiB" in html and "32.0 MiB" in html
+    assert endpoint.stages_table([{"VariantName": "B"}]) == ""

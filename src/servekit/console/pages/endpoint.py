@@ -165,11 +165,15 @@ def variants_section(detail: dict[str, Any], csrf: str | None) -> str:
         )
         for v in variants
     ]
-    out = table(
-        "Production variants",
-        ("Variant", "Weight", "Share", "Desired weight", "Instances", "Desired instances", "Instance type"),
-        rows,
-    ) + components_table(detail.get("components") or [])
+    out = (
+        table(
+            "Production variants",
+            ("Variant", "Weight", "Share", "Desired weight", "Instances", "Desired instances", "Instance type"),
+            rows,
+        )
+        + components_table(detail.get("components") or [])
+        + stages_table(variants)
+    )
     if csrf is not None and variants:
         fields = "".join(
             f'<label>{esc(v["VariantName"])} <input type="number" min="0" step="any" required '
@@ -211,6 +215,26 @@ def components_table(components: list[dict[str, Any]]) -> str:
         ("Component", "Status", "Variant", "Model", "Each copy needs", "Copies", "Desired copies", "Failure"),
         rows,
     )
+
+
+def stages_table(variants: list[dict[str, Any]]) -> str:
+    """A model-parallel variant's instances and their stage processes (DescribeEndpoint's
+    ``ServekitPipelineStages``): which process holds which consecutive layers, and how many weight bytes each."""
+    rows = [
+        (
+            esc(v["VariantName"]),
+            esc(instance.get("InstanceId")),
+            esc(stage.get("Stage")),
+            esc(stage.get("InstanceId")),
+            esc(f"{int(stage.get('WeightBytes') or 0) / 2**20:.1f} MiB"),
+        )
+        for v in variants
+        for instance in v.get("ServekitPipelineStages") or []
+        for stage in instance.get("Stages") or []
+    ]
+    if not rows:
+        return ""
+    return table("Pipeline stages", ("Variant", "Instance", "Stage", "Stage process", "Weights"), rows)
 
 
 def autoscaling_section(detail: dict[str, Any]) -> str:

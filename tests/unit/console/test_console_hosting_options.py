@@ -53,7 +53,7 @@ def test_a_model_parallel_variant_lists_its_stage_processes() -> None:
             {"Stage": 1, "InstanceId": "i-1-s1", "WeightBytes": 16777216, "Url": "http://127.0.0.1:2"},
         ]},
     ]  # fmt: skip
-    variants = [{"VariantName": "A", "ServekitPipelineStages": stages}, {"VariantName": "B"}]
+    variants: list[dict[str, Any]] = [{"VariantName": "A", "ServekitPipelineStages": stages}, {"VariantName": "B"}]
     html = endpoint.stages_table(variants)
     assert "Pipeline stages" in html
     assert html.count("<tr>") - 1 == 2  # a header row, then one row per stage process

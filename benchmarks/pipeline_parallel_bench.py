@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import itertools
 import json
 import os
 import sys
@@ -36,37 +35,13 @@ import numpy as np
 
 from servekit.backends.local import CpuPinningBackend, CpuPool, InstanceSpec, LocalProcessBackend
 from servekit.hosting.pipeline import MICRO_BATCHES_ENV, PipelineBackend, read_stats
+from servekit.testing.onnx_models import write_deep_mlp
 
 WIDTH, LAYERS = 2048, 4
 
 
 def build_model(path: Path, seed: int = 29) -> None:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    dims = [WIDTH] * (LAYERS + 1) + [16]
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    x = "x"
-    for i, (a, b) in enumerate(itertools.pairwise(dims)):
-        w = (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(np.full(b, 0.01, np.float32), f"b{i}")]
-        nodes += [
-            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
-            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-            helper.make_node("Relu", [f"a{i}"], [f"h{i}"]),
-        ]
-        x = f"h{i}"
-    graph = helper.make_graph(
-        nodes,
-        "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", WIDTH])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", 16])],
-        inits,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    write_deep_mlp(path, WIDTH, LAYERS, seed=seed)
 
 
 def load(url: str, body: bytes, clients: int, seconds: float) -> int:

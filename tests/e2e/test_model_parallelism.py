@@ -7,7 +7,6 @@ whole model in this process, DescribeEndpoint shows the stages and CloudWatch ge
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import os
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from servekit.hosting.pipeline import IDLE_INSTANCE_BYTES
 from servekit.testing.hosting import UpProcess
+from servekit.testing.onnx_models import write_deep_mlp
 
 onnx = pytest.importorskip("onnx")  # in the test install; servekit[optimize] for users
 ort = pytest.importorskip("onnxruntime")
@@ -33,30 +33,7 @@ T = TypeVar("T")
 
 def mlp(path: Path, seed: int = 29) -> int:
     """Write the MLP to ``path``; returns its file's bytes."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    dims = [WIDTH] * (LAYERS + 1) + [16]
-    nodes, inits, x = [], [], "x"
-    for i, (a, b) in enumerate(itertools.pairwise(dims)):
-        w = (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(np.full(b, 0.01, np.float32), f"b{i}")]
-        nodes += [
-            helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]),
-            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"]),
-            helper.make_node("Relu", [f"a{i}"], [f"h{i}"]),
-        ]
-        x = f"h{i}"
-    graph = helper.make_graph(
-        nodes,
-        "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", WIDTH])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", 16])],
-        inits,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path.stat().st_size
+    return write_deep_mlp(path, WIDTH, LAYERS, seed=seed)
 
 
 @pytest.fixture

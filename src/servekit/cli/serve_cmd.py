@@ -23,6 +23,7 @@ from servekit.config.models import (
     ConnectionLimits,
     DeviceRequest,
     ModelConfig,
+    OverloadConfig,
     RuntimeOptions,
     ServerConfig,
 )
@@ -121,6 +122,19 @@ def serve(
             help="Without batching: requests per model that may wait for a model thread; more get 503 at once.",
         ),
     ] = 128,
+    overload_target_ms: Annotated[
+        float,
+        _tf(
+            "--overload_target_ms",
+            help="Admission under overload: while admitted requests keep waiting longer than this (server time less"
+            " model time), fewer are let in and the rest get 503 with Retry-After before their body is read"
+            " (0: off).",
+        ),
+    ] = 50.0,
+    overload_interval_ms: Annotated[
+        float,
+        _tf("--overload_interval_ms", help="How long the least wait must stay over --overload_target_ms."),
+    ] = 100.0,
     inline_run_limit_micros: Annotated[
         int,
         _tf(
@@ -272,6 +286,7 @@ def serve(
             num_inference_threads=num_inference_threads,
             max_queued_requests=max_queued_requests,
             inline_run_limit_micros=inline_run_limit_micros,
+            overload=OverloadConfig(target_ms=overload_target_ms, interval_ms=overload_interval_ms),
             runtime=RuntimeOptions(
                 intra_op_threads=intra_op,
                 inter_op_threads=inter_op,

@@ -251,6 +251,34 @@ class ConnectionLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class OverloadConfig:
+    """Admission under overload (inference/overload.py): inference requests a worker lets in at once, a limit
+    that shrinks while admitted requests wait longer than ``target_ms`` (least wait over ``interval_ms``,
+    CoDel-style) and grows back while they do not. Past it a request is answered 503 with Retry-After before its
+    body is read. ``target_ms`` 0 turns the limit off (only ``max_queued_requests`` / ``max_enqueued_batches``
+    refuse, after the body is decoded)."""
+
+    target_ms: float = 50.0  # a standing wait longer than this (server time less model time) is overload
+    interval_ms: float = 100.0  # CoDel's interval: how long the least wait must stay over the target
+    min_limit: int = 4  # requests always let in: enough to keep the model threads and batches busy
+    max_limit: int = 1024  # the limit's start and ceiling
+
+    def __post_init__(self) -> None:
+        if not self.target_ms >= 0:
+            raise ConfigError(f"overload target_ms must be >= 0 (0 = off), got {self.target_ms}")
+        if not self.interval_ms > 0:
+            raise ConfigError(f"overload interval_ms must be > 0, got {self.interval_ms}")
+        if not 1 <= self.min_limit <= self.max_limit:
+            raise ConfigError(
+                f"overload limits need 1 <= min_limit <= max_limit, got {self.min_limit} and {self.max_limit}"
+            )
+
+    @property
+    def enabled(self) -> bool:
+        return self.target_ms > 0
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     models: tuple[ModelConfig, ...] = ()
     model_config_file: str | None = None
@@ -283,6 +311,7 @@ class ServerConfig:
     num_request_iterations_for_warmup: int = 1
     capture: CaptureConfig | None = None
     connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    overload: OverloadConfig = field(default_factory=OverloadConfig)
     auth: AuthTokens | None = None  # None = no authentication
 
     multi_model: bool = False  # SageMaker's multi-model container API: models loaded on request

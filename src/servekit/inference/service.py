@@ -160,7 +160,9 @@ class InferenceService:
                             work = self._threads.submit(predict, *args)
                         lease.hold(work)
                         outputs, run_s = await asyncio.shield(work)
-                        model_s = time.perf_counter() - t0
+                        # The model's own time is the run; the rest was waiting for a thread (and the hand-back).
+                        model_s = run_s
+                        queue_s = max(0.0, time.perf_counter() - t0 - run_s)
                         if tracked is not None:
                             self._observe(tracked, run_s, inline=False)
             except Exception as exc:

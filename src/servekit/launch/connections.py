@@ -15,6 +15,13 @@ gets a :class:`_Guard` that tracks where it is in its request and keeps one time
   timer of ours.
 
 Over ``max_connections`` open connections, a new one is answered 503 with ``Retry-After`` and closed at once.
+
+After a request the app refused as overload (``SHED_KEY`` in its scope: the overload gate, protocols/app.py), the
+connection is not read until its ``Retry-After`` has passed: a client that sends again at once would otherwise
+spin, and on a loaded machine its refusals take the CPU the admitted requests need. A request found already
+waiting when reading resumes was sent before Retry-After had passed; it is marked (``EARLY_KEY``) and the app
+refuses it at once instead of answering it a second late (the connection is not held again: the client's next
+request is decided afresh).
 Both the timeouts and the refusals are logged, rate limited. The same guard wraps uvicorn's h11 protocol (the
 plain install) and its httptools one (``[fast]``), whichever event loop runs them.
 """
@@ -24,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import resource
+import socket
 import time
 from collections import Counter
 from typing import Any, ClassVar, Literal, Protocol, cast
@@ -34,7 +43,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from servekit.config.models import ConnectionLimits
-from servekit.protocols.http import Backlog
+from servekit.protocols.http import EARLY_KEY, RETRY_AFTER_SECONDS, SHED_KEY, Backlog
 
 log = logging.getLogger("servekit.connections")
 
@@ -45,6 +54,7 @@ LOG_INTERVAL_S = 10.0
 # this long before the connection closes: closing with unread input would send a reset, which can destroy the
 # answer before the client reads it.
 LINGER_S = 1.0
+HOLD_S = float(RETRY_AFTER_SECONDS)  # a connection whose request was refused as overload is not read this long
 
 
 def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
@@ -155,8 +165,21 @@ class _Guarded(Protocol):
     cycle: Any
 
 
+def _waiting_input(transport: asyncio.Transport) -> bool:
+    """Whether the client has sent bytes this process has not read yet (a peek on a duplicate of the socket:
+    uvloop's transports hand out a socket object that cannot receive)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        with socket.socket(fileno=os.dup(sock.fileno())) as dup:
+            return bool(dup.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except OSError:  # nothing waiting (EAGAIN), or the connection is gone
+        return False
+
+
 class _Guard:
-    __slots__ = ("_due", "_limits", "_proto", "_stats", "_timer", "phase")
+    __slots__ = ("_due", "_held", "_limits", "_proto", "_stats", "_timer", "early", "phase")
 
     def __init__(self, proto: _Guarded, stats: GuardStats) -> None:
         self._proto = proto
@@ -167,6 +190,8 @@ class _Guard:
         # A timer is started only when the protocol is done with a batch of bytes (settle), so a request that
         # arrives whole in one read costs no timer at all.
         self._due: float | None = None
+        self._held: asyncio.TimerHandle | None = None
+        self.early = False  # the request read next was sent while the connection was held
 
     def start(self) -> bool:
         """On a new connection: False (and the connection refused) when over the cap."""
@@ -197,6 +222,29 @@ class _Guard:
 
     def stop(self) -> None:
         self._cancel("closing")
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
+
+    def after_response(self, cycle: Any) -> None:
+        """After a response: hold the connection unread for Retry-After when it was an overload refusal."""
+        if cycle is None or SHED_KEY not in cycle.scope:
+            return
+        proto = self._proto
+        if proto.transport.is_closing() or self._held is not None:
+            return
+        proto.transport.pause_reading()
+        self._held = proto.loop.call_later(HOLD_S, self._release)
+
+    def _release(self) -> None:
+        self._held = None
+        proto = self._proto
+        transport = proto.transport
+        if transport.is_closing():
+            return
+        self.early = _waiting_input(transport)
+        if not proto.flow.read_paused:  # uvicorn's own flow control may hold it too; it resumes it then
+            transport.resume_reading()
 
     @property
     def discarding(self) -> bool:
@@ -286,7 +334,11 @@ class GuardedH11Protocol(H11Protocol):
         self._guard.settle()
 
     def handle_events(self) -> None:
+        cycle = self.cycle
         super().handle_events()
+        if self._guard.early and self.cycle is not cycle and self.cycle is not None:
+            cast("dict[str, Any]", self.cycle.scope)[EARLY_KEY] = True  # its task has not run yet
+            self._guard.early = False
         state = self.conn.their_state
         if state is h11.SEND_BODY:
             self._guard.head_done()
@@ -299,6 +351,7 @@ class GuardedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         self._guard.response_done()
         super().on_response_complete()
+        self._guard.after_response(self.cycle)
         self._guard.settle()
 
 
@@ -330,6 +383,9 @@ def _httptools_class() -> type[asyncio.Protocol]:
             self._guard.settle()
 
         def on_headers_complete(self) -> None:
+            if self._guard.early:
+                cast("dict[str, Any]", self.scope)[EARLY_KEY] = True
+                self._guard.early = False
             super().on_headers_complete()
             self._guard.head_done()
 
@@ -340,6 +396,7 @@ def _httptools_class() -> type[asyncio.Protocol]:
         def on_response_complete(self) -> None:
             self._guard.response_done()
             super().on_response_complete()
+            self._guard.after_response(self.cycle)
             self._guard.settle()
 
     return GuardedHttpToolsProtocol

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -14,15 +16,47 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servekit.config.models import ServerConfig
+from servekit.inference.overload import OverloadGate
 from servekit.observability.metrics import CONTENT_TYPE
 from servekit.protocols.auth import BearerAuth
 from servekit.protocols.context import AdapterContext
-from servekit.protocols.http import Backlog, json_response
+from servekit.protocols.http import (
+    EARLY_KEY,
+    RETRY_AFTER_SECONDS,
+    SHED_KEY,
+    Backlog,
+    InferenceHTTPResponse,
+    json_response,
+)
 from servekit.protocols.kserve_v2 import KServeV2, infer_target
 from servekit.protocols.sagemaker import SageMaker
 from servekit.protocols.tfserving_rest import TfServingRest
 from servekit.server.core import ServingCore
 from servekit.server.multi_model import MultiModelHost
+
+# A request refused by the overload gate: the same two ASGI messages every time, sent before the body is read
+# (the HTTP server drops the unread body and keeps the connection).
+_SHED_BODY = b'{"error":"the server is overloaded: its requests wait longer than its target; retry later"}'
+_SHED_START = {
+    "type": "http.response.start",
+    "status": 503,
+    "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(_SHED_BODY)),
+        (b"retry-after", RETRY_AFTER_SECONDS.encode()),
+    ],
+}
+_SHED = {"type": "http.response.body", "body": _SHED_BODY}
+
+
+def _waited(response: Response, elapsed: float) -> float | None:
+    """What an answer says about waiting, for the gate: server time less model time; inf for a 503/504 of its
+    own (a full queue, a deadline passed waiting); None when it says nothing (a client error, a stream)."""
+    if isinstance(response, InferenceHTTPResponse):
+        return max(0.0, elapsed - response.model_s)
+    if response.status_code in (503, 504):
+        return math.inf
+    return None
 
 
 class FastPath:
@@ -31,7 +65,8 @@ class FastPath:
     Inference is the hot path; skipping Starlette's middleware layers and its scan over every route saves
     a measurable share of each request. The adapters already answer every error themselves.
 
-    With authentication on, every HTTP request is checked here first, before either path.
+    With authentication on, every HTTP request is checked here first, before either path. With an overload
+    ``gate``, an inference request past its limit is answered 503 here, before its body is read.
     """
 
     def __init__(
@@ -42,6 +77,7 @@ class FastPath:
         sagemaker: SageMaker,
         auth: BearerAuth | None = None,
         state: State | None = None,
+        gate: OverloadGate | None = None,
     ) -> None:
         """``app``: every request that is not inference, and the lifespan; ``state``: the REST app's (its core)."""
         self.app = app
@@ -50,6 +86,7 @@ class FastPath:
         self._kserve = kserve.infer
         self._sagemaker = sagemaker.invocations
         self._auth = auth
+        self._gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = None
@@ -67,11 +104,35 @@ class FastPath:
                 if refused is not None:
                     await refused(scope, receive, send)
                     return
-        if handler is not None:
+        if handler is None:
+            await self.app(scope, receive, send)
+            return
+        gate = self._gate
+        if gate is None:
             response = await handler(Request(scope, receive))
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        # A request sent again before Retry-After had passed waited unread meanwhile (launch/connections.py): it is
+        # refused at once rather than answered a second late, and its connection is not held again, so the
+        # client's next request, fresh, is decided by the gate.
+        if EARLY_KEY in scope:
+            gate.shed += 1
+            await send(_SHED_START)
+            await send(_SHED)
+            return
+        if not gate.admit():
+            scope[SHED_KEY] = True
+            await send(_SHED_START)
+            await send(_SHED)
+            return
+        started = time.perf_counter()
+        waited = None
+        try:
+            response = await handler(Request(scope, receive))
+            waited = _waited(response, time.perf_counter() - started)
+            await response(scope, receive, send)
+        finally:
+            gate.leave(time.perf_counter(), waited)
 
 
 def build_app(
@@ -128,4 +189,5 @@ def build_app(
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     app.state.core = core
     auth = BearerAuth(config.auth) if config.auth is not None else None
-    return FastPath(around(app) if around is not None else app, tf, kserve, sagemaker, auth, state=app.state)
+    gate = OverloadGate(config.overload, time.perf_counter()) if config.overload.enabled else None
+    return FastPath(around(app) if around is not None else app, tf, kserve, sagemaker, auth, state=app.state, gate=gate)

@@ -103,6 +103,11 @@ def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | No
 # retrying at once (a model still loading, a full queue, a deadline passed under load).
 RETRY_STATUSES = frozenset({429, 503, 504})
 RETRY_AFTER_SECONDS = "1"
+# Set in a request's ASGI scope: by the app on a request it refused as overload (its connection is then not read
+# until Retry-After has passed), and by the connection on a request that arrived while so held (its client did not
+# wait; the app refuses it again at once). See launch/connections.py.
+SHED_KEY = "servekit.shed"
+EARLY_KEY = "servekit.early"
 
 
 def error_response(exc: ServekitError, table: Mapping[ErrorCode, int]) -> Response:
@@ -123,6 +128,7 @@ class InferenceHTTPResponse(Response):
         self.body = body
         self.background = None
         self.model_version = str(resp.version)
+        self.model_s = t.model_s  # for the overload gate: the rest of the server time is waiting
         self.media_type = media_type
         self.raw_headers = [
             (b"content-length", b"%d" % len(body)),

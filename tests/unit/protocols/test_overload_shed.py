@@ -1,0 +1,119 @@
+"""The REST front's overload gate: past the limit an inference request is answered 503 with Retry-After before its
+body is read; a request that arrived while its connection was held is refused without holding it again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import MutableMapping
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from servekit.config.models import OverloadConfig
+from servekit.inference.overload import OverloadGate
+from servekit.inference.schema import InferenceResponse, Timings
+from servekit.protocols.app import FastPath
+from servekit.protocols.http import EARLY_KEY, SHED_KEY, InferenceHTTPResponse
+
+
+class Front:
+    """What FastPath calls for inference: records the requests that reached it, answers 200 with a model time."""
+
+    def __init__(self, model_s: float = 0.010) -> None:
+        self.called: list[str] = []
+        self.model_s = model_s
+
+    async def answer(self, request: Request) -> Response:
+        self.called.append(request.scope["path"])
+        await request.body()
+        resp = InferenceResponse("m", 1, "serving_default", {}, timings=Timings(0.0, self.model_s, self.model_s))
+        return InferenceHTTPResponse(b"{}", "application/json", resp)
+
+
+def app(gate: OverloadGate, front: Front) -> FastPath:
+    async def other(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not an inference request")
+
+    adapters: Any = SimpleNamespace(dispatch=front.answer, infer=front.answer, invocations=front.answer)
+    return FastPath(other, adapters, adapters, adapters, gate=gate)
+
+
+def call(fast: FastPath, path: str, **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """One POST through the app: its scope afterwards, the messages it sent, how many times it read the body."""
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": path, "headers": [], **extra}
+    sent: list[dict[str, Any]] = []
+    reads = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal reads
+        reads += 1
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    asyncio.run(fast(scope, receive, send))
+    return scope, sent, reads
+
+
+def shed_answer(sent: list[dict[str, Any]]) -> dict[bytes, bytes]:
+    assert sent[0]["status"] == 503
+    headers = dict(sent[0]["headers"])
+    assert headers[b"retry-after"] == b"1"
+    assert "overloaded" in orjson.loads(sent[1]["body"])["error"]
+    return headers
+
+
+def test_past_the_limit_a_request_is_refused_before_its_body_is_read() -> None:
+    gate = OverloadGate(OverloadConfig(min_limit=1, max_limit=1), now=0.0)
+    front = Front()
+    assert gate.admit()  # the one place is taken
+    for path in ("/v1/models/m:predict", "/invocations", "/v2/models/m/infer"):
+        scope, sent, reads = call(app(gate, front), path)
+        shed_answer(sent)
+        assert reads == 0 and front.called == []
+        assert scope[SHED_KEY] is True  # the connection holds its next request for Retry-After
+    assert gate.shed == 3 and gate.in_flight == 1
+
+
+def test_an_admitted_request_runs_and_gives_its_place_back() -> None:
+    gate = OverloadGate(OverloadConfig(min_limit=1, max_limit=1), now=0.0)
+    front = Front()
+    scope, sent, reads = call(app(gate, front), "/v1/models/m:predict")
+    assert sent[0]["status"] == 200 and reads == 1 and front.called == ["/v1/models/m:predict"]
+    assert SHED_KEY not in scope
+    assert gate.in_flight == 0 and gate.shed == 0
+
+
+def test_a_request_sent_while_its_connection_was_held_is_refused_without_a_new_hold() -> None:
+    gate = OverloadGate(OverloadConfig(), now=0.0)  # plenty of room
+    front = Front()
+    scope, sent, reads = call(app(gate, front), "/v1/models/m:predict", **{EARLY_KEY: True})
+    shed_answer(sent)
+    assert reads == 0 and front.called == []
+    assert SHED_KEY not in scope  # the client's next request is decided by the gate
+    assert gate.in_flight == 0 and gate.shed == 1
+
+
+class RecordingGate(OverloadGate):
+    __slots__ = ("waits",)
+
+    def __init__(self) -> None:
+        super().__init__(OverloadConfig(), now=0.0)
+        self.waits: list[float | None] = []
+
+    def leave(self, now: float, waited_s: float | None) -> None:
+        self.waits.append(waited_s)
+        super().leave(now, waited_s)
+
+
+def test_answers_tell_the_gate_their_server_time_less_their_model_time() -> None:
+    gate = RecordingGate()
+    call(app(gate, Front(model_s=0.0)), "/v1/models/m:predict")
+    call(app(gate, Front(model_s=-2.0)), "/v1/models/m:predict")  # a model time of -2 s: a wait of over 2 s
+    first, second = gate.waits
+    assert first is not None and 0.0 <= first < 1.0
+    assert second is not None and 2.0 <= second < 3.0

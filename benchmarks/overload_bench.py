@@ -9,7 +9,8 @@ Each step is closed loop (a client sends its next request as soon as it has an a
 (one thread) holds ``c - probes`` connections, and a probe in this process holds ``probes = max(4, c // 8)``
 more, timing every request it sends by its status. wrk's own latency histogram mixes sheds and successes;
 the probe's connections are ordinary clients of the same server, so their samples are a fair sample of both.
-Per step: goodput (2xx/s, wrk + probe), shed/s (503/429), p50/p99 of successes and p50 of sheds (probe),
+Per step: goodput (2xx/s, wrk + probe), shed/s (503/429), p50/p99 of successes and of sheds (probe; a shed of a
+request sent right after a 503 on the same connection is reported apart: the server holds those for Retry-After),
 sheds without Retry-After (probe), socket errors and timeouts (wrk's and the probe's, 2 s like wrk's
 default), server CPU per success (utime+stime of the server and its workers over the step) and RSS after the
 step, and goodput(c)/goodput(32). The load average is recorded before and after every server's curve.
@@ -91,7 +92,8 @@ class Probe:
         ).encode()
         self.body = body
         self.ok: list[float] = []
-        self.shed: list[float] = []
+        self.shed: list[float] = []  # sheds of requests sent after a 200 or on a new connection
+        self.shed_after_shed: list[float] = []  # sent right after a 503: the server held them for Retry-After
         self.other: dict[int, int] = {}
         self.no_retry_after = 0
         self.timeouts = 0
@@ -101,6 +103,7 @@ class Probe:
         reader: asyncio.StreamReader | None = None
         writer: asyncio.StreamWriter | None = None
         loop = asyncio.get_running_loop()
+        after_shed = False
         while loop.time() < stop:
             try:
                 if writer is None:
@@ -117,20 +120,24 @@ class Probe:
                 if 200 <= status < 300:
                     self.ok.append(ms)
                 elif status in SHED:
-                    self.shed.append(ms)
+                    (self.shed_after_shed if after_shed else self.shed).append(ms)
                     self.no_retry_after += not retry_after
                 else:
                     self.other[status] = self.other.get(status, 0) + 1
+                after_shed = status in SHED
                 if close:
                     writer.close()
                     writer = None
+                    after_shed = False
             except TimeoutError:
                 self.timeouts += 1
+                after_shed = False
                 if writer is not None:
                     writer.close()
                 writer = None
             except (OSError, asyncio.IncompleteReadError, ValueError):
                 self.errors += 1
+                after_shed = False
                 if writer is not None:
                     writer.close()
                 writer = None
@@ -240,7 +247,7 @@ def step(port: int, body: bytes, c: int, seconds: int, server: psutil.Process) -
     w = parse_wrk(text)
     ok = w["requests"] - w["non2xx"] + len(probe.ok)
     # wrk counts every non-2xx as one; the probe tells what those are (all sheds in these runs: see `other`).
-    shed = w["non2xx"] + len(probe.shed)
+    shed = w["non2xx"] + len(probe.shed) + len(probe.shed_after_shed)
     return {
         "c": c,
         "probes": probes,
@@ -251,7 +258,9 @@ def step(port: int, body: bytes, c: int, seconds: int, server: psutil.Process) -
         "shed_p50_ms": percentile(probe.shed, 50),
         "shed_p99_ms": percentile(probe.shed, 99),
         "probe_ok": len(probe.ok),
+        "shed_after_shed_p50_ms": percentile(probe.shed_after_shed, 50),
         "probe_shed": len(probe.shed),
+        "probe_shed_after_shed": len(probe.shed_after_shed),
         "probe_other": probe.other,
         "shed_without_retry_after": probe.no_retry_after,
         "timeouts": w["timeouts"] + probe.timeouts,
@@ -296,7 +305,8 @@ def curve(model: Path, mode: str, workers: int, args: argparse.Namespace, logs: 
 def fmt(r: dict[str, Any]) -> str:
     return (
         f"goodput {r['goodput']:.0f}/s shed {r['shed_per_s']:.0f}/s ok p50 {r['ok_p50_ms']:.1f} p99 "
-        f"{r['ok_p99_ms']:.1f} ms shed p50 {r['shed_p50_ms']:.2f} ms, timeouts {r['timeouts']} errors "
+        f"{r['ok_p99_ms']:.1f} ms shed p50 {r['shed_p50_ms']:.2f} p99 {r['shed_p99_ms']:.2f} ms (after a 503: "
+        f"{r['shed_after_shed_p50_ms']:.0f} ms), timeouts {r['timeouts']} errors "
         f"{r['socket_errors']}, cpu/ok {r['cpu_ms_per_ok']:.2f} ms, rss {r['rss_mib']:.0f} MiB"
     )
 
@@ -306,14 +316,15 @@ def table(res: dict[str, Any]) -> str:
         f"### {res['mode']}, workers {res['workers']} (`{' '.join(res['server_args'])}`; load "
         f"{' '.join(res['load_before'])} -> {' '.join(res['load_after'])})",
         "",
-        "| c | goodput/s | x c=32 | shed/s | ok p50 ms | ok p99 ms | shed p50 ms | timeouts | errors | "
-        "CPU ms/ok | RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| c | goodput/s | x c=32 | shed/s | ok p50 ms | ok p99 ms | shed p50 / p99 ms | shed after a 503, p50 ms "
+        "| timeouts | errors | CPU ms/ok | RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in res["steps"]:
         lines.append(
             f"| {s['c']} | {s['goodput']:.0f} | {s['ratio_to_c32']:.2f} | {s['shed_per_s']:.0f} | "
-            f"{s['ok_p50_ms']:.1f} | {s['ok_p99_ms']:.1f} | {s['shed_p50_ms']:.2f} | {s['timeouts']} | "
+            f"{s['ok_p50_ms']:.1f} | {s['ok_p99_ms']:.1f} | {s['shed_p50_ms']:.2f} / {s['shed_p99_ms']:.2f} | "
+            f"{s['shed_after_shed_p50_ms']:.0f} | {s['timeouts']} | "
             f"{s['socket_errors']} | {s['cpu_ms_per_ok']:.2f} | {s['rss_mib']:.0f} |"
         )
     return "\n".join(lines)

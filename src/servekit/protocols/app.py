@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.datastructures import State
 from starlette.exceptions import HTTPException
@@ -57,6 +59,29 @@ def _waited(response: Response, elapsed: float) -> float | None:
     if response.status_code in (503, 504):
         return math.inf
     return None
+
+
+class GateMetrics(Collector):
+    """The overload gate in /metrics, read at scrape time (with --workers, the worker that answers the scrape)."""
+
+    def __init__(self, gate: OverloadGate) -> None:
+        self._gate = gate
+
+    def collect(self) -> Iterator[Metric]:
+        gate = self._gate
+        for name, kind, doc, value in (
+            ("servekit_overload_shed", "counter", "Inference requests refused (503) by the overload gate.", gate.shed),
+            ("servekit_overload_limit", "gauge", "Inference requests the overload gate lets in at once.", gate.limit),
+            (
+                "servekit_overload_in_flight",
+                "gauge",
+                "Inference requests in, as the overload gate counts.",
+                gate.in_flight,
+            ),
+        ):
+            m = Metric(name, doc, kind)
+            m.add_sample(name + ("_total" if kind == "counter" else ""), {}, float(value))
+            yield m
 
 
 class FastPath:
@@ -190,4 +215,6 @@ def build_app(
     app.state.core = core
     auth = BearerAuth(config.auth) if config.auth is not None else None
     gate = OverloadGate(config.overload, time.perf_counter()) if config.overload.enabled else None
+    if gate is not None:
+        core.metrics.watch(GateMetrics(gate))
     return FastPath(around(app) if around is not None else app, tf, kserve, sagemaker, auth, state=app.state, gate=gate)

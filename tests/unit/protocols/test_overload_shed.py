@@ -15,7 +15,7 @@ from starlette.responses import Response
 from servekit.config.models import OverloadConfig
 from servekit.inference.overload import OverloadGate
 from servekit.inference.schema import InferenceResponse, Timings
-from servekit.protocols.app import FastPath
+from servekit.protocols.app import FastPath, GateMetrics
 from servekit.protocols.http import EARLY_KEY, SHED_KEY, InferenceHTTPResponse
 
 
@@ -117,3 +117,16 @@ def test_answers_tell_the_gate_their_server_time_less_their_model_time() -> None
     first, second = gate.waits
     assert first is not None and 0.0 <= first < 1.0
     assert second is not None and 2.0 <= second < 3.0
+
+
+def test_the_gate_is_in_the_metrics() -> None:
+    gate = OverloadGate(OverloadConfig(min_limit=1, max_limit=2), now=0.0)
+    gate.admit()
+    gate.admit()
+    gate.admit()  # refused
+    got = {s.name: s.value for m in GateMetrics(gate).collect() for s in m.samples}
+    assert got == {
+        "servekit_overload_shed_total": 1.0,
+        "servekit_overload_limit": 2.0,
+        "servekit_overload_in_flight": 2.0,
+    }

@@ -27,10 +27,12 @@ from servekit.gateway.multi_model import (
 from servekit.gateway.multi_model import unload as unload_model
 from servekit.gateway.routing import choose_variant, least_outstanding, rendezvous
 from servekit.gateway.serverless import ColdVariant, ServerlessGate
+from servekit.gateway.upstream import Answer, Upstream, UpstreamGone
 
 log = logging.getLogger(__name__)
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+_CUSTOM_ATTRIBUTES_LOW = CUSTOM_ATTRIBUTES.lower()
 INFERENCE_ID = "X-Amzn-SageMaker-Inference-Id"
 TOTAL_MS = "x-servekit-total-ms"  # a servekit instance's own time for the request
 _ORIGINAL_MESSAGE_MAX = 1024
@@ -175,6 +177,9 @@ class Gateway:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._limit = connections_per_instance
         self._session: aiohttp.ClientSession | None = None
+        # InvokeEndpoint's requests and the shadow copies: raw keep-alive connections (the general client above
+        # stays for streamed answers and the multi-model load calls)
+        self._upstream = Upstream(connections_per_instance, timeout_s)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -337,9 +342,9 @@ class Gateway:
         instance.outstanding += 1
         began = time.perf_counter()
         try:
-            async with self._client().post(f"{instance.url}/invocations", data=body, headers=headers) as resp:
-                status, payload = resp.status, await resp.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            answer = await self._upstream.post(instance.url, "/invocations", headers, body)
+            status, payload = answer.status, answer.body
+        except (UpstreamGone, TimeoutError) as exc:
             payload = f"the shadow variant could not be reached: {exc!r}".encode()
         finally:
             instance.outstanding -= 1
@@ -448,55 +453,59 @@ class Gateway:
             began = time.perf_counter()
             streaming = False
             try:
-                resp = await self._client().post(f"{instance.url}{path}", data=body, headers=headers)
-                if stream and resp.status == 200:  # handed on unread: the stream owns the response from here
-                    streaming = True
-                    return Invocation(
-                        b"",
-                        resp.headers.get("Content-Type", "application/octet-stream"),
-                        variant.name,
-                        resp.headers.get(CUSTOM_ATTRIBUTES),
-                        None,
-                        variant.config_name,
-                        load,
-                        stream=_pieces(resp, instance, variant.name, admitted[0] if admitted else None),
-                    )
-                async with resp:
-                    payload = await resp.read()
-                    if resp.status == 404 and load is not None and not reloaded and self.model_loads is not None:
-                        # the instance no longer holds the model (unloaded for room, or restarted): load, retry once
-                        self.model_loads.forget(instance.instance_id, model_name(target_model or ""))
-                        tried -= {instance.instance_id}
-                        reloaded = True
-                        continue
-                    if resp.status != 200:
-                        text = payload[:_ORIGINAL_MESSAGE_MAX].decode("utf-8", "replace")
-                        raise GatewayError(
-                            "ModelError",
-                            424,
-                            f'Received client error ({resp.status}) from model with message "{text}".'
-                            if resp.status < 500
-                            else f'Received server error ({resp.status}) from model with message "{text}".',
-                            {
-                                "OriginalStatusCode": resp.status,
-                                "OriginalMessage": text,
-                                "VariantName": variant.name,
-                                "ModelSeconds": time.perf_counter() - began,
-                                "EndpointConfigName": variant.config_name,
-                            },
+                if stream:
+                    resp = await self._client().post(f"{instance.url}{path}", data=body, headers=headers)
+                    if resp.status == 200:  # handed on unread: the stream owns the response from here
+                        streaming = True
+                        return Invocation(
+                            b"",
+                            resp.headers.get("Content-Type", "application/octet-stream"),
+                            variant.name,
+                            resp.headers.get(CUSTOM_ATTRIBUTES),
+                            None,
+                            variant.config_name,
+                            load,
+                            stream=_pieces(resp, instance, variant.name, admitted[0] if admitted else None),
                         )
-                    if load is not None and not variant.model_cache and target_model is not None:
-                        self._uncache(instance, target_model)
-                    return Invocation(
-                        payload,
-                        resp.headers.get("Content-Type", "application/octet-stream"),
-                        variant.name,
-                        resp.headers.get(CUSTOM_ATTRIBUTES),
-                        _model_s(resp.headers.get(TOTAL_MS), time.perf_counter() - began),
-                        variant.config_name,
-                        load,
+                    async with resp:
+                        answer = Answer(resp.status, {}, await resp.read())
+                else:
+                    answer = await self._upstream.post(instance.url, path, headers, body)
+                if answer.status == 404 and load is not None and not reloaded and self.model_loads is not None:
+                    # the instance no longer holds the model (unloaded for room, or restarted): load, retry once
+                    self.model_loads.forget(instance.instance_id, model_name(target_model or ""))
+                    tried -= {instance.instance_id}
+                    reloaded = True
+                    continue
+                if answer.status != 200:
+                    text = answer.body[:_ORIGINAL_MESSAGE_MAX].decode("utf-8", "replace")
+                    raise GatewayError(
+                        "ModelError",
+                        424,
+                        f'Received client error ({answer.status}) from model with message "{text}".'
+                        if answer.status < 500
+                        else f'Received server error ({answer.status}) from model with message "{text}".',
+                        {
+                            "OriginalStatusCode": answer.status,
+                            "OriginalMessage": text,
+                            "VariantName": variant.name,
+                            "ModelSeconds": time.perf_counter() - began,
+                            "EndpointConfigName": variant.config_name,
+                        },
                     )
-            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                if load is not None and not variant.model_cache and target_model is not None:
+                    self._uncache(instance, target_model)
+                got = answer.headers
+                return Invocation(
+                    answer.body,
+                    got.get("content-type", "application/octet-stream"),
+                    variant.name,
+                    got.get(_CUSTOM_ATTRIBUTES_LOW),
+                    _model_s(got.get(TOTAL_MS), time.perf_counter() - began),
+                    variant.config_name,
+                    load,
+                )
+            except (UpstreamGone, aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
                 if self.model_loads is not None:
                     self.model_loads.forget_instance(instance.instance_id)
                 continue  # the instance is gone (refused, reset): another instance may answer
@@ -585,6 +594,7 @@ class Gateway:
         for task in list(self._shadow_tasks):
             task.cancel()
         await asyncio.gather(*list(self._shadow_tasks), return_exceptions=True)
+        await self._upstream.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

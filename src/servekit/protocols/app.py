@@ -155,6 +155,8 @@ class FastPath:
         try:
             response = await handler(Request(scope, receive))
             waited = _waited(response, time.perf_counter() - started)
+            if response.status_code == 503:  # refused inside (a full queue): held for Retry-After the same way
+                scope[SHED_KEY] = True
             await response(scope, receive, send)
         finally:
             gate.leave(time.perf_counter(), waited)

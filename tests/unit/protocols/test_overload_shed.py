@@ -4,6 +4,7 @@ body is read; a request that arrived while its connection was held is refused wi
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import MutableMapping
 from types import SimpleNamespace
 from typing import Any
@@ -130,3 +131,16 @@ def test_the_gate_is_in_the_metrics() -> None:
         "servekit_overload_limit": 2.0,
         "servekit_overload_in_flight": 2.0,
     }
+
+
+def test_a_503_from_inside_holds_the_connection_too_and_counts_as_over_the_target() -> None:
+    gate = RecordingGate()
+
+    async def full(request: Request) -> Response:
+        return Response(b'{"error":"queue full"}', status_code=503, headers={"Retry-After": "1"})
+
+    front = Front()
+    front.answer = full  # type: ignore[method-assign]
+    scope, sent, _ = call(app(gate, front), "/v1/models/m:predict")
+    assert sent[0]["status"] == 503 and scope[SHED_KEY] is True
+    assert gate.waits == [math.inf] and gate.in_flight == 0

@@ -116,8 +116,17 @@ class Api:
         return None
 
     # -- the steps, for callers that want them separately
-    def decode(self, proto: Protocol, method: str, raw_path: str, headers: Mapping[str, str], body: bytes) -> Call:
-        """Authenticate, authorize and parse; raises :class:`ApiError`."""
+    def decode(
+        self,
+        proto: Protocol,
+        method: str,
+        raw_path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        rid: str | None = None,
+    ) -> Call:
+        """Authenticate, authorize and parse; raises :class:`ApiError`. ``rid``: the request id (a new one when
+        not given)."""
         spec = proto.spec
         if isinstance(proto, JsonProtocol):
             target = lower_headers(headers).get("x-amz-target", "")
@@ -139,7 +148,9 @@ class Api:
             parsed = proto.parse(headers, body)
         else:
             parsed = proto.parse(method, raw_path, headers, body)
-        return Call(spec.name, parsed.name, parsed.params, key)
+        if rid is None:
+            return Call(spec.name, parsed.name, parsed.params, key)
+        return Call(spec.name, parsed.name, parsed.params, key, rid)
 
     def encode(self, call: Call, result: Mapping[str, Any] | None) -> Response:
         proto = self.protocols[call.service]
@@ -166,8 +177,7 @@ class Api:
             return None
         rid = request_id()
         try:
-            call = self.decode(proto, method, raw_path, headers, body)
-            call = _with_id(call, rid)
+            call = self.decode(proto, method, raw_path, headers, body, rid)
             return self.encode(call, dispatch(call))
         except Exception as e:
             return self.error(proto, e, rid)
@@ -180,14 +190,10 @@ class Api:
             return None
         rid = request_id()
         try:
-            call = _with_id(self.decode(proto, method, raw_path, headers, body), rid)
+            call = self.decode(proto, method, raw_path, headers, body, rid)
             return self.encode(call, await dispatch(call))
         except Exception as e:
             return self.error(proto, e, rid)
-
-
-def _with_id(call: Call, rid: str) -> Call:
-    return Call(call.service, call.operation, call.params, call.key, rid)
 
 
 _MAX_INFLATED = 16 * 2**20  # no API body servekit takes is larger uncompressed (PutMetricData's limit is 1 MB)

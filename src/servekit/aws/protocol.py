@@ -28,6 +28,7 @@ from servekit._utils.jsondepth import nests_deeper_than
 from servekit.aws.errors import ApiError
 from servekit.aws.models import ServiceSpec
 from servekit.aws.serialize import OutputShapeError, dumps, json_structure, rest_output
+from servekit.aws.sigv4 import lowered
 from servekit.aws.timestamps import parse_timestamp
 from servekit.aws.validate import member_path, parse_input, serialization_error, validation_message
 
@@ -43,12 +44,15 @@ class Response:
     body: bytes = b""
 
 
-def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items()}
+def lower_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
+    return lowered(headers)
 
 
 def split_path(raw_path: str) -> tuple[str, str]:
     """``/a%20b?x=1`` → (``/a%20b``, ``x=1``)."""
+    if raw_path[:1] == "/" and raw_path[:2] != "//" and "#" not in raw_path:  # what an HTTP request line holds
+        path, _, query = raw_path.partition("?")
+        return path, query
     parts = urlsplit(raw_path)
     return parts.path or "/", parts.query
 
@@ -161,6 +165,18 @@ class JsonProtocol(_Protocol):
         return Response(status, headers, dumps(body))
 
 
+_MATCHES_KEPT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """An operation's input members as (name, location, wire name, shape), its payload member, the located ones."""
+
+    members: list[tuple[str, str | None, str, Shape]]
+    payload: str | None
+    located: frozenset[str]
+
+
 @dataclass(frozen=True)
 class _Route:
     method: str
@@ -194,16 +210,44 @@ class RestJsonProtocol(_Protocol):
         routes = [_route(spec.model.operation_model(name)) for name in spec.model.operation_names]
         # literal-longest first, so /a/{x}/b wins over /a/{x+}
         self._routes = sorted(routes, key=lambda r: -len(r.regex.pattern))
+        # (method, path) -> its match: a request is matched three times (route, operation name, parse) and an
+        # endpoint's invocations all have one path; bounded, cleared when full
+        self._matched: dict[tuple[str, str], tuple[OperationModel, dict[str, str]] | None] = {}
+        self._plans: dict[str, _Plan] = {}
 
     def match(self, method: str, raw_path: str) -> tuple[OperationModel, dict[str, str]] | None:
-        """The operation whose method and URI template fit, with its (decoded) URI labels."""
+        """The operation whose method and URI template fit, with its (decoded) URI labels (not to be changed)."""
         path, _ = split_path(raw_path)
+        key = (method, path)
+        try:
+            return self._matched[key]
+        except KeyError:
+            pass
+        found = None
         for route in self._routes:
             m = route.regex.fullmatch(path)
             if m and route.method == method.upper():
                 # the labels are matched on the percent-encoded path, then decoded
-                return route.operation, {route.labels[g]: unquote(v) for g, v in m.groupdict().items()}
-        return None
+                found = route.operation, {route.labels[g]: unquote(v) for g, v in m.groupdict().items()}
+                break
+        if len(self._matched) >= _MATCHES_KEPT:
+            self._matched.clear()
+        self._matched[key] = found
+        return found
+
+    def _plan(self, op: OperationModel, shape: Shape) -> _Plan:
+        """Where each input member comes from, worked out once per operation from its shape."""
+        plan = self._plans.get(op.name)
+        if plan is None:
+            members = [
+                (name, member.serialization.get("location"), member.serialization.get("name", name), member)
+                for name, member in shape.members.items()
+            ]
+            # header names are looked up lower-cased
+            members = [(n, loc, w.lower() if loc in ("header", "headers") else w, m) for n, loc, w, m in members]
+            located = frozenset(n for n, m in shape.members.items() if m.serialization.get("location"))
+            plan = self._plans[op.name] = _Plan(members, shape.serialization.get("payload"), located)
+        return plan
 
     def operation_name(self, method: str, raw_path: str) -> str:
         found = self.match(method, raw_path)
@@ -221,21 +265,20 @@ class RestJsonProtocol(_Protocol):
             return Parsed(op, {})
         low = lower_headers(headers)
         _, query = split_path(raw_path)
-        qs = parse_qsl(query, keep_blank_values=True)
+        qs = parse_qsl(query, keep_blank_values=True) if query else []
         data: dict[str, Any] = {}
         problems: list[str] = []
-        payload = shape.serialization.get("payload")
-        for name, member in shape.members.items():
-            loc = member.serialization.get("location")
-            wire = member.serialization.get("name", name)
+        plan = self._plan(op, shape)
+        payload = plan.payload
+        for name, loc, wire, member in plan.members:
             if loc == "uri":
                 if wire in labels:
                     data[name] = labels[wire]
             elif loc == "header":
-                if wire.lower() in low:
-                    data[name] = _header_value(member, low[wire.lower()], member_path("", name), problems)
+                if wire in low:
+                    data[name] = _header_value(member, low[wire], name, problems)
             elif loc == "headers":
-                prefix = wire.lower()
+                prefix = wire
                 data[name] = {k[len(prefix) :]: v for k, v in low.items() if k.startswith(prefix)} or None
             elif loc == "querystring":
                 values = [v for k, v in qs if k == wire]
@@ -244,7 +287,7 @@ class RestJsonProtocol(_Protocol):
                     data[name] = (
                         text
                         if member.type_name in ("list", "string", "map")
-                        else _header_value(member, values[-1], member_path("", name), problems)
+                        else _header_value(member, values[-1], name, problems)
                     )
         if problems:
             raise ApiError(self.spec.validation_code, validation_message(problems), 400)
@@ -258,9 +301,8 @@ class RestJsonProtocol(_Protocol):
             elif body.strip():
                 data[payload] = decode_json_body(body)
         else:
-            located = {n for n, m in shape.members.items() if m.serialization.get("location")}
             for key, value in decode_json_body(body).items():
-                if key in shape.members and key not in located:
+                if key in shape.members and key not in plan.located:
                     data[key] = value
         return Parsed(op, parse_input(shape, data, self.spec.validation_code))
 
@@ -284,7 +326,7 @@ class RestJsonProtocol(_Protocol):
         return Response(self.error_status(err), headers, dumps(body))
 
 
-def _header_value(member: Shape, text: str, path: str, problems: list[str]) -> Any:
+def _header_value(member: Shape, text: str, name: str, problems: list[str]) -> Any:
     """A header (or query) string as the member's type; a value that does not parse is a validation problem."""
     kind = member.type_name
     try:
@@ -302,7 +344,9 @@ def _header_value(member: Shape, text: str, path: str, problems: list[str]) -> A
         if member.serialization.get("jsonvalue"):
             return json.loads(base64.b64decode(text))
     except (ValueError, TypeError):
-        problems.append(f"Value '{text}' at '{path}' failed to satisfy constraint: Member must be {_A[kind]}")
+        problems.append(
+            f"Value '{text}' at '{member_path('', name)}' failed to satisfy constraint: Member must be {_A[kind]}"
+        )
         return None
     return text
 

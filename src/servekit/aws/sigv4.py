@@ -33,6 +33,18 @@ _MISMATCH = (
 )
 
 
+class LowerCaseHeaders(dict[str, str]):
+    """Request headers whose names are lower-case already (ASGI's are): the protocol layers, which look headers
+    up by lower-case name, use such a mapping as it is instead of building a lower-cased copy each time."""
+
+
+def lowered(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """``headers`` with lower-case names (itself when it is a :class:`LowerCaseHeaders`)."""
+    if isinstance(headers, LowerCaseHeaders):
+        return headers
+    return {k.lower(): v for k, v in headers.items()}
+
+
 class KeyLookup(Protocol):
     def lookup(self, access_key_id: str) -> AccessKey | None: ...
 
@@ -202,7 +214,7 @@ class Verifier:
         unrecognized_status: int = 403,
     ) -> AccessKey:
         """The key that signed the request for signing name ``service``; raises :class:`ApiError` otherwise."""
-        low = {k.lower(): v for k, v in headers.items()}
+        low = lowered(headers)
         header = low.get("authorization")
         if not header:
             raise missing_token()
@@ -235,8 +247,11 @@ class Verifier:
         return key
 
     def _check_clock(self, amz_date: str, when: datetime) -> None:
-        now = datetime.fromtimestamp(self.clock(), UTC)
-        skew = (when - now).total_seconds()
+        now_s = self.clock()
+        skew = when.timestamp() - now_s  # epoch seconds: no datetime arithmetic on every request
+        if -self.max_skew_s <= skew <= self.max_skew_s:
+            return
+        now = datetime.fromtimestamp(now_s, UTC)
         minutes = f"{self.max_skew_s / 60:g} min."
         if skew < -self.max_skew_s:
             earliest = datetime.fromtimestamp(now.timestamp() - self.max_skew_s, UTC).strftime(AMZ_DATE)

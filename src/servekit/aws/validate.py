@@ -222,13 +222,12 @@ class _Checker:
     def structure(self, shape: StructureShape, value: Mapping[str, Any], path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, member in shape.members.items():
-            sub = member_path(path, name)
             item = value.get(name)
-            if item is None:
+            if item is None:  # the path is built only for a member present or missing (most are absent)
                 if name in shape.required_members:
-                    self.fail(member, None, sub, "Member must not be null")
+                    self.fail(member, None, member_path(path, name), "Member must not be null")
                 continue
-            out[name] = self.value(member, item, sub)
+            out[name] = self.value(member, item, member_path(path, name))
         if shape.metadata.get("union") and len(out) > 1:
             self.errors.append(
                 f"Value at '{path or 'input'}' failed to satisfy constraint: Union must have exactly one member set"

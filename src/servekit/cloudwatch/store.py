@@ -127,6 +127,9 @@ def bucket_of(value: float) -> int:
     return max(_MIN_INDEX, min(_MAX_INDEX, math.ceil(math.log(value) / _LOG_GAMMA)))
 
 
+_BUCKET_OF_ONE = bucket_of(1.0)
+
+
 def bucket_value(index: int) -> float:
     if index == ZERO_BUCKET:
         return 0.0
@@ -186,7 +189,7 @@ class _Open:
             self.min = value
         if value > self.max:
             self.max = value
-        b = bucket_of(value)
+        b = _BUCKET_OF_ONE if value == 1.0 else bucket_of(value)  # counts are 1: no logarithm for them
         self.histogram[b] = self.histogram.get(b, 0) + 1
 
     def add_set(self, count: float, total: float, low: float, high: float, at: float) -> None:
@@ -239,6 +242,7 @@ class MetricsStore(BackgroundLoop):
         self._latest: dict[tuple[str, str, Dimensions], MinuteRow] = {}
         self._rolled_up_to = 0  # sub-minute buckets before this are already minutes (see _roll_up)
         self._put_units: dict[tuple[str, str], str] = {}
+        self._dims: dict[tuple[str, str, str | None], list[Dimensions]] = {}  # (endpoint, variant, config) -> series
 
     def bucket(self, t: float) -> int:
         """The start of the resolution bucket holding ``t`` (epoch-aligned)."""
@@ -270,16 +274,36 @@ class MetricsStore(BackgroundLoop):
     ) -> None:
         """One InvokeEndpoint that reached ``variant``; ``error`` the status class counted (4 or 5), if any;
         ``config_name`` the endpoint config whose fleet answered (adds the EndpointConfigName series)."""
-        t = self.clock()
-        for dims in _variant_dimensions(endpoint, variant, config_name):
-            self.record(NAMESPACE, "Invocations", dims, 1.0, t)
-            self.record(NAMESPACE, "InvocationsPerInstance", dims, 1.0 / instances if instances > 0 else 1.0, t)
-            self.record(NAMESPACE, "Invocation4XXErrors", dims, 1.0 if error == 4 else 0.0, t)
-            self.record(NAMESPACE, "Invocation5XXErrors", dims, 1.0 if error == 5 else 0.0, t)
-            if model_us is not None:
-                self.record(NAMESPACE, "ModelLatency", dims, model_us, t)
-            if overhead_us is not None:
-                self.record(NAMESPACE, "OverheadLatency", dims, max(0.0, overhead_us), t)
+        # as record() per sample, with the bucket and the series' dimensions worked out once (this runs on every
+        # InvokeEndpoint: twelve samples)
+        b = self.bucket(self.clock())
+        samples = [
+            ("Invocations", 1.0),
+            ("InvocationsPerInstance", 1.0 / instances if instances > 0 else 1.0),
+            ("Invocation4XXErrors", 1.0 if error == 4 else 0.0),
+            ("Invocation5XXErrors", 1.0 if error == 5 else 0.0),
+        ]
+        if model_us is not None:
+            samples.append(("ModelLatency", model_us))
+        if overhead_us is not None:
+            samples.append(("OverheadLatency", max(0.0, overhead_us)))
+        opened = self._open
+        for dims in self._invocation_dimensions(endpoint, variant, config_name):
+            for metric, value in samples:
+                key = (NAMESPACE, metric, dims, b)
+                agg = opened.get(key)
+                if agg is None:
+                    agg = opened[key] = _Open()
+                agg.add(value)
+
+    def _invocation_dimensions(self, endpoint: str, variant: str, config_name: str | None) -> list[Dimensions]:
+        key = (endpoint, variant, config_name)
+        dims = self._dims.get(key)
+        if dims is None:
+            if len(self._dims) >= _DIMS_KEPT:
+                self._dims.clear()
+            dims = self._dims[key] = _variant_dimensions(endpoint, variant, config_name)
+        return dims
 
     def record_model_load(
         self,
@@ -485,6 +509,9 @@ class MetricsStore(BackgroundLoop):
         if namespace is not None and (namespace, metric) in self._put_units:
             return self._put_units[(namespace, metric)]
         return self.units.get(metric, "None")
+
+
+_DIMS_KEPT = 4096
 
 
 def _variant_dimensions(endpoint: str, variant: str, config_name: str | None) -> list[Dimensions]:

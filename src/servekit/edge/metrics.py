@@ -75,6 +75,9 @@ class EdgeMetrics:
         )
         # endpoint -> the labelled series recorded for it, removed from /metrics when the endpoint is gone
         self._labelled: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
+        # (metric, labels) -> its child series: labels() takes a lock and builds a key on every call, and
+        # InvokeEndpoint records three series a request
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
         self._endpoints = Gauge("servekit_endpoints", "Endpoints by status.", ["status"], registry=self.registry)
         self._cost = Gauge(
             "servekit_endpoint_cost_per_hour",
@@ -85,9 +88,12 @@ class EdgeMetrics:
 
     def series(self, metric: Any, endpoint: str, *labels: str) -> Any:
         """``metric.labels(endpoint, *labels)``, remembered so the series leaves /metrics with its endpoint."""
-        values = (endpoint, *labels)
-        self._labelled.setdefault(endpoint, set()).add((metric, values))
-        return metric.labels(*values)
+        key = (metric, (endpoint, *labels))
+        child = self._children.get(key)
+        if child is None:
+            self._labelled.setdefault(endpoint, set()).add(key)
+            child = self._children[key] = metric.labels(*key[1])
+        return child
 
     def invocation(self, endpoint: str, variant: str, outcome: str) -> None:
         self.series(self._invocations, endpoint, variant, outcome).inc()
@@ -168,6 +174,7 @@ class EdgeMetrics:
             self._endpoints.labels(str(status)).set(counts.get(str(status), 0))
         for endpoint in [e for e in self._labelled if e and e not in names]:
             for metric, values in self._labelled.pop(endpoint):
+                self._children.pop((metric, values), None)
                 with contextlib.suppress(KeyError):
                     metric.remove(*values)
         self._latest_datapoints(names)

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servekit.aws import Api, ApiError, Call, Handler
 from servekit.aws.front import CALLER
+from servekit.aws.sigv4 import LowerCaseHeaders
 from servekit.cloudwatch.alarms import AlarmService
 from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.metrics import EdgeMetrics
@@ -265,7 +266,8 @@ class ControlPlane:
         raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded
         if scope.get("query_string"):  # ASGI's raw_path has no query; SigV4 signs it
             raw_path += "?" + scope["query_string"].decode("latin-1")
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        # ASGI's header names are lower-case: the AWS layers use this mapping without lower-casing copies
+        headers = LowerCaseHeaders((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"])
         if body is None:
             await _send(send, 413, b'{"message": "request body too large"}', "application/json")
             return
@@ -283,13 +285,10 @@ class ControlPlane:
         out_headers = {**response.headers, **extra} if response.status == 200 else response.headers
         if response.status == 429:  # throttled (a serverless variant at its MaxConcurrency): when to come back
             out_headers = {**out_headers, "Retry-After": "1"}
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers.items()],
-            }
-        )
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers.items()]
+        if not any(k == b"content-length" for k, _ in raw):  # else the server frames the body in chunks
+            raw.append((b"content-length", b"%d" % len(response.body)))
+        await send({"type": "http.response.start", "status": response.status, "headers": raw})
         await send({"type": "http.response.body", "body": response.body})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:

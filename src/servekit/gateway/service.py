@@ -218,10 +218,15 @@ class Gateway:
         else:
             pool = variants
         # by position, not name: a variant being deployed has two fleets of the same name
-        index = choose_variant(
-            [(str(i), v.weight if v.instances or v.serverless else 0.0) for i, v in enumerate(pool)],
-            self._rng.random(),
-        )
+        if len(pool) == 1:  # the usual endpoint: no list to build (the same draw as choose_variant's)
+            only = pool[0]
+            self._rng.random()
+            index = "0" if only.weight > 0 and (only.instances or only.serverless) else None
+        else:
+            index = choose_variant(
+                [(str(i), v.weight if v.instances or v.serverless else 0.0) for i, v in enumerate(pool)],
+                self._rng.random(),
+            )
         chosen = pool[int(index)] if index is not None else (pool[0] if target_variant is not None else None)
         if chosen is not None and not chosen.instances and chosen.serverless is not None:
             raise ColdVariant(chosen.serverless)
@@ -232,7 +237,7 @@ class Gateway:
                 f"Endpoint {endpoint} has no instance ready to serve; retry later.",
                 {"VariantName": chosen.name} if chosen is not None else None,
             )
-        candidates = [i for i in chosen.instances if i.instance_id not in exclude]
+        candidates = [i for i in chosen.instances if i.instance_id not in exclude] if exclude else chosen.instances
         if not candidates:
             raise GatewayError(
                 "ServiceUnavailable",
@@ -240,6 +245,9 @@ class Gateway:
                 f"Endpoint {endpoint}: no instance could be reached.",
                 {"VariantName": chosen.name},
             )
+        if len(candidates) == 1 and (chosen.multi_model is None or target_model is None):
+            self._rng.random()  # drawn as for several instances: a seeded caller's later choices stay the same
+            return chosen, candidates[0]
         by_id = {i.instance_id: i for i in candidates}
         loads = [(i.instance_id, i.outstanding) for i in candidates]
         if chosen.multi_model is not None and target_model is not None:

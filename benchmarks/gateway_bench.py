@@ -122,10 +122,16 @@ def main() -> None:
         rows = []
         load_before = Path("/proc/loadavg").read_text().split()[:3]
         signed = signed_headers(home, gateway, ROW)
+        instance_pid = pid_listening(int(direct.rsplit(":", 1)[1].split("/")[0]))
         for _ in range(args.rounds):
             for c in (1, 64):
+                before = cpu_s(instance_pid)
                 d = wrk(direct, ROW, {"Content-Type": "application/json"}, c, args.duration)
+                d["instance_cpu_us"] = (cpu_s(instance_pid) - before) * 1e6 / (d["rps"] * round(args.duration))
+                before, before_up = cpu_s(instance_pid), cpu_s(up.pid)
                 g = wrk(gateway, ROW, signed, c, args.duration)
+                g["instance_cpu_us"] = (cpu_s(instance_pid) - before) * 1e6 / (g["rps"] * round(args.duration))
+                g["plane_cpu_us"] = (cpu_s(up.pid) - before_up) * 1e6 / (g["rps"] * round(args.duration))
                 rows.append((c, d, g))
                 print(json.dumps({"c": c, "direct": d, "gateway": g}), flush=True)
         load_after = Path("/proc/loadavg").read_text().split()[:3]
@@ -148,14 +154,15 @@ def main() -> None:
         "one thread, closed loop, one row per request, tiny ONNX model, one ml.m5.large instance; the gateway "
         "request is SigV4-signed (verified on every request).",
         "",
-        "| round | target | c | req/s | p50 ms | p99 ms | non-2xx |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "| round | target | c | req/s | p50 ms | p99 ms | non-2xx | instance CPU us/req | plane CPU us/req |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n, (c, d, g) in enumerate(rows):
         for name, r in (("direct", d), ("gateway", g)):
+            plane = f"{r['plane_cpu_us']:.0f}" if "plane_cpu_us" in r else "-"
             text.append(
                 f"| {n // 2 + 1} | {name} | {c} | {r['rps']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
-                f"| {r['non2xx']:.0f} |"
+                f"| {r['non2xx']:.0f} | {r['instance_cpu_us']:.0f} | {plane} |"
             )
     text.append("")
     for n in range(0, len(rows), 2):
@@ -170,6 +177,25 @@ def main() -> None:
     with args.out.open("a") as f:
         f.write("\n".join(text) + "\n")
     print(f"wrote {args.out}")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (its own threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_listening(port: int) -> int:
+    """The process serving the instance's port (its command line names it)."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--rest_api_port" in argv and argv[argv.index(b"--rest_api_port") + 1] == str(port).encode():
+                return int(proc.name)
+    raise RuntimeError(f"no process serves port {port}")
 
 
 def profile(folder: Path, pid: int, url: str, headers: dict[str, str], seconds: float) -> None:

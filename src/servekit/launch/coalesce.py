@@ -6,7 +6,8 @@ client. On the gateway's InvokeEndpoint path that second send is a measurable sh
 benchmarks/GATEWAY_RESULTS.md). Here the transport uvicorn writes to holds what is written within one turn of the
 event loop and hands it on at the end of that turn (``call_soon``) as one write; anything past
 ``_FLUSH_AT`` bytes goes at once, so the real transport's flow control still sees large bodies as they are written.
-Closing, ``write_eof`` and ``abort`` flush (or drop) what is held first.
+Closing, ``write_eof`` and ``abort`` flush (or drop) what is held first, and a complete response is flushed at
+once (the protocol's ``on_response_complete``) rather than at the end of the turn.
 """
 
 from __future__ import annotations
@@ -89,5 +90,9 @@ def coalescing_protocol() -> type[asyncio.Protocol]:
     class Coalescing(base):  # type: ignore[misc]
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(CoalescingTransport(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
+
+        def on_response_complete(self) -> None:
+            self.transport.flush()  # the response is whole: send it now, not at the end of the loop's turn
+            super().on_response_complete()
 
     return Coalescing

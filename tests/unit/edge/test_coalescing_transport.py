@@ -97,3 +97,26 @@ def test_the_protocol_is_uvicorns() -> None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     assert issubclass(coalescing_protocol(), HttpToolsProtocol)  # httptools is a default dependency
+
+
+def test_a_complete_response_leaves_without_waiting_for_the_turn() -> None:
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # never called: no request is parsed here
+        raise AssertionError
+
+    async def run() -> None:
+        config = uvicorn.Config(app, http=coalescing_protocol(), log_level="warning")
+        config.load()
+        made: Any = config.http_protocol_class  # uvicorn's protocol class (typed as a bare asyncio.Protocol)
+        protocol = made(config=config, server_state=ServerState(), app_state={})
+        inner = Recorder()
+        protocol.connection_made(inner)
+        protocol.transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        assert inner.writes == []
+        protocol.on_response_complete()  # uvicorn calls it once the body's last byte is written
+        assert inner.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"]
+        protocol.connection_lost(None)
+
+    asyncio.run(run())

@@ -13,8 +13,7 @@ drains does not. So, once per ``interval``:
   back, and growing it means nothing), it grows by about its square root (Netflix concurrency-limits' queue
   allowance), up to ``max_limit``, its start.
 
-A request that failed with 503/504 inside (a full batch queue, a deadline while waiting) counts as a wait over
-the target. The class is a pure decision: the caller passes the clock's readings in.
+The class is a pure decision: the caller passes the clock's readings in.
 """
 
 from __future__ import annotations
@@ -58,8 +57,8 @@ class OverloadGate:
         return True
 
     def leave(self, now: float, waited_s: float | None) -> None:
-        """An admitted request is answered: ``waited_s`` its server time less its model time, ``math.inf`` for
-        a 503/504 of its own, None when it says nothing about waiting (a client error)."""
+        """An admitted request is answered: ``waited_s`` how long it waited (the caller's measure: server time less
+        model time), None when it says nothing about waiting (an error)."""
         self.in_flight -= 1
         if waited_s is not None:
             self._samples += 1
@@ -72,7 +71,7 @@ class OverloadGate:
         cfg = self._cfg
         target = cfg.target_ms / 1e3
         least = self._least
-        if self._samples and least > target:  # a standing queue (inf: every answer was a 503/504 of its own)
+        if self._samples and least > target:  # a standing queue
             self.limit = max(float(cfg.min_limit), self.limit * max(0.5, target / least))
         elif self._samples and self._peak >= self.limit / 2:  # the limit is in use: more might be let in
             self.limit = min(float(cfg.max_limit), self.limit + max(1.0, math.sqrt(self.limit)))

@@ -36,14 +36,16 @@ import resource
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal, Protocol, cast
+from urllib.parse import unquote
 
 import h11
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from servekit.config.models import ConnectionLimits
-from servekit.protocols.http import EARLY_KEY, RETRY_AFTER_SECONDS, SHED_KEY, Backlog
+from servekit.protocols.http import ADMITTED_KEY, EARLY_KEY, RETRY_AFTER_SECONDS, SHED_BODY, SHED_KEY, Backlog
 
 log = logging.getLogger("servekit.connections")
 
@@ -71,6 +73,11 @@ def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
 
 _408 = _raw_response(b"408 Request Timeout", "the request was not received in time")
 _503 = _raw_response(b"503 Service Unavailable", "too many open connections", b"retry-after: 1\r\n")
+# An inference request refused as overload in the parser's callback (keeps the connection; the app's own body).
+_OVERLOADED = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+    b"retry-after: " + RETRY_AFTER_SECONDS.encode() + b"\r\n\r\n%s"
+) % (len(SHED_BODY), SHED_BODY)
 
 
 def default_max_connections() -> int:
@@ -123,6 +130,8 @@ class GuardStats:
         self.refused = _Every(logging.WARNING, interval)
         self.timed_out = _Every(logging.INFO, interval)
         self.totals: Counter[str] = Counter()
+        # The app's overload decision as a request's head is parsed (FastPath.refuse_now), where it has one.
+        self.refuse: Callable[[bytes, str, bool], str | None] | None = None
 
     def note_refused(self, open_connections: int) -> None:
         self.totals["refused"] += 1
@@ -355,7 +364,12 @@ class GuardedH11Protocol(H11Protocol):
         self._guard.settle()
 
 
+async def _answered(scope: Any, receive: Any, send: Any) -> None:
+    """The app of a request the connection has answered itself (refused as overload)."""
+
+
 def _httptools_class() -> type[asyncio.Protocol]:
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -383,11 +397,48 @@ def _httptools_class() -> type[asyncio.Protocol]:
             self._guard.settle()
 
         def on_headers_complete(self) -> None:
-            if self._guard.early:
-                cast("dict[str, Any]", self.scope)[EARLY_KEY] = True
-                self._guard.early = False
-            super().on_headers_complete()
-            self._guard.head_done()
+            guard = self._guard
+            refused = self._refuse_now()
+            guard.early = False
+            if refused is None or refused == "in":
+                if refused == "in":  # its wait for the loop counts as waiting
+                    cast("dict[str, Any]", self.scope)[ADMITTED_KEY] = time.perf_counter()
+                super().on_headers_complete()
+                guard.head_done()
+                return
+            # Answered here, in the parser's callback: no ASGI task, no wait for the event loop's next turn. The
+            # cycle is still made (uvicorn drops the body it reads for a completed response), running an app that
+            # does nothing.
+            app = self.app
+            self.app = _answered
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+            cycle = self.cycle
+            cycle.response_started = cycle.response_complete = True
+            if refused == "limit":  # the client's next request waits for Retry-After; an early one's does not
+                cycle.scope[SHED_KEY] = True  # type: ignore[literal-required]
+            self.transport.write(_OVERLOADED)
+            guard.head_done()
+            guard.body_done()
+            self.on_response_complete()
+
+        def _refuse_now(self) -> str | None:
+            refuse = self.guard_stats.refuse
+            early = self._guard.early
+            if refuse is None:  # no gate here: the app is told, as with h11
+                if early:
+                    cast("dict[str, Any]", self.scope)[EARLY_KEY] = True
+                return None
+            parser = self.parser
+            busy = self.cycle is not None and not self.cycle.response_complete  # pipelined: answers keep order
+            if busy or not parser.should_keep_alive() or parser.should_upgrade():
+                if early:
+                    cast("dict[str, Any]", self.scope)[EARLY_KEY] = True
+                return None
+            path = httptools.parse_url(self.url).path.decode("latin-1")
+            return refuse(parser.get_method(), unquote(path) if "%" in path else path, early)
 
         def on_message_complete(self) -> None:
             super().on_message_complete()

@@ -117,6 +117,7 @@ def _uvicorn(
     limits = resolve(config.connections)
     stats = GuardStats(limits)
     app = served_app(config, grpc, backlog=stats.backlog)  # the guard counts the requests the app may find alone
+    stats.refuse = app.refuse_now  # overload refusals as a request's head is parsed (httptools)
     log.info("HTTP: %s", stack.describe())
     log.info(
         "connections: idle timeout %gs, request head %gs, body %gs, keep-alive %ds, at most %d open",

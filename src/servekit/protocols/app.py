@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -23,8 +23,10 @@ from servekit.observability.metrics import CONTENT_TYPE
 from servekit.protocols.auth import BearerAuth
 from servekit.protocols.context import AdapterContext
 from servekit.protocols.http import (
+    ADMITTED_KEY,
     EARLY_KEY,
     RETRY_AFTER_SECONDS,
+    SHED_BODY,
     SHED_KEY,
     Backlog,
     InferenceHTTPResponse,
@@ -38,26 +40,34 @@ from servekit.server.multi_model import MultiModelHost
 
 # A request refused by the overload gate: the same two ASGI messages every time, sent before the body is read
 # (the HTTP server drops the unread body and keeps the connection).
-_SHED_BODY = b'{"error":"the server is overloaded: its requests wait longer than its target; retry later"}'
 _SHED_START = {
     "type": "http.response.start",
     "status": 503,
     "headers": [
         (b"content-type", b"application/json"),
-        (b"content-length", b"%d" % len(_SHED_BODY)),
+        (b"content-length", b"%d" % len(SHED_BODY)),
         (b"retry-after", RETRY_AFTER_SECONDS.encode()),
     ],
 }
-_SHED = {"type": "http.response.body", "body": _SHED_BODY}
+_SHED = {"type": "http.response.body", "body": SHED_BODY}
+
+
+def _is_inference(path: str) -> bool:
+    """The paths FastPath hands to an adapter's inference handler (for a POST)."""
+    return (path.startswith("/v1/models/") and ":" in path) or path == "/invocations" or infer_target(path) is not None
+
+
+# Waiting for this many runs of the model is its own pace, not a standing queue: a batch or a thread busy with
+# the request ahead. A slow model (a second a call) is not refused for what one call ahead of it takes.
+MODEL_RUNS_OF_WAIT = 2.0
 
 
 def _waited(response: Response, elapsed: float) -> float | None:
-    """What an answer says about waiting, for the gate: server time less model time; inf for a 503/504 of its
-    own (a full queue, a deadline passed waiting); None when it says nothing (a client error, a stream)."""
+    """What an answer says about waiting, for the gate: server time less model time, less the wait that is the
+    model's own pace (``MODEL_RUNS_OF_WAIT`` runs); None when it says nothing: an error (a full queue's 503 is
+    that queue's own bound at work, which the gate leaves to it), a stream."""
     if isinstance(response, InferenceHTTPResponse):
-        return max(0.0, elapsed - response.model_s)
-    if response.status_code in (503, 504):
-        return math.inf
+        return max(0.0, elapsed - (1.0 + MODEL_RUNS_OF_WAIT) * response.model_s)
     return None
 
 
@@ -113,6 +123,20 @@ class FastPath:
         self._auth = auth
         self._gate = gate
 
+    def refuse_now(self, method: bytes, path: str, early: bool) -> Literal["early", "limit", "in"] | None:
+        """For the HTTP connection, as a request's head is parsed (launch/connections.py): an inference POST sent
+        while its connection was held (``early``) or past the gate's limit is to be answered 503 there and then,
+        with no ASGI task, before authentication (the answer is the same constant either way); "in": it is let
+        in now (requests parsed in one turn of the loop count at once) and the connection marks its scope with
+        ``ADMITTED_KEY``; None: no gate, or not inference."""
+        gate = self._gate
+        if gate is None or method != b"POST" or not _is_inference(path):
+            return None
+        if early:
+            gate.shed += 1
+            return "early"
+        return "in" if gate.admit() else "limit"
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = None
         if scope["type"] == "http":
@@ -127,9 +151,13 @@ class FastPath:
             if self._auth is not None:
                 refused = self._auth.check(scope, inference=handler is not None)
                 if refused is not None:
+                    if scope.get(ADMITTED_KEY) and self._gate is not None:
+                        self._gate.leave(time.perf_counter(), None)
                     await refused(scope, receive, send)
                     return
         if handler is None:
+            if scope.get(ADMITTED_KEY) and self._gate is not None:  # not inference after all: its place back
+                self._gate.leave(time.perf_counter(), None)
             await self.app(scope, receive, send)
             return
         gate = self._gate
@@ -140,23 +168,25 @@ class FastPath:
         # A request sent again before Retry-After had passed waited unread meanwhile (launch/connections.py): it is
         # refused at once rather than answered a second late, and its connection is not held again, so the
         # client's next request, fresh, is decided by the gate.
-        if EARLY_KEY in scope:
+        started = scope.get(ADMITTED_KEY)  # let in by the connection as its head was parsed, at this time
+        if started is not None:
+            pass
+        elif EARLY_KEY in scope:
             gate.shed += 1
             await send(_SHED_START)
             await send(_SHED)
             return
-        if not gate.admit():
+        elif not gate.admit():
             scope[SHED_KEY] = True
             await send(_SHED_START)
             await send(_SHED)
             return
-        started = time.perf_counter()
+        else:
+            started = time.perf_counter()
         waited = None
         try:
             response = await handler(Request(scope, receive))
             waited = _waited(response, time.perf_counter() - started)
-            if response.status_code == 503:  # refused inside (a full queue): held for Retry-After the same way
-                scope[SHED_KEY] = True
             await response(scope, receive, send)
         finally:
             gate.leave(time.perf_counter(), waited)

@@ -108,6 +108,9 @@ RETRY_AFTER_SECONDS = "1"
 # wait; the app refuses it again at once). See launch/connections.py.
 SHED_KEY = "servekit.shed"
 EARLY_KEY = "servekit.early"
+ADMITTED_KEY = "servekit.admitted"  # let in by the overload gate as the connection parsed its head
+# The body of every such refusal: a constant, whether the connection or the app answers it.
+SHED_BODY = b'{"error":"the server is overloaded: its requests wait longer than its target; retry later"}'
 
 
 def error_response(exc: ServekitError, table: Mapping[ErrorCode, int]) -> Response:

@@ -63,7 +63,7 @@ def test_the_limit_never_falls_under_min_limit() -> None:
     assert fill(gate) == 4
 
 
-def test_answers_that_are_503_or_504_of_their_own_count_as_over_the_target() -> None:
+def test_an_unbounded_wait_halves_the_limit() -> None:
     gate = OverloadGate(CFG, now=0.0)
     fill(gate)
     gate.leave(0.10, math.inf)

@@ -46,7 +46,6 @@ from servekit.hosting.orchestrator import Orchestrator
 from servekit.hosting.pipeline import PipelineMetrics
 from servekit.hosting.serverless import DEFAULT_IDLE_S
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
-from servekit.launch.coalesce import coalescing_protocol
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
 from servekit.launch.logs import JobLogFiles, build_logs
@@ -516,6 +515,5 @@ def serve(app: Any, host: str, port: int, log_level: str) -> None:
         server_header=False,
         date_header=False,
         proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
-        http=coalescing_protocol(),  # a response's head and body in one write (launch/coalesce.py)
     )
     uvicorn.Server(config).run()

@@ -232,7 +232,7 @@ CATEGORIES = (
     ("routing", ("gateway/routing.py", "Gateway.choose")),
     ("gateway (invoke, attempts)", ("gateway/service.py",)),
     ("AWS front (route, decode)", ("aws/front.py", "aws/protocol.py")),
-    ("socket writes to the client", ("launch/coalesce.py", "httptools_impl.py:524", "httptools_impl.py:544")),
+    ("socket writes to the client", ("httptools_impl.py:524", "httptools_impl.py:544")),
     ("uvicorn HTTP + ASGI glue", ("uvicorn/protocols", "edge/plane.py")),
     ("event loop", ("uvicorn/_compat.py", "asyncio/")),
 )

@@ -264,6 +264,8 @@ def step(port: int, body: bytes, c: int, seconds: int, server: psutil.Process) -
         "probe_other": probe.other,
         "shed_without_retry_after": probe.no_retry_after,
         "timeouts": w["timeouts"] + probe.timeouts,
+        "probe_timeouts": probe.timeouts,
+        "probe_after_shed_max_ms": max(probe.shed_after_shed, default=float("nan")),
         "socket_errors": w["connect_errors"] + w["read_errors"] + w["write_errors"] + probe.errors,
         "cpu_ms_per_ok": (cpu1 - cpu0) * 1e3 / ok if ok else float("nan"),
         "server_cpu_share": (cpu1 - cpu0) / wall,

@@ -255,7 +255,11 @@ def test_the_api_refuses_bad_jobs(up: UpProcess, iris: Path) -> None:
 
 
 def test_recommend_takes_a_body_function_as_servekit_bench_does(iris: Path, types_file: Path, tmp_path: Path) -> None:
-    """``--payload PY_FILE:FUNCTION``: every request's body is made when it is sent (issue 32)."""
+    """``--payload PY_FILE:FUNCTION``: every request's body is made when it is sent (issue 32).
+
+    The SLO is loose on purpose: this test is about where the bodies come from, and a 50-ms p99 over a
+    1-s phase missed once on the loaded CI machine, leaving no recommendation to read.
+    """
     calls = tmp_path / "calls.txt"
     fn = tmp_path / "rows.py"
     fn.write_text(
@@ -267,7 +271,7 @@ def test_recommend_takes_a_body_function_as_servekit_bench_does(iris: Path, type
     out = tmp_path / "report"
     done = recommend(
         "--model", str(iris), "--instance-types", "ml.local.one", "--instance-types-file", str(types_file),
-        "--target-qps", "100", "--p99-ms", str(SLO_MS), "--phase-duration", "1s", "--batching", "off",
+        "--target-qps", "100", "--p99-ms", "2000", "--phase-duration", "1s", "--batching", "off",
         "--max-trials", "1", "--concurrency", "2", "--payload", f"{fn}:body", "--out", str(out), "--quiet",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

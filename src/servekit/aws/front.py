@@ -36,14 +36,13 @@ from servekit.aws.protocol import (
     Parsed,
     Response,
     RestJsonProtocol,
-    lower_headers,
     protocol_for,
     request_id,
     split_path,
     unknown_operation,
 )
 from servekit.aws.serialize import OutputShapeError
-from servekit.aws.sigv4 import KeyLookup, Verifier
+from servekit.aws.sigv4 import KeyLookup, Verifier, lowered
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +103,11 @@ class Api:
     def route(self, method: str, raw_path: str, headers: Mapping[str, str]) -> Protocol | None:
         """The service a request is for, or ``None`` when it is not an AWS API request."""
         path, _ = split_path(raw_path)
-        target = lower_headers(headers).get("x-amz-target")
+        target = lowered(headers).get("x-amz-target")
         if method.upper() == "POST" and path == "/":
             if target is not None:
                 return self._by_target.get(target.rpartition(".")[0], self._fallback)
-            if lower_headers(headers).get("content-type", "").startswith("application/x-amz-json"):
+            if lowered(headers).get("content-type", "").startswith("application/x-amz-json"):
                 return self._fallback  # a JSON-protocol call without a target: UnknownOperationException
         for proto in self._rest:
             if proto.match(method, raw_path) is not None:
@@ -129,7 +128,7 @@ class Api:
         not given)."""
         spec = proto.spec
         if isinstance(proto, JsonProtocol):
-            target = lower_headers(headers).get("x-amz-target", "")
+            target = lowered(headers).get("x-amz-target", "")
             if target.rpartition(".")[0] != spec.target_prefix:
                 raise unknown_operation()
         key = None
@@ -202,7 +201,7 @@ _MAX_INFLATED = 16 * 2**20  # no API body servekit takes is larger uncompressed 
 def _decoded(headers: Mapping[str, str], body: bytes) -> bytes:
     """The body as the operation reads it: botocore gzips some request bodies over 10 KiB (PutMetricData's
     ``requestcompression`` trait) and says so in Content-Encoding. Inflated with a cap, so a small bomb stays small."""
-    encoding = lower_headers(headers).get("content-encoding", "").strip().lower()
+    encoding = lowered(headers).get("content-encoding", "").strip().lower()
     if encoding in ("", "identity"):
         return body
     if encoding != "gzip":

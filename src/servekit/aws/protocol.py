@@ -44,10 +44,6 @@ class Response:
     body: bytes = b""
 
 
-def lower_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
-    return lowered(headers)
-
-
 def split_path(raw_path: str) -> tuple[str, str]:
     """``/a%20b?x=1`` → (``/a%20b``, ``x=1``)."""
     if raw_path[:1] == "/" and raw_path[:2] != "//" and "#" not in raw_path:  # what an HTTP request line holds
@@ -129,7 +125,7 @@ class JsonProtocol(_Protocol):
     def operation_name(self, headers: Mapping[str, str]) -> str:
         """The operation the ``X-Amz-Target`` header names (``UnknownOperationException`` when it names none of
         this service's)."""
-        target = lower_headers(headers).get("x-amz-target", "")
+        target = lowered(headers).get("x-amz-target", "")
         prefix, _, name = target.rpartition(".")
         if prefix != self.spec.target_prefix or self.spec.operation(name) is None:
             raise unknown_operation()
@@ -263,7 +259,7 @@ class RestJsonProtocol(_Protocol):
         shape = op.input_shape
         if shape is None:
             return Parsed(op, {})
-        low = lower_headers(headers)
+        low = lowered(headers)
         _, query = split_path(raw_path)
         qs = parse_qsl(query, keep_blank_values=True) if query else []
         data: dict[str, Any] = {}

@@ -255,7 +255,9 @@ class MetricsStore(BackgroundLoop):
     ) -> None:
         """One sample; ``dimensions`` sorted (name, value) pairs; ``at`` defaults to the clock's now."""
         t = self.clock() if at is None else at
-        key = (namespace, metric, dimensions, self.bucket(t))
+        self._add((namespace, metric, dimensions, self.bucket(t)), value)
+
+    def _add(self, key: _Key, value: float) -> None:
         agg = self._open.get(key)
         if agg is None:
             agg = self._open[key] = _Open()
@@ -287,14 +289,9 @@ class MetricsStore(BackgroundLoop):
             samples.append(("ModelLatency", model_us))
         if overhead_us is not None:
             samples.append(("OverheadLatency", max(0.0, overhead_us)))
-        opened = self._open
         for dims in self._invocation_dimensions(endpoint, variant, config_name):
             for metric, value in samples:
-                key = (NAMESPACE, metric, dims, b)
-                agg = opened.get(key)
-                if agg is None:
-                    agg = opened[key] = _Open()
-                agg.add(value)
+                self._add((NAMESPACE, metric, dims, b), value)
 
     def _invocation_dimensions(self, endpoint: str, variant: str, config_name: str | None) -> list[Dimensions]:
         key = (endpoint, variant, config_name)

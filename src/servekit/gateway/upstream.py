@@ -4,7 +4,7 @@ A general client (aiohttp) spends more of the gateway's CPU per forwarded reques
 together — request and response objects, header multidicts, a stream reader, tracing hooks. The instances are
 servekit processes on loopback that answer with Content-Length (or chunked) bodies, so the gateway writes the
 request head and body in one write and parses the answer straight from the bytes the event loop hands over:
-one :class:`asyncio.Protocol` per connection, no reader task, no copies beyond the one body slice. Streaming
+one :class:`asyncio.Protocol` per connection feeding httptools' response parser, no reader task. Streaming
 answers (InvokeEndpointWithResponseStream) and the multi-model load calls keep the general client.
 
 A connection is reused last-in first-out (the warmest), dropped once idle longer than the instances keep it
@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
-_MAX_HEAD = 64 * 1024  # a response head larger than this is not an instance's
-_CRLF2 = b"\r\n\r\n"
+import httptools
 
 
 class UpstreamGone(ConnectionError):
@@ -38,21 +37,19 @@ class Answer:
 
 
 class _Conn(asyncio.Protocol):
-    """One keep-alive connection: parses the answer to the request in flight as its bytes arrive."""
+    """One keep-alive connection: the answer to the request in flight is parsed by httptools (llhttp, the parser
+    servekit's own server runs) as its bytes arrive."""
 
     __slots__ = (
-        "buf",
-        "chunked",
-        "chunks",
         "closed",
         "counted",
         "got_bytes",
+        "headed",
         "headers",
-        "need",
+        "parser",
+        "parts",
         "reusable",
-        "status",
         "transport",
-        "until_close",
         "waiter",
     )
 
@@ -60,13 +57,10 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.waiter: asyncio.Future[Answer] | None = None
-        self.buf = b""
-        self.status = 0
+        self.parser = httptools.HttpResponseParser(self)
         self.headers: dict[str, str] = {}
-        self.need = -1  # body bytes still expected; -1: reading the head
-        self.chunked = False
-        self.chunks: list[bytes] = []
-        self.until_close = False
+        self.parts: list[bytes] = []
+        self.headed = False  # the answer's head is parsed
         self.reusable = True
         self.got_bytes = False
         self.counted = True  # counts against its host's connection limit until discarded
@@ -80,8 +74,8 @@ class _Conn(asyncio.Protocol):
         waiter = self.waiter
         if waiter is None or waiter.done():
             return
-        if self.until_close and self.need == -2:  # no length: the body ended with the connection
-            self._finish(b"".join(self.chunks))
+        if self.headed and self.parser.get_status_code() >= 200 and not self.parser.should_keep_alive():
+            self._answer()  # no length: the body ended with the connection (httptools has no end-of-input call)
             return
         waiter.set_exception(UpstreamGone(f"the instance closed the connection ({exc or 'EOF'})"))
 
@@ -94,117 +88,51 @@ class _Conn(asyncio.Protocol):
             self.close()
             return
         self.got_bytes = True
-        buf = self.buf + data if self.buf else data
-        self.buf = b""
         try:
-            self._parse(buf)
-        except (ValueError, IndexError) as exc:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
             self.reusable = False
             if not self.waiter.done():
                 self.waiter.set_exception(UpstreamGone(f"the instance's answer is not HTTP/1.1: {exc}"))
             self.close()
 
-    # -- parsing
-    def _parse(self, buf: bytes) -> None:
-        while True:
-            if self.need == -1:
-                end = buf.find(_CRLF2)
-                if end < 0:
-                    if len(buf) > _MAX_HEAD:
-                        raise ValueError("head too large")
-                    self.buf = buf
-                    return
-                self._head(buf[:end])
-                buf = buf[end + 4 :]
-                if self.need == -1:  # 1xx: its head is skipped, the answer follows
-                    continue
-            if self.need == -2:  # no length: everything until the connection closes
-                if buf:
-                    self.chunks.append(buf)
-                return
-            if self.chunked:
-                buf = self._chunks(buf)
-                if self.chunked:
-                    self.buf = buf
-                    return
-                self._finish(b"".join(self.chunks))
-            elif len(buf) >= self.need:
-                body = buf[: self.need] if len(buf) > self.need else buf
-                rest = len(buf) - self.need
-                self._finish(body)
-                if rest:  # more than the answer: out of step
-                    self.reusable = False
-                    self.close()
-            else:
-                self.buf = buf
-                return
-            return
-
-    def _head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        status_line = lines[0]
-        if not status_line.startswith(b"HTTP/1."):
-            raise ValueError(f"status line {status_line[:40]!r}")
-        status = int(status_line[9:12])
-        if 100 <= status < 200:
-            return
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep:
-                raise ValueError(f"header line {line[:40]!r}")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        self.status = status
-        self.headers = headers
-        if headers.get("connection", "").lower() == "close" or status_line.startswith(b"HTTP/1.0"):
+    # -- httptools' callbacks
+    def on_message_begin(self) -> None:
+        if self.waiter is None or self.waiter.done():  # more than the answer: out of step
             self.reusable = False
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self.chunked, self.need, self.chunks = True, 0, []
-        elif "content-length" in headers:
-            self.need = int(headers["content-length"])
-            if self.need < 0:
-                raise ValueError("negative Content-Length")
-        elif status in (204, 304):
-            self.need = 0
-        else:
-            self.need, self.until_close, self.reusable, self.chunks = -2, True, False, []
+            self.close()
+        self.headers = {}
+        self.parts = []
+        self.headed = False
 
-    def _chunks(self, buf: bytes) -> bytes:
-        """Consume whole chunks from ``buf``; returns what is left (``chunked`` turns False at the last chunk)."""
-        while True:
-            if self.need > 0:  # inside a chunk's data (plus its CRLF)
-                if len(buf) < self.need + 2:
-                    return buf
-                self.chunks.append(buf[: self.need])
-                buf = buf[self.need + 2 :]
-                self.need = 0
-            line_end = buf.find(b"\r\n")
-            if line_end < 0:
-                return buf
-            size = int(buf[:line_end].split(b";", 1)[0], 16)
-            if size == 0:
-                trailer = buf.find(b"\r\n", line_end + 2)
-                if trailer < 0:
-                    return buf
-                if trailer != line_end + 2:  # trailers: up to the empty line
-                    trailer = buf.find(_CRLF2, line_end)
-                    if trailer < 0:
-                        return buf
-                    trailer += 2
-                self.chunked = False
-                return buf[trailer + 2 :]
-            buf = buf[line_end + 2 :]
-            self.need = size
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
-    def _finish(self, body: bytes) -> None:
+    def on_headers_complete(self) -> None:
+        self.headed = True
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:  # 1xx: its head is skipped, the answer follows
+            return
+        if not self.parser.should_keep_alive():
+            self.reusable = False
+        self._answer()
+
+    def _answer(self) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
-            waiter.set_result(Answer(self.status, self.headers, body))
+            parts = self.parts
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            waiter.set_result(Answer(self.parser.get_status_code(), self.headers, body))
 
     # -- use
     def send(self, data: bytes, body: bytes, waiter: asyncio.Future[Answer]) -> None:
         self.waiter = waiter
-        self.need, self.chunked, self.until_close, self.got_bytes = -1, False, False, False
+        self.got_bytes = self.headed = False  # nothing of this answer yet (the last one's head is not it)
         assert self.transport is not None
         if len(body) <= 65536:
             self.transport.write(data + body)

@@ -427,14 +427,10 @@ def _httptools_class() -> type[asyncio.Protocol]:
         def _refuse_now(self) -> str | None:
             refuse = self.guard_stats.refuse
             early = self._guard.early
-            if refuse is None:  # no gate here: the app is told, as with h11
-                if early:
-                    cast("dict[str, Any]", self.scope)[EARLY_KEY] = True
-                return None
             parser = self.parser
             busy = self.cycle is not None and not self.cycle.response_complete  # pipelined: answers keep order
-            if busy or not parser.should_keep_alive() or parser.should_upgrade():
-                if early:
+            if refuse is None or busy or not parser.should_keep_alive() or parser.should_upgrade():
+                if early:  # not decided here (no gate here, or not answerable here): the app is told, as with h11
                     cast("dict[str, Any]", self.scope)[EARLY_KEY] = True
                 return None
             path = httptools.parse_url(self.url).path.decode("latin-1")

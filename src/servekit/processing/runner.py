@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from servekit.accelerators.inventory import VISIBLE_ENV
-from servekit.accelerators.placement import GpuShortage
 from servekit.processing.lifecycle import ProcessingJobStatus, check_transition
 from servekit.training import contract, sandbox
 from servekit.training.folder_sync import SYNC_S, FolderSync
 from servekit.training.hosts import (
     Running,
     gpu_device_nodes,
-    job_gpus,
     last_line,
     ml_dir,
     run_hosts,
@@ -109,12 +107,12 @@ class ProcessingRunner(SandboxJobRunner):
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
         envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         with contextlib.ExitStack() as stack:
-            try:  # a GPU type's hosts hold their own GPUs (as endpoints' instances do) until the job ends
-                held = stack.enter_context(job_gpus(self.gpus, name, hosts, envelope))
-            except GpuShortage as exc:
+            try:
+                held = self.hold_gpus(stack, name, hosts, envelope)
+            except JobFailed:
                 for log_path in logs:
                     self.logs.unregister(log_path)
-                raise JobFailed(f"CapacityError: {envelope.instance_type if envelope else ''} {exc}") from None
+                raise
             commands = []
             for host in hosts:
                 layout = sandbox.Layout(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Literal
 
@@ -50,11 +50,6 @@ _SHED_START = {
     ],
 }
 _SHED = {"type": "http.response.body", "body": SHED_BODY}
-
-
-def _is_inference(path: str) -> bool:
-    """The paths FastPath hands to an adapter's inference handler (for a POST)."""
-    return (path.startswith("/v1/models/") and ":" in path) or path == "/invocations" or infer_target(path) is not None
 
 
 # Waiting for this many runs of the model is its own pace, not a standing queue: a batch or a thread busy with
@@ -130,24 +125,28 @@ class FastPath:
         in now (requests parsed in one turn of the loop count at once) and the connection marks its scope with
         ``ADMITTED_KEY``; None: no gate, or not inference."""
         gate = self._gate
-        if gate is None or method != b"POST" or not _is_inference(path):
+        if gate is None or method != b"POST" or self._inference(path) is None:
             return None
         if early:
             gate.shed += 1
             return "early"
         return "in" if gate.admit() else "limit"
 
+    def _inference(self, path: str) -> Callable[[Request], Awaitable[Response]] | None:
+        """The adapter's inference handler for a POST to ``path``; None when it is not inference."""
+        if path.startswith("/v1/models/") and ":" in path:
+            return self._tf
+        if path == "/invocations":
+            return self._sagemaker
+        if infer_target(path) is not None:
+            return self._kserve
+        return None
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = None
         if scope["type"] == "http":
             if scope["method"] == "POST":
-                path: str = scope["path"]
-                if path.startswith("/v1/models/") and ":" in path:
-                    handler = self._tf
-                elif path == "/invocations":
-                    handler = self._sagemaker
-                elif infer_target(path) is not None:
-                    handler = self._kserve
+                handler = self._inference(scope["path"])
             if self._auth is not None:
                 refused = self._auth.check(scope, inference=handler is not None)
                 if refused is not None:
@@ -169,19 +168,16 @@ class FastPath:
         # refused at once rather than answered a second late, and its connection is not held again, so the
         # client's next request, fresh, is decided by the gate.
         started = scope.get(ADMITTED_KEY)  # let in by the connection as its head was parsed, at this time
-        if started is not None:
-            pass
-        elif EARLY_KEY in scope:
-            gate.shed += 1
-            await send(_SHED_START)
-            await send(_SHED)
-            return
-        elif not gate.admit():
-            scope[SHED_KEY] = True
-            await send(_SHED_START)
-            await send(_SHED)
-            return
-        else:
+        if started is None:
+            early = EARLY_KEY in scope
+            if early or not gate.admit():
+                if early:
+                    gate.shed += 1  # admit() counts its own refusals
+                else:
+                    scope[SHED_KEY] = True  # the connection holds off the client's next request
+                await send(_SHED_START)
+                await send(_SHED)
+                return
             started = time.perf_counter()
         waited = None
         try:

@@ -149,6 +149,16 @@ class SandboxJobRunner:
             raise JobFailed(f"ClientError: {unknown_image(uri)}")
         return image
 
+    def hold_gpus(
+        self, stack: contextlib.ExitStack, job: str, hosts: Sequence[str], envelope: JobEnvelope | None
+    ) -> dict[str, tuple[int, ...]]:
+        """Each host's own GPUs for a job on a GPU instance type, held until ``stack`` closes (from the pool the
+        endpoints' instances take theirs from); a machine short of them fails the job with a CapacityError."""
+        try:
+            return stack.enter_context(job_gpus(self.gpus, job, hosts, envelope))
+        except GpuShortage as exc:
+            raise JobFailed(f"CapacityError: {envelope.instance_type if envelope else ''} {exc}") from None
+
     def envelope(self, instance_type: str) -> JobEnvelope | None:
         return self.envelopes(instance_type) if instance_type else None
 
@@ -415,10 +425,7 @@ class TrainingRunner(SandboxJobRunner):
         port = free_port()
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
         with contextlib.ExitStack() as stack:
-            try:  # a GPU type's hosts hold their own GPUs (as endpoints' instances do) until the job ends
-                held = stack.enter_context(job_gpus(self.gpus, str(req["TrainingJobName"]), hosts, envelope))
-            except GpuShortage as exc:
-                raise JobFailed(f"CapacityError: {envelope.instance_type if envelope else ''} {exc}") from None
+            held = self.hold_gpus(stack, str(req["TrainingJobName"]), hosts, envelope)
             checkpoint = req.get("CheckpointConfig") or {}
             local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
             if not local.startswith("/") or ".." in local.split("/"):

@@ -115,6 +115,36 @@ def test_chunked_and_split_answers() -> None:
     asyncio.run(with_server(reply, test))
 
 
+def test_an_interim_answer_is_skipped_and_a_body_without_length_ends_with_the_connection() -> None:
+    async def reply(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil ")
+        await writer.drain()
+        writer.write(b"the end")
+        await writer.drain()
+        return False  # the close ends the body
+
+    async def test(url: str, server: Server) -> None:
+        client = Upstream()
+        got = await client.post(url, "/invocations", {}, b"x")
+        assert (got.status, got.body) == (200, b"until the end")
+        await client.close()
+
+    asyncio.run(with_server(reply, test))
+
+
+def test_an_answer_that_is_not_http_is_the_instance_gone() -> None:
+    async def reply(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"SMTP ready\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def test(url: str, server: Server) -> None:
+        with pytest.raises(UpstreamGone, match=r"not HTTP/1\.1"):
+            await Upstream().post(url, "/invocations", {}, b"x")
+
+    asyncio.run(with_server(reply, test))
+
+
 def test_a_kept_connection_the_server_closed_is_replaced() -> None:
     async def reply(head: bytes, writer: asyncio.StreamWriter) -> bool:
         writer.write(b"HTTP/1.1 503 Busy\r\ncontent-length: 4\r\n\r\nbusy")

@@ -28,6 +28,7 @@ from servekit._utils.parent_watch import exit_with_parent
 from servekit.config.grpc import GrpcConfig
 from servekit.config.models import ServerConfig
 from servekit.errors import ConfigError
+from servekit.launch.accept import fanned_out
 from servekit.launch.connections import GuardStats, guarded_protocol, resolve
 from servekit.launch.http_stack import HttpStack, http_stack
 from servekit.protocols.app import FastPath, build_app
@@ -155,7 +156,7 @@ def run_server(
     exit_with_parent()  # an instance of `servekit up`'s: ends with its plane, even a plane killed with SIGKILL
     sockets = _sockets(config)
     if config.workers == 1:
-        _uvicorn(config, log_level, grpc, stack).run(sockets=sockets)
+        _uvicorn(config, log_level, grpc, stack).run(sockets=fanned_out(sockets, stack.loop))
         return
     Supervisor(config, sockets, log_level, grpc, stack).run()
 
@@ -170,7 +171,8 @@ def _worker_main(
     logging.basicConfig(
         level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
     )
-    _uvicorn(config, log_level, grpc, stack).run(sockets=sockets)
+    stack = stack or http_stack()
+    _uvicorn(config, log_level, grpc, stack).run(sockets=fanned_out(sockets, stack.loop))
 
 
 class Supervisor:

@@ -30,3 +30,24 @@ def test_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
         lines[-1] == f"servekit: cannot listen on 127.0.0.1:{port}: another process listens there (choose another port)"
     )
     assert "Traceback" not in run.stderr and "OSError" not in run.stderr
+
+
+def test_servekit_up_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """``servekit up`` binds its port itself (launch/accept.py hands uvloop copies of the socket) and says so
+    the same way."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(tmp_path / "home"), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert run.returncode == 2, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert (
+        lines[-1] == f"servekit: cannot listen on 127.0.0.1:{port}: another process listens there (choose another port)"
+    )
+    assert "Traceback" not in run.stderr and "OSError" not in run.stderr

@@ -196,7 +196,11 @@ def up(
             typer.echo(f"servekit: {exc}", err=True)
             raise typer.Exit(2) from None
     print(prepared.banner, flush=True)
-    serve(prepared.app, host, port, log_level)
+    try:
+        serve(prepared.app, host, port, log_level)
+    except ConfigError as exc:  # the port is taken
+        typer.echo(f"servekit: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _absolute(path: str | None) -> str | None:

@@ -46,9 +46,12 @@ from servekit.hosting.orchestrator import Orchestrator
 from servekit.hosting.pipeline import PipelineMetrics
 from servekit.hosting.serverless import DEFAULT_IDLE_S
 from servekit.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
+from servekit.launch.accept import fanned_out
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
+from servekit.launch.http_stack import http_stack
 from servekit.launch.logs import JobLogFiles, build_logs
+from servekit.launch.serve import bind
 from servekit.monitor.schedules.api import MonitoringService
 from servekit.monitor.schedules.plans import Planner
 from servekit.monitor.schedules.scheduler import Scheduler
@@ -505,10 +508,13 @@ def prepare_gateway_replica(
 def serve(app: Any, host: str, port: int, log_level: str) -> None:
     """Serve a plane (the leader or a gateway replica) until stopped."""
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    stack = http_stack()
+    sock = bind(host, port)  # ConfigError when the port is taken: said before anything starts
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
+        loop=stack.loop,
         lifespan="on",
         log_level=log_level,
         access_log=False,
@@ -516,4 +522,6 @@ def serve(app: Any, host: str, port: int, log_level: str) -> None:
         date_header=False,
         proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
     )
-    uvicorn.Server(config).run()
+    # Each listening socket under several descriptors: a burst of InvokeEndpoint clients is accepted in one loop
+    # turn (launch/accept.py).
+    uvicorn.Server(config).run(sockets=fanned_out([sock], stack.loop))

@@ -6,8 +6,9 @@ p99 and the server process's CPU per request (all its threads, from /proc), one 
 ``python benchmarks/serve_ab_bench.py 4 64 "off=src:--inline_run_limit_micros 0" on=src`` or, against a git
 worktree of an older commit, ``base=/tmp/base/src head=src``; ``NAME=bare`` runs the bare Starlette app
 (benchmarks/baselines/bare_app.py) and ``NAME=asgi@SRC`` servekit's app from SRC on the same plain uvicorn, without
-``serve``'s connection guard (benchmarks/baselines/servekit_asgi.py). Each target is started with ``PYTHONPATH=SRC``, warmed 2 s, measured 4 s; the
-order alternates by round. CPU per request is steadier than req/s on a shared machine, not immune to it. The model
+``serve``'s connection guard (benchmarks/baselines/servekit_asgi.py); ``NAME=python@PYTHON`` runs the servekit
+installed for another interpreter (a fresh virtualenv's default install, say). Each target is started with
+``PYTHONPATH=SRC``, warmed 2 s, measured 4 s; the order alternates by round. CPU per request is steadier than req/s on a shared machine, not immune to it. The model
 is built into a temporary folder (benchmarks/models.py ``tiny``).
 """
 
@@ -66,8 +67,11 @@ def command(src: str, flags: str) -> tuple[list[str], dict[str, str]]:
         cmd = [sys.executable, "-m", "uvicorn", "servekit_asgi:app", "--port", "18501", "--loop", "uvloop", "--http"]
         env = {"PYTHONPATH": f"{BASELINES}:{src[5:]}", "SERVEKIT_BENCH_MODEL": str(MODEL), "SERVEKIT_BENCH_NAME": "tiny"}
         return [*cmd, "httptools", "--no-access-log", "--log-level", "warning"], env
-    cmd = [sys.executable, "-m", "servekit.cli.main", "serve", "--model_name", "tiny", "--model_base_path"]
-    return [*cmd, str(MODEL), "--rest_api_port", "18501", *flags.split()], {"PYTHONPATH": src}
+    python, env = sys.executable, {"PYTHONPATH": src}
+    if src.startswith("python@"):  # the servekit installed for that interpreter, nothing put before it
+        python, env = src[7:], {}
+    cmd = [python, "-m", "servekit.cli.main", "serve", "--model_name", "tiny", "--model_base_path"]
+    return [*cmd, str(MODEL), "--rest_api_port", "18501", *flags.split()], env
 
 
 def measure(name: str, spec: str, connections: int) -> tuple[float, float, str, int]:

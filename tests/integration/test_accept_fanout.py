@@ -80,11 +80,30 @@ def _one_turn(sockets: list[socket.socket]) -> int:
     return left
 
 
+@contextlib.contextmanager
+def _open_files(wanted: int) -> Iterator[None]:
+    """The process's soft open-file limit raised to ``wanted`` where the hard limit allows (a machine whose
+    default is 1024 gets 4 copies, fewer than the burst), put back after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    raised = soft != resource.RLIM_INFINITY and soft < wanted and (hard == resource.RLIM_INFINITY or hard >= wanted)
+    if raised:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    try:
+        yield
+    finally:
+        if raised:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_uvloop_takes_the_whole_burst_in_one_turn_from_the_fanned_out_socket() -> None:
     listener = bind("127.0.0.1", 0)
-    sockets = fanned_out([listener], "uvloop")
-    assert len(sockets) == accepts_per_turn(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    assert len(sockets) >= BURST, "this machine's open-file limit leaves too few copies for the test's burst"
+    with _open_files(ACCEPTS_PER_TURN * FD_SHARE):
+        sockets = fanned_out([listener], "uvloop")
+        assert len(sockets) == accepts_per_turn(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    if len(sockets) < BURST:
+        for sock in sockets:
+            sock.close()
+        pytest.skip(f"the hard open-file limit allows only {len(sockets)} copies, fewer than the burst of {BURST}")
     assert _one_turn(sockets) == 0
 
 

@@ -8,8 +8,9 @@ worktree of an older commit, ``base=/tmp/base/src head=src``; ``NAME=bare`` runs
 (benchmarks/baselines/bare_app.py) and ``NAME=asgi@SRC`` servekit's app from SRC on the same plain uvicorn, without
 ``serve``'s connection guard (benchmarks/baselines/servekit_asgi.py); ``NAME=python@PYTHON`` runs the servekit
 installed for another interpreter (a fresh virtualenv's default install, say). Each target is started with
-``PYTHONPATH=SRC``, warmed 2 s, measured 4 s; the order alternates by round. CPU per request is steadier than req/s on a shared machine, not immune to it. The model
-is built into a temporary folder (benchmarks/models.py ``tiny``).
+``PYTHONPATH=SRC``, warmed 2 s, measured 4 s; the order alternates by round. CPU per request is steadier than
+req/s on a shared machine, not immune to it. The model is built into a temporary folder (benchmarks/models.py
+``tiny``).
 """
 
 import argparse

@@ -156,9 +156,18 @@ def run_server(
     exit_with_parent()  # an instance of `servekit up`'s: ends with its plane, even a plane killed with SIGKILL
     sockets = _sockets(config)
     if config.workers == 1:
-        _uvicorn(config, log_level, grpc, stack).run(sockets=fanned_out(sockets, stack.loop))
+        _run(config, sockets, log_level, grpc, stack)
         return
     Supervisor(config, sockets, log_level, grpc, stack).run()
+
+
+def _run(
+    config: ServerConfig, sockets: list[socket.socket], log_level: str, grpc: GrpcConfig | None, stack: HttpStack | None
+) -> None:
+    """One process's uvicorn server on ``sockets``, each handed to uvloop under several descriptors
+    (launch/accept.py), until stopped."""
+    stack = stack or http_stack()
+    _uvicorn(config, log_level, grpc, stack).run(sockets=fanned_out(sockets, stack.loop))
 
 
 def _worker_main(
@@ -171,8 +180,7 @@ def _worker_main(
     logging.basicConfig(
         level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
     )
-    stack = stack or http_stack()
-    _uvicorn(config, log_level, grpc, stack).run(sockets=fanned_out(sockets, stack.loop))
+    _run(config, sockets, log_level, grpc, stack)
 
 
 class Supervisor:

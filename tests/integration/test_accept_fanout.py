@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import resource
 import socket
 from collections.abc import Iterator
@@ -129,3 +131,27 @@ def test_asyncio_gets_each_socket_once() -> None:
 )
 def test_the_copies_stay_a_small_share_of_the_descriptor_budget(soft: int, copies: int) -> None:
     assert accepts_per_turn(soft) == copies
+
+
+def _nonblocking(sock: socket.socket) -> bool:
+    return bool(fcntl.fcntl(sock.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK)
+
+
+def test_the_shared_socket_stays_non_blocking_whoever_duplicates_it() -> None:
+    """O_NONBLOCK belongs to the socket every worker holds, and ``socket.dup()`` re-applies the object's timeout
+    to it: multiprocessing dups the socket when the supervisor spawns a replacement worker. Were it turned blocking,
+    a serving worker's copies would wait inside accept() once the queue is empty (its loop stalled 10 s when a
+    worker was killed, tests/e2e/test_workers.py)."""
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert _nonblocking(sock)
+        spare = sock.dup()  # as multiprocessing's reduction does for a spawned worker
+        spare.close()
+        assert _nonblocking(sock)
+        sock.setblocking(True)  # a caller's socket object in blocking mode: the fan-out makes it non-blocking
+        copies = fanned_out([sock], "uvloop")
+        assert _nonblocking(sock)
+        for copy in copies[1:]:
+            copy.close()
+    finally:
+        sock.close()

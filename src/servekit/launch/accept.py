@@ -36,4 +36,8 @@ def fanned_out(sockets: list[socket.socket], loop: str) -> list[socket.socket]:
     if loop != "uvloop":
         return sockets
     copies = accepts_per_turn(resource.getrlimit(resource.RLIMIT_NOFILE)[0]) - 1
+    for sock in sockets:
+        # ``dup()`` applies the object's timeout to the shared socket: a blocking-mode object would make every copy,
+        # in every process, block in accept() once the queue is empty, stalling the loop.
+        sock.setblocking(False)
     return [fd for sock in sockets for fd in (sock, *(sock.dup() for _ in range(copies)))]

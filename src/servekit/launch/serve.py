@@ -57,6 +57,11 @@ def bind(host: str, port: int) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}{hint}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
+    # Non-blocking in every process that holds it, for good: O_NONBLOCK belongs to the socket shared by the workers,
+    # and Python's ``socket.dup()`` (multiprocessing's, when a replacement worker is spawned; launch/accept.py's)
+    # re-applies the object's timeout to it, so a blocking-mode object here would turn it blocking under the
+    # serving workers, whose loop would then wait inside accept() (seen: 10 s with no answer after a worker died).
+    sock.setblocking(False)
     return sock
 
 

@@ -49,6 +49,8 @@ def not_found(message: str, **details: Any) -> ServekitError:
 
 
 def unavailable(message: str, **details: Any) -> ServekitError:
+    """A 503. ``full=True``: a bounded queue (the batch queue, the model threads' wait) is full, which says how many
+    requests the server holds at once; the HTTP overload gate reads it so (protocols/app.py)."""
     return ServekitError(ErrorCode.UNAVAILABLE, message, details)
 
 

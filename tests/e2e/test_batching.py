@@ -376,9 +376,16 @@ def test_overload_is_refused_fast_and_the_server_recovers(server_factory: Callab
     assert refused, "a queue of one row never filled under 24 concurrent clients"
     for i, r in ok:
         assert_doubled(r, i)
-    for r in refused:
+    # The queue's own 503s, and, once the queue has been full, the overload gate's: it then lets in fewer than were
+    # in (inference/overload.py) and refuses the rest as their heads are parsed, holding each such connection for
+    # up to Retry-After (these clients do not wait it out: their next request is refused when read).
+    queue_full = [r for r in refused if "overloaded" not in r.body["error"]]
+    assert queue_full, "the queue's own refusal never reached a client"
+    for r in queue_full:
         assert_queue_full(r)
         assert r.seconds < sleep, f"a refusal took {r.seconds:.3f}s, longer than one model call ({sleep}s)"
+    for r in refused:
+        assert r.status == 503, r
     # Only accepted requests reach the model (one row per call with max_batch_size 1), and none waited
     # for more than the work ahead of it: the run is bounded by the served calls, not by the clients.
     assert model.calls() == [1] * len(ok)
@@ -388,7 +395,7 @@ def test_overload_is_refused_fast_and_the_server_recovers(server_factory: Callab
     for i in range(3):
         assert_doubled(post(url, {"instances": [row(100 + i)]}), 100 + i)
     counts = request_counts(scrape(srv.url), "slow")
-    assert counts == {"OK": len(ok) + 3, "UNAVAILABLE": len(refused)}
+    assert counts == {"OK": len(ok) + 3, "UNAVAILABLE": len(queue_full)}
     assert srv.proc.poll() is None, srv.log()
 
 
@@ -413,7 +420,8 @@ def test_full_queue_and_expired_deadline_while_the_model_is_held(
             assert late.seconds < GATE_LIMIT_S / 4 and late_v2.seconds < GATE_LIMIT_S / 4
             assert not held.done(), "the model was to be busy throughout"
 
-            # Twenty at once: one fits the queue (one row); the other 19 are refused without waiting.
+            # Twenty at once: one fits the queue (one row); the other 19 are refused without waiting: by the full
+            # queue, and once it has refused one, also by the overload gate, which then lets in fewer than were in.
             barrier = threading.Barrier(20, timeout=30)
 
             def one(i: int) -> Reply:
@@ -425,8 +433,12 @@ def test_full_queue_and_expired_deadline_while_the_model_is_held(
             done = [f.result() for f in burst if f.done()]
             waiting = [i for i, f in enumerate(burst) if not f.done()]
             assert len(done) == 19 and len(waiting) == 1, (len(done), waiting)
-            for r in done:
+            queue_full = [r for r in done if "overloaded" not in r.body["error"]]
+            assert queue_full, [r.body for r in done]
+            for r in queue_full:
                 assert_queue_full(r)
+            for r in done:
+                assert r.status == 503, r
                 assert r.seconds < GATE_LIMIT_S / 4
             assert not held.done()
             assert model.calls() == [1], "expired or refused requests reached the model"
@@ -440,7 +452,8 @@ def test_full_queue_and_expired_deadline_while_the_model_is_held(
         assert_doubled(post(url, {"instances": [row(50 + i)]}), 50 + i)
     assert model.calls() == [1] * 7
     m = scrape(srv.url)
-    assert request_counts(m, "slow") == {"OK": 7, "UNAVAILABLE": 19, "DEADLINE_EXCEEDED": 2}
+    assert request_counts(m, "slow") == {"OK": 7, "UNAVAILABLE": len(queue_full), "DEADLINE_EXCEEDED": 2}
+    assert total(m, "servekit_overload_shed_total") == 19 - len(queue_full)  # the gate's, before any decoding
     assert total(m, "servekit_batch_size_count", model="slow") == 7
     assert srv.proc.poll() is None, srv.log()
 

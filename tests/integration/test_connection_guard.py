@@ -23,9 +23,9 @@ import pytest
 import uvicorn
 
 from servekit.config.models import ConnectionLimits
-from servekit.launch.connections import GuardStats, default_max_connections, guarded_protocol, resolve
+from servekit.launch.connections import HOLD_S, GuardStats, default_max_connections, guarded_protocol, resolve
 from servekit.launch.serve import bind
-from servekit.protocols.http import Backlog
+from servekit.protocols.http import RETRY_AFTER_SECONDS, Backlog
 
 IMPLS = [
     pytest.param("h11", "asyncio", id="h11-asyncio"),
@@ -366,3 +366,11 @@ def test_default_connection_cap_leaves_room_below_the_file_limit(monkeypatch: py
     monkeypatch.setattr(resource, "getrlimit", lambda _: (20000, 20000))
     assert default_max_connections() == 15000
     assert resolve(ConnectionLimits(max_connections=7)).max_connections == 7
+
+
+def test_overload_holds_are_spread_over_the_last_quarter_of_retry_after() -> None:
+    """Equal holds would bring a burst of refused clients back in one instant; spread, never past Retry-After."""
+    holds = [GuardStats(ConnectionLimits(max_connections=8), hold_s=None).hold_s() for _ in range(200)]
+    assert all(0.75 * HOLD_S <= h <= HOLD_S for h in holds), (min(holds), max(holds))
+    assert max(holds) - min(holds) > 0.15 * HOLD_S  # spread, not one value
+    assert HOLD_S == float(RETRY_AFTER_SECONDS)

@@ -22,7 +22,7 @@ from servekit._utils.threads import ModelThreads
 from servekit.batching.policy import CostModel, QueueView, ReleaseReason, decide
 from servekit.batching.tensors import Tensors, concat, pad_to, padded_size, rows_of, slice_rows, split
 from servekit.config.models import BatchingConfig
-from servekit.errors import ErrorCode, ServekitError, invalid
+from servekit.errors import ErrorCode, ServekitError, invalid, unavailable
 
 PredictFn = Callable[[dict[str, npt.NDArray[Any]]], dict[str, npt.NDArray[Any]]]
 
@@ -120,11 +120,11 @@ class BatchQueue:
         if not cfg.enable_large_batch_splitting and rows > cfg.max_batch_size:
             raise invalid(f"Task size {rows} is larger than maximum input batch size {cfg.max_batch_size}")
         if self._queued_rows + rows > cfg.queue_capacity_rows:
-            raise ServekitError(
-                ErrorCode.UNAVAILABLE,
+            raise unavailable(
                 "The batch scheduling queue to which this task was submitted is full "
                 f"(queued rows {self._queued_rows}, task size {rows}, capacity {cfg.queue_capacity_rows} = "
                 f"max_enqueued_batches {cfg.max_enqueued_batches} x max_batch_size {cfg.max_batch_size})",
+                full=True,
             )
         loop = asyncio.get_running_loop()
         now = loop.time()

@@ -254,7 +254,8 @@ class ConnectionLimits:
 class OverloadConfig:
     """Admission under overload (inference/overload.py): inference requests a worker lets in at once, a limit
     that shrinks while admitted requests wait longer than ``target_ms`` (least wait over ``interval_ms``,
-    CoDel-style) and grows back while they do not. Past it a request is answered 503 with Retry-After before its
+    CoDel-style), grows back while it refuses requests and they do not, and falls toward twice its use (not under
+    ``burst_limit``) while mostly unused. Past it a request is answered 503 with Retry-After before its
     body is read. ``target_ms`` 0 turns the limit off (only ``max_queued_requests`` / ``max_enqueued_batches``
     refuse, after the body is decoded)."""
 
@@ -262,12 +263,15 @@ class OverloadConfig:
     interval_ms: float = 100.0  # CoDel's interval: how long the least wait must stay over the target
     min_limit: int = 4  # requests always let in: enough to keep the model threads and batches busy
     max_limit: int = 1024  # the limit's start and ceiling
+    burst_limit: int = 64  # the least a mostly unused limit falls to: what a quiet server takes at once
 
     def __post_init__(self) -> None:
         if not self.target_ms >= 0:
             raise ConfigError(f"overload target_ms must be >= 0 (0 = off), got {self.target_ms}")
         if not self.interval_ms > 0:
             raise ConfigError(f"overload interval_ms must be > 0, got {self.interval_ms}")
+        if self.burst_limit < 1:
+            raise ConfigError(f"overload burst_limit must be >= 1, got {self.burst_limit}")
         if not 1 <= self.min_limit <= self.max_limit:
             raise ConfigError(
                 f"overload limits need 1 <= min_limit <= max_limit, got {self.min_limit} and {self.max_limit}"

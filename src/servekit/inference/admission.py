@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from servekit._utils.threads import ModelThreads
-from servekit.errors import ErrorCode, ServekitError
+from servekit.errors import ErrorCode, ServekitError, unavailable
 
 T = TypeVar("T")
 
@@ -140,10 +140,10 @@ class Admission:
         is cancelled when ``disconnected()`` completes (the client went away); either way ``fn`` never runs."""
         n = self._in_flight.get(model, 0)
         if n >= self._limit:
-            raise ServekitError(
-                ErrorCode.UNAVAILABLE,
+            raise unavailable(
                 f"model '{model}' has {n} requests in flight, its limit ({self._num_threads} threads + "
                 f"{self._limit - self._num_threads} waiting, --max_queued_requests); retry later",
+                full=True,
             )
         self._in_flight[model] = n + 1
         loop = asyncio.get_running_loop()

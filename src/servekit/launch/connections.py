@@ -17,11 +17,11 @@ gets a :class:`_Guard` that tracks where it is in its request and keeps one time
 Over ``max_connections`` open connections, a new one is answered 503 with ``Retry-After`` and closed at once.
 
 After a request the app refused as overload (``SHED_KEY`` in its scope: the overload gate, protocols/app.py), the
-connection is not read until its ``Retry-After`` has passed: a client that sends again at once would otherwise
-spin, and on a loaded machine its refusals take the CPU the admitted requests need. A request found already
-waiting when reading resumes was sent before Retry-After had passed; it is marked (``EARLY_KEY``) and the app
-refuses it at once instead of answering it a second late (the connection is not held again: the client's next
-request is decided afresh).
+connection is not read for a while (the last quarter of its ``Retry-After``, spread: :func:`_spread_hold`): a client
+that sends again at once would otherwise spin, and on a loaded machine its refusals take the CPU the admitted
+requests need. A request found already waiting when reading resumes was sent before Retry-After had passed; it is
+marked (``EARLY_KEY``) and the app refuses it at once instead of answering it up to a second late (the connection
+is not held again: the client's next request is decided afresh).
 Both the timeouts and the refusals are logged, rate limited. The same guard wraps uvicorn's h11 protocol (the
 plain install) and its httptools one (``[fast]``), whichever event loop runs them.
 """
@@ -32,6 +32,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import random
 import resource
 import socket
 import time
@@ -56,7 +57,7 @@ LOG_INTERVAL_S = 10.0
 # this long before the connection closes: closing with unread input would send a reset, which can destroy the
 # answer before the client reads it.
 LINGER_S = 1.0
-HOLD_S = float(RETRY_AFTER_SECONDS)  # a connection whose request was refused as overload is not read this long
+HOLD_S = float(RETRY_AFTER_SECONDS)  # a connection whose request was refused as overload is not read at most this long
 
 
 def _raw_response(status: bytes, message: str, extra: bytes = b"") -> bytes:
@@ -118,12 +119,27 @@ class _Every:
         self._since = now
 
 
+def _spread_hold(rng: random.Random) -> Callable[[], float]:
+    """Holds spread over the last quarter of Retry-After. Refusals come in bursts (a jump in load, a limit that
+    shrinks), and equal holds release each burst's connections in the same instant a second later, so the burst
+    comes back every second (measured: the admitted requests' waits spiked to 3x each time); spread, they come back
+    a few at a time. Never longer than Retry-After, so a client that waits it out is read at once. Shorter holds
+    mean more refusals from clients that do not wait: 0.75-1.0 gave a lower c=400 p99 than equal 1-s holds and
+    than 0.5-1.0 (three alternated runs each, benchmarks/OVERLOAD_RESULTS.md)."""
+    return lambda: HOLD_S * rng.uniform(0.75, 1.0)
+
+
 class GuardStats:
     """Per process (all connections of one server): counts and rate-limited log lines."""
 
     def __init__(
-        self, limits: ConnectionLimits, interval: float = LOG_INTERVAL_S, backlog: Backlog | None = None
+        self,
+        limits: ConnectionLimits,
+        interval: float = LOG_INTERVAL_S,
+        backlog: Backlog | None = None,
+        hold_s: Callable[[], float] | None = None,
     ) -> None:
+        """``hold_s``: how long to hold the next connection refused as overload (default: :func:`_spread_hold`)."""
         self.limits = limits
         # Requests received whole and not yet answered (the "busy" phase), for the app (protocols/http.py).
         self.backlog = backlog or Backlog()
@@ -132,6 +148,7 @@ class GuardStats:
         self.totals: Counter[str] = Counter()
         # The app's overload decision as a request's head is parsed (FastPath.refuse_now), where it has one.
         self.refuse: Callable[[bytes, str, bool], str | None] | None = None
+        self.hold_s = hold_s or _spread_hold(random.Random())
 
     def note_refused(self, open_connections: int) -> None:
         self.totals["refused"] += 1
@@ -243,7 +260,7 @@ class _Guard:
         if proto.transport.is_closing() or self._held is not None:
             return
         proto.transport.pause_reading()
-        self._held = proto.loop.call_later(HOLD_S, self._release)
+        self._held = proto.loop.call_later(self._stats.hold_s(), self._release)
 
     def _release(self) -> None:
         self._held = None

@@ -29,6 +29,7 @@ from servekit.protocols.http import (
     SHED_BODY,
     SHED_KEY,
     Backlog,
+    FullQueueResponse,
     InferenceHTTPResponse,
     json_response,
 )
@@ -179,13 +180,14 @@ class FastPath:
                 await send(_SHED)
                 return
             started = time.perf_counter()
-        waited = None
+        waited, full = None, False
         try:
             response = await handler(Request(scope, receive))
             waited = _waited(response, time.perf_counter() - started)
+            full = isinstance(response, FullQueueResponse)
             await response(scope, receive, send)
         finally:
-            gate.leave(time.perf_counter(), waited)
+            gate.leave(time.perf_counter(), waited, full)
 
 
 def build_app(

@@ -113,10 +113,16 @@ ADMITTED_KEY = "servekit.admitted"  # let in by the overload gate as the connect
 SHED_BODY = b'{"error":"the server is overloaded: its requests wait longer than its target; retry later"}'
 
 
+class FullQueueResponse(Response):
+    """The 503 of a full queue (``unavailable(..., full=True)``): the overload gate takes it as the most the server
+    holds at once (protocols/app.py)."""
+
+
 def error_response(exc: ServekitError, table: Mapping[ErrorCode, int]) -> Response:
     status = table.get(exc.code, 500)
     headers = {"Retry-After": RETRY_AFTER_SECONDS} if status in RETRY_STATUSES else None
-    return json_response({"error": exc.message}, status=status, headers=headers)
+    kind = FullQueueResponse if exc.details.get("full") else Response
+    return kind(dumps({"error": exc.message}), status_code=status, media_type=JSON_TYPE, headers=headers)
 
 
 class InferenceHTTPResponse(Response):

@@ -1,8 +1,10 @@
 """The overload gate on a manual clock: a limit that shrinks while the least wait of an interval stays over the
-target, grows back while it is under and the limit is what holds requests back, and refuses past it."""
+target, grows back while it refuses requests and most waits are under the target, falls toward its use while mostly
+unused, drops under what was in when a queue behind it is full, and refuses past it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -77,39 +79,93 @@ def test_client_errors_say_nothing_about_waiting() -> None:
     assert gate.limit == 64
 
 
-def test_the_limit_grows_back_by_its_square_root_while_in_use_and_waits_are_under_the_target() -> None:
-    gate = OverloadGate(CFG, now=0.0)
+def shrink_to_16(gate: OverloadGate) -> None:
+    """Two intervals at 4x the target: 64 -> 32 -> 16, then in flight drained to 10 of 16."""
     fill(gate)
-    for i in range(1, 3):  # two intervals at 4x the target: 64 -> 32 -> 16
+    for i in range(1, 3):
         gate.leave(i * 0.1, 0.200)
     assert gate.limit == 16
-    while gate.in_flight > 10:  # 10 of 16 in use: more than half
+    while gate.in_flight > 10:
         gate.leave(0.25, 0.001)
-    gate.leave(0.31, 0.001)  # the interval's least wait is under the target: + sqrt(16)
-    assert gate.limit == 20
-    gate.leave(0.35, 0.001)
-    gate.leave(0.40, 0.060)  # mid-interval samples over the target do not matter: the least is 1 ms
-    assert gate.limit == 20
-    before = gate.in_flight
-    assert fill(gate) == 20 - before
-    gate.leave(0.42, 0.001)
-    assert gate.limit == 20 + math.sqrt(20)
 
 
-def test_a_limit_mostly_unused_does_not_grow() -> None:
+def test_the_limit_grows_by_its_square_root_while_it_refuses_and_no_wait_reaches_the_target() -> None:
     gate = OverloadGate(CFG, now=0.0)
+    shrink_to_16(gate)
+    gate.leave(0.31, 0.001)  # nobody was refused in this interval: nothing says more could be let in usefully
+    assert gate.limit == 16
+    before = gate.in_flight
+    assert fill(gate) == 16 - before  # then the limit refuses one
+    gate.leave(0.35, 0.001)
+    gate.leave(0.40, 0.040)  # under the target
+    gate.leave(0.42, 0.001)  # the interval ends: least 1 ms, none over the target: + sqrt(16)
+    assert gate.limit == 20
+
+
+def test_with_some_waits_over_the_target_it_grows_by_one_and_with_most_not_at_all() -> None:
+    gate = OverloadGate(CFG, now=0.0)
+    shrink_to_16(gate)
+    gate.leave(0.31, 0.001)
     fill(gate)
-    gate.leave(0.1, 0.400)
-    assert gate.limit == 32
-    while gate.in_flight > 2:
-        gate.leave(0.15, 0.001)
-    gate.leave(0.2, 0.001)  # this interval began with 63 in flight: in use, it grows once
-    limit = gate.limit
-    assert limit == 32 + math.sqrt(32)
-    for i in range(3, 10):  # then 2 in flight at most, waits short: nothing says more could be let in usefully
+    for wait in (0.001, 0.010, 0.020, 0.080):  # one of four over the target, the least under it
+        gate.leave(0.35, wait)
+    gate.leave(0.42, 0.010)
+    assert gate.limit == 17
+    fill(gate)
+    for wait in (0.001, 0.080, 0.090):  # most over the target: the queue is at the target already
+        gate.leave(0.45, wait)
+    gate.leave(0.53, 0.070)
+    assert gate.limit == 17
+
+
+def test_a_mostly_unused_limit_falls_toward_twice_its_use_but_not_under_the_burst_limit() -> None:
+    cfg = OverloadConfig(target_ms=50.0, interval_ms=100.0, min_limit=4, max_limit=1024, burst_limit=64)
+    gate = OverloadGate(cfg, now=0.0)
+    limits = []
+    for i in range(1, 7):  # 10 in flight at most, waits short
+        for _ in range(10):
+            gate.admit()
+        while gate.in_flight:
+            gate.leave(i * 0.1 - 0.05, 0.001)
         gate.admit()
         gate.leave(i * 0.1, 0.001)
-    assert gate.limit == limit
+        limits.append(gate.limit)
+    assert limits == [512, 256, 128, 64, 64, 64]  # at most halving at once; the burst limit over 2 x 10
+    low = OverloadGate(dataclasses.replace(cfg, burst_limit=8), now=0.0)
+    for i in range(1, 8):
+        for _ in range(10):
+            low.admit()
+        while low.in_flight:
+            low.leave(i * 0.1, 0.001)
+    assert low.limit == 20  # twice what is in use
+
+
+def test_a_limit_under_the_burst_limit_is_not_raised_by_falling_use() -> None:
+    gate = OverloadGate(OverloadConfig(target_ms=50.0, interval_ms=100.0, min_limit=4, max_limit=64), now=0.0)
+    fill(gate)
+    for i in range(1, 4):  # a standing queue: 64 -> 32 -> 16 -> 8
+        gate.leave(i * 0.1, 0.4)
+    assert gate.limit == 8
+    while gate.in_flight:
+        gate.leave(0.35, None)
+    gate.admit()
+    gate.leave(0.41, 0.001)  # one in use, under the burst limit already: it stays
+    assert gate.limit == 8
+
+
+def test_a_full_queue_behind_the_gate_puts_the_limit_under_what_was_in_at_once() -> None:
+    gate = OverloadGate(CFG, now=0.0)
+    for _ in range(30):
+        gate.admit()
+    gate.leave(0.01, None, full=True)  # 30 in (this one too) were too many: at most 29
+    assert gate.limit == 29 and gate.in_flight == 29
+    assert not gate.admit()
+    while gate.in_flight > 2:
+        gate.leave(0.02, 0.001)
+    gate.admit()
+    gate.admit()
+    gate.leave(0.03, None, full=True)  # never under min_limit
+    assert gate.limit == 4
 
 
 def test_the_limit_never_grows_past_max_limit() -> None:
@@ -131,6 +187,7 @@ def test_the_limit_never_grows_past_max_limit() -> None:
         ({"interval_ms": 0.0}, "interval_ms must be > 0"),
         ({"min_limit": 0}, "1 <= min_limit <= max_limit"),
         ({"min_limit": 10, "max_limit": 5}, "1 <= min_limit <= max_limit"),
+        ({"burst_limit": 0}, "burst_limit must be >= 1"),
     ],
 )
 def test_bad_settings_are_refused_with_what_is_expected(kwargs: dict[str, float], message: str) -> None:
@@ -141,3 +198,37 @@ def test_bad_settings_are_refused_with_what_is_expected(kwargs: dict[str, float]
 def test_target_zero_turns_the_gate_off() -> None:
     assert not OverloadConfig(target_ms=0).enabled
     assert OverloadConfig().enabled
+
+
+def test_a_fast_model_that_is_refused_grows_its_limit_by_what_its_rate_fits_in_the_target() -> None:
+    """Little's law: answers at 4,000 a second, so 200 requests in wait about the 50-ms target; a limit that refuses
+    while far under that doubles (at most) rather than growing by its square root."""
+    cfg = OverloadConfig(target_ms=50.0, interval_ms=100.0, min_limit=4, max_limit=1024, burst_limit=16)
+    gate = OverloadGate(cfg, now=0.0)
+    fill(gate)
+    for i in range(1, 8):  # a standing queue: 1024 halves to 8
+        gate.leave(i * 0.1, 1.0)
+    assert gate.limit == 8
+    while gate.in_flight:
+        gate.leave(0.75, None)
+    for _ in range(400):  # 400 answers in the interval, 1 ms waits, and the limit refuses
+        fill(gate)
+        gate.leave(0.79, 0.001)
+    gate.leave(0.81, 0.001)
+    assert gate.limit == 16  # twice, not 8 + sqrt(8)
+
+
+def test_a_mostly_unused_limit_does_not_fall_under_what_its_answer_rate_fits_in_the_target() -> None:
+    cfg = OverloadConfig(target_ms=50.0, interval_ms=100.0, min_limit=4, max_limit=1024, burst_limit=16)
+    gate = OverloadGate(cfg, now=0.0)
+    limits = []
+    for i in range(1, 7):  # 2 in at most, answered at 2,000 a second: 100 fit in 50 ms
+        for _ in range(100):
+            gate.admit()
+            gate.admit()
+            gate.leave(i * 0.1 - 0.05, 0.001)
+            gate.leave(i * 0.1 - 0.05, 0.001)
+        gate.admit()
+        gate.leave(i * 0.1, 0.001)
+        limits.append(round(gate.limit))
+    assert limits == [512, 256, 128, 100, 100, 100]  # at most halving at once; the rate's share, not the burst limit

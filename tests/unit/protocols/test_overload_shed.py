@@ -4,6 +4,7 @@ body is read; a request that arrived while its connection was held is refused wi
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import MutableMapping
 from types import SimpleNamespace
 from typing import Any
@@ -13,10 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from servekit.config.models import OverloadConfig
+from servekit.errors import ErrorCode, unavailable
 from servekit.inference.overload import OverloadGate
 from servekit.inference.schema import InferenceResponse, Timings
 from servekit.protocols.app import FastPath, GateMetrics
-from servekit.protocols.http import EARLY_KEY, SHED_KEY, InferenceHTTPResponse
+from servekit.protocols.http import EARLY_KEY, SHED_KEY, InferenceHTTPResponse, error_response
 
 
 class Front:
@@ -101,13 +103,13 @@ def test_a_request_sent_while_its_connection_was_held_is_refused_without_a_new_h
 class RecordingGate(OverloadGate):
     __slots__ = ("waits",)
 
-    def __init__(self) -> None:
-        super().__init__(OverloadConfig(), now=0.0)
+    def __init__(self, now: float = 0.0) -> None:
+        super().__init__(OverloadConfig(), now=now)
         self.waits: list[float | None] = []
 
-    def leave(self, now: float, waited_s: float | None) -> None:
+    def leave(self, now: float, waited_s: float | None, full: bool = False) -> None:
         self.waits.append(waited_s)
-        super().leave(now, waited_s)
+        super().leave(now, waited_s, full)
 
 
 def test_answers_tell_the_gate_their_server_time_less_three_model_times() -> None:
@@ -135,7 +137,7 @@ def test_the_gate_is_in_the_metrics() -> None:
 def test_a_503_from_inside_is_left_to_its_queue() -> None:
     """A full batch queue's or thread queue's own 503: its message goes out as it is, the connection is not held
     (the client's next request is the queue's to decide, with its own message), and it says nothing of waiting."""
-    gate = RecordingGate()
+    gate = RecordingGate(now=math.inf)  # no interval ends
 
     async def full(request: Request) -> Response:
         return Response(b'{"error":"queue full"}', status_code=503, headers={"Retry-After": "1"})
@@ -145,3 +147,26 @@ def test_a_503_from_inside_is_left_to_its_queue() -> None:
     scope, sent, _ = call(app(gate, front), "/v1/models/m:predict")
     assert sent[0]["status"] == 503 and SHED_KEY not in scope
     assert gate.waits == [None] and gate.in_flight == 0
+    assert gate.limit == 1024  # an ordinary 503 says nothing of how many the server holds
+
+
+def test_a_full_queue_puts_the_limit_under_what_was_in() -> None:
+    """The batch queue's or the thread queue's "full" 503 (``unavailable(..., full=True)``): the requests let in
+    then were more than the server holds, so the gate lets in fewer from then on, and the message is the queue's."""
+    gate = RecordingGate()
+    for _ in range(40):  # 40 others in, as the full answer is given
+        assert gate.admit()
+
+    async def full(request: Request) -> Response:
+        return error_response(
+            unavailable("The batch scheduling queue ... is full", full=True), {ErrorCode.UNAVAILABLE: 503}
+        )
+
+    front = Front()
+    front.answer = full  # type: ignore[method-assign]
+    scope, sent, _ = call(app(gate, front), "/v1/models/m:predict")
+    assert sent[0]["status"] == 503 and dict(sent[0]["headers"])[b"retry-after"] == b"1"
+    assert orjson.loads(sent[1]["body"]) == {"error": "The batch scheduling queue ... is full"}
+    assert SHED_KEY not in scope  # the queue's own refusal: its connection is not held
+    assert gate.limit == 40 and gate.in_flight == 40
+    assert not gate.admit()  # the 41st waits for a place

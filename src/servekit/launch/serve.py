@@ -1,8 +1,13 @@
 """The serving process's composition root (``servekit serve``): the serving core built once and handed to its
-fronts (REST, and gRPC when asked), on one uvicorn server per worker process, all sharing the listening sockets.
+fronts (REST, and gRPC when asked), on one uvicorn server per worker process.
 
-With ``--workers N`` a supervisor binds the REST (and SageMaker) sockets, starts N worker processes that
-each run their own event loop, models and batchers on those sockets, and replaces a worker that dies.
+With ``--workers N`` a supervisor holds the REST (and SageMaker) ports, starts N worker processes that each run
+their own event loop, models and batchers, and replaces a worker that dies. Each worker listens on the ports
+itself with SO_REUSEPORT, once its models are loaded, so the kernel spreads new connections evenly over the
+workers ready to take them: on one shared listening socket a burst of connections went mostly to whichever worker
+woke first (32 opened at once: 24 to 31 of them on one of two workers), and keep-alive clients stay where they
+landed. The price: connections a dying worker had not yet accepted are reset with it (on a shared socket the
+other workers would have taken them).
 Prometheus metrics are aggregated across workers through prometheus_client's multiprocess mode.
 """
 
@@ -19,6 +24,7 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
@@ -65,6 +71,33 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def reserve(host: str, port: int) -> socket.socket:
+    """The supervisor's hold on ``host:port`` for workers that listen on it with :func:`reuse_port_socket`: bound,
+    not listening (so the kernel hands it no connections). A port anyone already listens on, servekit with
+    SO_REUSEPORT included, is refused as :func:`bind` refuses it; port 0 becomes the port the kernel chose."""
+    probe = bind(host, port)
+    port = probe.getsockname()[1]
+    probe.close()
+    return reuse_port_socket(host, port)
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` with SO_REUSEPORT, not yet listening: the event loop's ``create_server``
+    listens on it when the worker starts serving (after its models are loaded)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.setblocking(False)  # as bind()'s: dup() must not turn it blocking
+    return sock
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -74,16 +107,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _sockets(config: ServerConfig) -> list[socket.socket]:
+def _sockets(config: ServerConfig, take: Callable[[str, int], socket.socket] = bind) -> list[socket.socket]:
     if not is_loopback(config.host) and config.auth is None:
         log.warning(
             "listening on %s without authentication: anyone who can reach this address can run and inspect "
             "the models (give --auth_token_file, or --host 127.0.0.1 behind a proxy that authenticates)",
             config.host,
         )
-    sockets = [bind(config.host, config.rest_api_port)]
+    sockets = [take(config.host, config.rest_api_port)]
     if config.sagemaker_port is not None and config.sagemaker_port != config.rest_api_port:
-        sockets.append(bind(config.host, config.sagemaker_port))
+        sockets.append(take(config.host, config.sagemaker_port))
     for s in sockets:
         host, port = s.getsockname()[:2]
         log.info("servekit listening on http://%s:%d", host, port)
@@ -159,11 +192,10 @@ def run_server(
     ``stack``: the event loop and HTTP parser (default: the fast pair where installed)."""
     stack = stack or http_stack()
     exit_with_parent()  # an instance of `servekit up`'s: ends with its plane, even a plane killed with SIGKILL
-    sockets = _sockets(config)
     if config.workers == 1:
-        _run(config, sockets, log_level, grpc, stack)
+        _run(config, _sockets(config), log_level, grpc, stack)
         return
-    Supervisor(config, sockets, log_level, grpc, stack).run()
+    Supervisor(config, _sockets(config, take=reserve), log_level, grpc, stack).run()
 
 
 def _run(
@@ -177,19 +209,20 @@ def _run(
 
 def _worker_main(
     config: ServerConfig,
-    sockets: list[socket.socket],
+    ports: list[tuple[str, int]],
     log_level: str,
     grpc: GrpcConfig | None = None,
     stack: HttpStack | None = None,
 ) -> None:
+    """One worker: its own SO_REUSEPORT sockets on the supervisor's ``ports`` (listening once its models load)."""
     logging.basicConfig(
         level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
     )
-    _run(config, sockets, log_level, grpc, stack)
+    _run(config, [reuse_port_socket(host, port) for host, port in ports], log_level, grpc, stack)
 
 
 class Supervisor:
-    """Starts ``config.workers`` processes on shared sockets and keeps that many alive until told to stop."""
+    """Starts ``config.workers`` processes on the held ports and keeps that many alive until told to stop."""
 
     def __init__(
         self,
@@ -202,7 +235,8 @@ class Supervisor:
         self._config = config
         self._grpc = grpc
         self._stack = stack
-        self._sockets = sockets
+        self._sockets = sockets  # held, not listening (reserve): the workers listen beside them
+        self._ports = [(str(s.getsockname()[0]), int(s.getsockname()[1])) for s in sockets]
         self._log_level = log_level
         self._ctx = mp.get_context("spawn")
         self._workers: list[BaseProcess] = []
@@ -211,7 +245,7 @@ class Supervisor:
     def _spawn(self) -> BaseProcess:
         proc = self._ctx.Process(
             target=_worker_main,
-            args=(self._config, self._sockets, self._log_level, self._grpc, self._stack),
+            args=(self._config, self._ports, self._log_level, self._grpc, self._stack),
             name="servekit-worker",
         )
         proc.start()

@@ -135,11 +135,13 @@ def test_a_transform_jobs_output_is_in_the_transform_jobs_group(up: UpProcess, t
     assert data_log["logStreamName"] == f"{stream['logStreamName']}/data-log"  # the batch agent's own lines
     found = logs.filter_log_events(logGroupName="/aws/sagemaker/TransformJobs", filterPattern='"tj-marker record"')
     assert len(found["events"]) == 2 and found["events"][0]["logStreamName"] == stream["logStreamName"]
-    agent = logs.get_log_events(
-        logGroupName="/aws/sagemaker/TransformJobs", logStreamName=data_log["logStreamName"], startFromHead=True
-    )
-    assert any("[sagemaker logs]: a.jsonl: Done, 2 record(s), 0 error(s)" in e["message"] for e in agent["events"]), (
-        agent["events"]
+    # The batch agent's last line is shipped as the plane reads it, which may be after the job is Completed (so in
+    # SageMaker too: a job's logs trail its status); it must arrive.
+    poll(
+        lambda: logs.get_log_events(
+            logGroupName="/aws/sagemaker/TransformJobs", logStreamName=data_log["logStreamName"], startFromHead=True
+        )["events"],
+        lambda events: any("[sagemaker logs]: a.jsonl: Done, 2 record(s), 0 error(s)" in e["message"] for e in events),
     )
 
 

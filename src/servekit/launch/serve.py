@@ -47,12 +47,15 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 KEEP_ALIVE_S = 5  # uvicorn's default: an idle kept-alive connection is closed after this long
 
 
-def bind(host: str, port: int) -> socket.socket:
+def _bound(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host:port``, not listening; a taken port is a ConfigError that says so."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY on accepted connections only when the socket's
     # proto says TCP (accepted sockets inherit it); with proto 0 small responses wait on Nagle's algorithm.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
@@ -61,13 +64,19 @@ def bind(host: str, port: int) -> socket.socket:
         busy = exc.errno == errno.EADDRINUSE
         hint = ": another process listens there (choose another port)" if busy else f": {exc.strerror}"
         raise ConfigError(f"cannot listen on {host}:{port}{hint}") from None
+    # Non-blocking for good: O_NONBLOCK belongs to the socket, shared by every descriptor of it, and Python's
+    # ``socket.dup()`` (launch/accept.py's copies, multiprocessing's when it passes a socket on) re-applies the
+    # object's timeout to it, so a blocking-mode object would turn it blocking under a serving loop, which would then
+    # wait inside accept() (seen: 10 s with no answer after a worker died, when the workers shared one socket).
+    sock.setblocking(False)
+    return sock
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (one serving process, ``servekit up``)."""
+    sock = _bound(host, port)
     sock.listen(2048)
     sock.set_inheritable(True)
-    # Non-blocking in every process that holds it, for good: O_NONBLOCK belongs to the socket shared by the workers,
-    # and Python's ``socket.dup()`` (multiprocessing's, when a replacement worker is spawned; launch/accept.py's)
-    # re-applies the object's timeout to it, so a blocking-mode object here would turn it blocking under the
-    # serving workers, whose loop would then wait inside accept() (seen: 10 s with no answer after a worker died).
-    sock.setblocking(False)
     return sock
 
 
@@ -84,18 +93,7 @@ def reserve(host: str, port: int) -> socket.socket:
 def reuse_port_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` with SO_REUSEPORT, not yet listening: the event loop's ``create_server``
     listens on it when the worker starts serving (after its models are loaded)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.setblocking(False)  # as bind()'s: dup() must not turn it blocking
-    return sock
+    return _bound(host, port, reuse_port=True)
 
 
 def is_loopback(host: str) -> bool:

@@ -76,7 +76,6 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port`` (one serving process, ``servekit up``)."""
     sock = _bound(host, port)
     sock.listen(2048)
-    sock.set_inheritable(True)
     return sock
 
 

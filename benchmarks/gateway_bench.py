@@ -233,6 +233,7 @@ CATEGORIES = (
     ("gateway (invoke, attempts)", ("gateway/service.py",)),
     ("AWS front (route, decode)", ("aws/front.py", "aws/protocol.py")),
     ("socket writes to the client", ("httptools_impl.py:524", "httptools_impl.py:544")),
+    ("servekit's HTTP/1.1 fast path (InvokeEndpoint without ASGI)", ("launch/plane_http.py",)),
     ("uvicorn HTTP + ASGI glue", ("uvicorn/protocols", "edge/plane.py")),
     ("event loop", ("uvicorn/_compat.py", "asyncio/")),
 )

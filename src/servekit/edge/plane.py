@@ -39,6 +39,8 @@ _REPORTED_MODELS = 100
 _EXTRA_HEADERS: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("servekit_extra_headers")
 MAX_BODY = 6 * 1024 * 1024 + 64 * 1024  # InvokeEndpoint's 6 MB payload plus headroom for the JSON APIs
 _TEXT = "text/plain; version=0.0.4; charset=utf-8"
+TOO_LARGE = b'{"message": "request body too large"}'
+NO_API = b'{"message": "no such API on servekit up"}'
 
 
 class Background(Protocol):
@@ -269,27 +271,53 @@ class ControlPlane:
         # ASGI's header names are lower-case: the AWS layers use this mapping without lower-casing copies
         headers = LowerCaseHeaders((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"])
         if body is None:
-            await _send(send, 413, b'{"message": "request body too large"}', "application/json")
+            await _send(send, 413, TOO_LARGE, "application/json")
             return
         if method == "POST" and path.endswith(OPERATION_SUFFIX):  # the answer is sent as it streams, not returned
             args = (self.api, self.gateway, self.prometheus, self._instances, method, raw_path, headers, body, send)
             components = self.hosting.components
             if await stream_invocation(*args, router=components.route if components is not None else None):
                 return
+        status, raw, payload = await self.answer(method, raw_path, headers, body)
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": payload})
+
+    def takes_invocation(self, raw_path: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bool:
+        """Whether a POST to ``raw_path`` (no query) with these (lower-case) headers is an InvokeEndpoint that
+        :meth:`invoke` answers whole, without the ASGI app (launch/plane_http.py): not for a mount nor a front
+        (S3 takes a request by its SigV4 scope, whatever its path), not a streaming one."""
+        if not (raw_path.startswith(b"/endpoints/") and raw_path.endswith(b"/invocations")):
+            return False
+        if self.mounts and any(raw_path.startswith(prefix.encode() + b"/") for prefix in self.mounts):
+            return False
+        if self.fronts:
+            scope = {"type": "http", "method": "POST", "headers": headers, "query_string": b""}
+            return not any(picks(scope) for picks, _ in self.fronts)
+        return True
+
+    async def invoke(
+        self, raw_path: str, raw_headers: Sequence[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """An InvokeEndpoint that :meth:`takes_invocation` took: the answer the ASGI app would send."""
+        headers = LowerCaseHeaders((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers)
+        return await self.answer("POST", raw_path, headers, body)
+
+    async def answer(
+        self, method: str, raw_path: str, headers: LowerCaseHeaders, body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """An AWS API request's status, headers (content-length among them) and body; 404 when it is none."""
         extra: dict[str, str] = {}
         _EXTRA_HEADERS.set(extra)
         response = await self.api.handle_async(method, raw_path, headers, body, self.dispatch)
         if response is None:
-            await _send(send, 404, b'{"message": "no such API on servekit up"}', "application/json")
-            return
+            return 404, [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(NO_API))], NO_API
         out_headers = {**response.headers, **extra} if response.status == 200 else response.headers
         if response.status == 429:  # throttled (a serverless variant at its MaxConcurrency): when to come back
             out_headers = {**out_headers, "Retry-After": "1"}
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out_headers.items()]
         if not any(k == b"content-length" for k, _ in raw):  # else the server frames the body in chunks
             raw.append((b"content-length", b"%d" % len(response.body)))
-        await send({"type": "http.response.start", "status": response.status, "headers": raw})
-        await send({"type": "http.response.body", "body": response.body})
+        return response.status, raw, response.body
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

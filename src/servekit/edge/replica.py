@@ -31,7 +31,7 @@ from servekit.aws.errors import service_unavailable
 from servekit.aws.protocol import RestJsonProtocol
 from servekit.backends.local import InstanceHandle, InstanceSpec
 from servekit.cloudwatch.store import MetricsStore
-from servekit.edge.plane import MAX_BODY, ControlPlane, read_body
+from servekit.edge.plane import MAX_BODY, TOO_LARGE, ControlPlane, read_body
 from servekit.gateway.published import RouteFollower
 from servekit.gateway.service import Gateway
 from servekit.hosting.api import HostingService
@@ -119,7 +119,7 @@ class GatewayReplica(ControlPlane):
             return
         body = await read_body(receive, MAX_BODY)
         if body is None:
-            await _respond(send, 413, [("content-type", "application/json")], b'{"message": "request body too large"}')
+            await _respond(send, 413, [("content-type", "application/json")], TOO_LARGE)
             return
         try:
             status, out_headers, out_body = await self._forward(method, raw_path, scope["headers"], body)

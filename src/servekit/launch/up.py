@@ -51,6 +51,7 @@ from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
 from servekit.launch.http_stack import http_stack
 from servekit.launch.logs import JobLogFiles, build_logs
+from servekit.launch.plane_http import is_plane, plane_protocol
 from servekit.launch.serve import bind
 from servekit.monitor.schedules.api import MonitoringService
 from servekit.monitor.schedules.plans import Planner
@@ -521,6 +522,8 @@ def serve(app: Any, host: str, port: int, log_level: str) -> None:
         server_header=False,
         date_header=False,
         proxy_headers=False,  # no proxy-header rewriting on every request: servekit up reads none of them
+        # InvokeEndpoint answered without the ASGI cycle (launch/plane_http.py), where httptools parses
+        http=plane_protocol(app) if stack.http == "httptools" and is_plane(app) else stack.http,
     )
     # Each listening socket under several descriptors: a burst of InvokeEndpoint clients is accepted in one loop
     # turn (launch/accept.py).

@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "GATEWAY_RESULTS.md")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--profile", type=Path, default=None, help="record the plane with py-spy into this folder")
+    ap.add_argument("--profile-connections", type=int, default=64, help="wrk's connections while profiling")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="servekit-gw-bench-"))
     model_dir = build_all(tmp / "models")["tiny"]
@@ -136,7 +137,7 @@ def main() -> None:
                 print(json.dumps({"c": c, "direct": d, "gateway": g}), flush=True)
         load_after = Path("/proc/loadavg").read_text().split()[:3]
         if args.profile is not None:
-            profile(args.profile, up.pid, gateway, signed, args.duration)
+            profile(args.profile, up.pid, gateway, signed, args.duration, args.profile_connections)
     finally:
         os.killpg(up.pid, signal.SIGTERM)
         try:
@@ -198,8 +199,9 @@ def pid_listening(port: int) -> int:
     raise RuntimeError(f"no process serves port {port}")
 
 
-def profile(folder: Path, pid: int, url: str, headers: dict[str, str], seconds: float) -> None:
-    """One more gateway pass at c=64 with py-spy sampling the plane (collapsed stacks in folder/plane.txt)."""
+def profile(folder: Path, pid: int, url: str, headers: dict[str, str], seconds: float, connections: int = 64) -> None:
+    """One more gateway pass (c=64 unless told) with py-spy sampling the plane (collapsed stacks in
+    folder/plane.txt)."""
     spy = shutil.which("py-spy")
     if spy is None:
         print("py-spy is not installed: no profile", flush=True)
@@ -212,11 +214,11 @@ def profile(folder: Path, pid: int, url: str, headers: dict[str, str], seconds: 
         stderr=subprocess.DEVNULL,
     )
     try:
-        got = wrk(url, ROW, headers, 64, seconds)
+        got = wrk(url, ROW, headers, connections, seconds)
     finally:
         rec.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
         rec.wait(30)
-    print(f"profile of the plane at c=64 ({got['rps']:,.0f} req/s while sampled): {out}", flush=True)
+    print(f"profile of the plane at c={connections} ({got['rps']:,.0f} req/s while sampled): {out}", flush=True)
     requests_seen = got["rps"] * round(seconds)
     for name, samples in breakdown(out):  # 200 samples a second: a sample is 5 ms of the plane's CPU
         print(f"  {name}: {samples} samples, {samples * 5e3 / requests_seen:.0f} us a request", flush=True)

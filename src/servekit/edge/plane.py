@@ -3,7 +3,9 @@ on one port, the gateway behind InvokeEndpoint, and the hosting service that kee
 
 It is a plain ASGI app: AWS API requests go to :class:`~servekit.aws.Api` (SigV4, validation, wire
 format); ``GET /ping`` answers 200 once the endpoints that were InService before a restart are serving again;
-``GET /metrics`` is Prometheus text.
+``GET /metrics`` is Prometheus text. ``servekit up`` serves it with its own HTTP/1.1 protocol
+(launch/plane_http.py), which hands each plain InvokeEndpoint (:meth:`ControlPlane.takes_invocation`) to
+:meth:`ControlPlane.invoke` without the ASGI cycle; both paths answer through :meth:`ControlPlane.answer`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 """A burst from idle on a fast model (issue 34): how many requests the overload gate refuses when a quiet server
 meets a jump in connections.
 
-    flock /tmp/servekit-bench.lock python3 benchmarks/burst_bench.py [NAME=SRC ...]   (default head=src)
+    flock /tmp/servekit-bench.lock python3 benchmarks/burst_bench.py [NAME=SRC[:FLAGS] ...]   (default head=src)
+
+``FLAGS``: more ``servekit serve`` flags for that tree, space separated (``t30=src:--overload_target_ms 30``).
 
 For each source tree (``SRC`` goes on ``PYTHONPATH``), each burst size (64, 128, 256) and unbatched / batched: a fresh
 ``servekit serve`` of the tiny model, ``wrk -c1`` for 2 s, then ``wrk -cN`` for 3 s; prints req/s, requests done and
@@ -67,9 +69,11 @@ def main() -> None:
     )
     targets = [a.partition("=")[::2] for a in sys.argv[1:]] or [("head", "src")]
     for conns in (64, 128, 256):
-        for name, src in targets:
+        for name, spec in targets:
+            src, _, extra = spec.partition(":")
             for flags in ([], ["--enable_batching"]):
-                print(f"c={conns} {name} {' '.join(flags) or 'unbatched'}: {run(src, flags, conns, lua)}", flush=True)
+                got = run(src, [*flags, *extra.split()], conns, lua)
+                print(f"c={conns} {name} {' '.join(flags) or 'unbatched'}: {got}", flush=True)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ def serve(
             " model time), fewer are let in and the rest get 503 with Retry-After before their body is read"
             " (0: off).",
         ),
-    ] = 50.0,
+    ] = 30.0,
     overload_interval_ms: Annotated[
         float,
         _tf("--overload_interval_ms", help="How long the least wait must stay over --overload_target_ms."),

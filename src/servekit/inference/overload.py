@@ -17,7 +17,8 @@ drains does not. So, once per ``interval``:
   whole jump in load in at once (measured: c=32 straight to c=400 let 400 in and put 0.6 s into the waits);
 - when under half of it was in use, it falls toward twice what was (at most halving at once), never under
   ``burst_limit`` (what a quiet server takes at once before the limit has to grow) nor under what the answer rate
-  fits in the target.
+  brings in ``burst_ms`` (a burst's headroom: kept apart from the target, so a tight target does not refuse more
+  of a jump from idle).
 
 And at once, when a bounded queue behind the gate refuses a request as full (the batch queue, the model threads'
 wait): the limit falls under the number of requests in at that moment, which the queue has shown is too many.
@@ -91,7 +92,8 @@ class OverloadGate:
         target = cfg.target_ms / 1e3
         least, samples, peak = self._least, self._samples, self._peak
         # Little's law: as many as the answers of this interval came at, in the target's time, wait no longer than it
-        fits = samples / max(now - self._ends + cfg.interval_ms / 1e3, 1e-9) * target
+        rate = samples / max(now - self._ends + cfg.interval_ms / 1e3, 1e-9)
+        fits = rate * target
         if samples and least > target:  # a standing queue
             self.limit = max(float(cfg.min_limit), self.limit * max(0.5, target / least))
         elif samples and self._refused and 2 * self._over < samples:
@@ -99,7 +101,8 @@ class OverloadGate:
             grown = max(self.limit + step, min(2 * self.limit, fits))
             self.limit = min(float(cfg.max_limit), grown)
         elif 2 * peak < self.limit:
-            floor = min(float(cfg.max_limit), max(float(cfg.burst_limit), float(cfg.min_limit), fits))
+            headroom = rate * cfg.burst_ms / 1e3
+            floor = min(float(cfg.max_limit), max(float(cfg.burst_limit), float(cfg.min_limit), headroom))
             self.limit = min(self.limit, max(floor, 2.0 * peak, self.limit / 2))
         self._least = math.inf
         self._samples = self._over = self._refused = 0

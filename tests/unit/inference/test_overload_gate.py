@@ -183,6 +183,7 @@ def test_the_limit_never_grows_past_max_limit() -> None:
     ("kwargs", "message"),
     [
         ({"target_ms": -1.0}, "target_ms must be >= 0"),
+        ({"burst_ms": math.nan}, "burst_ms must be >= 0"),
         ({"target_ms": math.nan}, "target_ms must be >= 0"),
         ({"interval_ms": 0.0}, "interval_ms must be > 0"),
         ({"min_limit": 0}, "1 <= min_limit <= max_limit"),
@@ -218,11 +219,13 @@ def test_a_fast_model_that_is_refused_grows_its_limit_by_what_its_rate_fits_in_t
     assert gate.limit == 16  # twice, not 8 + sqrt(8)
 
 
-def test_a_mostly_unused_limit_does_not_fall_under_what_its_answer_rate_fits_in_the_target() -> None:
-    cfg = OverloadConfig(target_ms=50.0, interval_ms=100.0, min_limit=4, max_limit=1024, burst_limit=16)
+def test_a_mostly_unused_limit_does_not_fall_under_what_its_answer_rate_brings_in_the_burst_window() -> None:
+    """The headroom is the answer rate times ``burst_ms``, not times the target: a tighter target (20 ms here, which
+    would give 40) does not refuse more of a jump from idle."""
+    cfg = OverloadConfig(target_ms=20.0, interval_ms=100.0, min_limit=4, max_limit=1024, burst_limit=16, burst_ms=50.0)
     gate = OverloadGate(cfg, now=0.0)
     limits = []
-    for i in range(1, 7):  # 2 in at most, answered at 2,000 a second: 100 fit in 50 ms
+    for i in range(1, 7):  # 2 in at most, answered at 2,000 a second: 100 arrive in 50 ms
         for _ in range(100):
             gate.admit()
             gate.admit()

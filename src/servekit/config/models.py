@@ -260,7 +260,7 @@ class OverloadConfig:
     refuse, after the body is decoded)."""
 
     # A standing wait longer than this (server time less model time) is overload. 30 rather than 50: the MLP's p99
-    # at c=400 fell by a quarter with no loss of goodput (benchmarks/OVERLOAD_RESULTS.md, 2026-12-02 15:05)
+    # at c=400 fell by 15-25% with goodput kept (benchmarks/OVERLOAD_RESULTS.md, 2026-12-02 15:05)
     target_ms: float = 30.0
     interval_ms: float = 100.0  # CoDel's interval: how long the least wait must stay over the target
     min_limit: int = 4  # requests always let in: enough to keep the model threads and batches busy

@@ -13,51 +13,33 @@ the non-2xx answers (the gate's 503s) of the burst. Loopback only.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import tiny  # noqa: E402
+from run import free_port, server  # noqa: E402
 
 WORK = Path(tempfile.mkdtemp(prefix="servekit-burst-"))
-BODY = b'{"instances": [[1.0, 2.0, 3.0, 4.0]]}'
-URL = "http://127.0.0.1:18601/v1/models/tiny:predict"
 
 
 def run(src: str, flags: list[str], conns: int, lua: Path) -> str:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1/models/tiny:predict"
     cmd = [sys.executable, "-m", "servekit.cli.main", "serve", "--model_name", "tiny", "--model_base_path"]
-    proc = subprocess.Popen(
-        [*cmd, str(WORK / "tiny"), "--rest_api_port", "18601", *flags],
-        env={**os.environ, "PYTHONPATH": src},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(urllib.request.Request(URL, BODY), timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.1)
-        subprocess.run(["wrk", "-t1", "-c1", "-d2s", "-s", str(lua), URL], capture_output=True, check=True)
+    cmd += [str(WORK / "tiny"), "--rest_api_port", str(port), *flags]
+    with server(cmd, port, "/v1/models/tiny:predict", env={"PYTHONPATH": src}):  # started, answering, stopped
+        subprocess.run(["wrk", "-t1", "-c1", "-d2s", "-s", str(lua), url], capture_output=True, check=True)
         out = subprocess.run(
-            ["wrk", "-t1", f"-c{conns}", "-d3s", "-s", str(lua), URL], capture_output=True, text=True, check=True
+            ["wrk", "-t1", f"-c{conns}", "-d3s", "-s", str(lua), url], capture_output=True, text=True, check=True
         ).stdout
-        rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)  # type: ignore[union-attr]
-        done = re.search(r"(\d+) requests in", out).group(1)  # type: ignore[union-attr]
-        bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-        return f"{rps} req/s, {done} done, non-2xx {bad.group(1) if bad else 0}"
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait()
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)  # type: ignore[union-attr]
+    done = re.search(r"(\d+) requests in", out).group(1)  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return f"{rps} req/s, {done} done, non-2xx {bad.group(1) if bad else 0}"
 
 
 def main() -> None:

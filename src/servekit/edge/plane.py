@@ -99,6 +99,7 @@ class ControlPlane:
             self.prometheus.registry.register(collector)
         # other apps on this port by path prefix (the web console at /console), each built from the plane
         self.mounts: dict[str, ASGIApp] = {prefix: build(self) for prefix, build in (mounts or {}).items()}
+        self._mount_prefixes = tuple(prefix.encode() + b"/" for prefix in self.mounts)
         self.fronts = tuple(fronts)
         self._before_invoke = before_invoke
 
@@ -270,8 +271,7 @@ class ControlPlane:
         raw_path = scope.get("raw_path", b"").decode("latin-1") or path  # as sent: still percent-encoded
         if scope.get("query_string"):  # ASGI's raw_path has no query; SigV4 signs it
             raw_path += "?" + scope["query_string"].decode("latin-1")
-        # ASGI's header names are lower-case: the AWS layers use this mapping without lower-casing copies
-        headers = LowerCaseHeaders((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"])
+        headers = _headers(scope["headers"])
         if body is None:
             await _send(send, 413, TOO_LARGE, "application/json")
             return
@@ -290,7 +290,7 @@ class ControlPlane:
         (S3 takes a request by its SigV4 scope, whatever its path), not a streaming one."""
         if not (raw_path.startswith(b"/endpoints/") and raw_path.endswith(b"/invocations")):
             return False
-        if self.mounts and any(raw_path.startswith(prefix.encode() + b"/") for prefix in self.mounts):
+        if any(raw_path.startswith(prefix) for prefix in self._mount_prefixes):
             return False
         if self.fronts:
             scope = {"type": "http", "method": "POST", "headers": headers, "query_string": b""}
@@ -301,8 +301,7 @@ class ControlPlane:
         self, raw_path: str, raw_headers: Sequence[tuple[bytes, bytes]], body: bytes
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """An InvokeEndpoint that :meth:`takes_invocation` took: the answer the ASGI app would send."""
-        headers = LowerCaseHeaders((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers)
-        return await self.answer("POST", raw_path, headers, body)
+        return await self.answer("POST", raw_path, _headers(raw_headers), body)
 
     async def answer(
         self, method: str, raw_path: str, headers: LowerCaseHeaders, body: bytes
@@ -345,6 +344,12 @@ def model_cache_report(counts: Mapping[str, list[int]]) -> list[dict[str, Any]]:
         {"TargetModel": t, "Hits": h, "Misses": m, "HitRatio": round(h / (h + m), 4) if h + m else 0.0}
         for t, (h, m) in busiest
     ]
+
+
+def _headers(raw: Sequence[tuple[bytes, bytes]]) -> LowerCaseHeaders:
+    """Request headers as the AWS layers take them. The HTTP server's names are lower-case already (ASGI's, and
+    uvicorn's parser's for the fast path), so the layers use this mapping without lower-casing copies."""
+    return LowerCaseHeaders((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw)
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -20,19 +20,17 @@ and started when this one's answer is written.
 from __future__ import annotations
 
 import asyncio
-import http
 import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from servekit.edge.plane import MAX_BODY, TOO_LARGE
 
 log = logging.getLogger(__name__)
 
-_STATUS_LINE = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in http.HTTPStatus}
 _FAILED = b'{"message": "internal error"}'
 
 
@@ -61,15 +59,14 @@ _NO_EVENT = _NoEvent()
 class _Invocation:
     """One InvokeEndpoint answered here: its request and what uvicorn's protocol reads of a cycle."""
 
-    __slots__ = ("body", "disconnected", "headers", "keep_alive", "limit", "raw_path", "response_complete", "size")
+    __slots__ = ("body", "disconnected", "headers", "keep_alive", "raw_path", "response_complete", "size")
     message_event = _NO_EVENT
 
-    def __init__(self, raw_path: str, headers: list[tuple[bytes, bytes]], limit: int) -> None:
+    def __init__(self, raw_path: str, headers: list[tuple[bytes, bytes]]) -> None:
         self.raw_path = raw_path
         self.headers = headers
         self.body: list[bytes] = []
         self.size = 0
-        self.limit = limit
         self.response_complete = False
         self.disconnected = False
         self.keep_alive = True  # uvicorn's shutdown() clears it: the connection closes after the answer
@@ -97,7 +94,7 @@ def plane_protocol(app: FastInvoke, max_body: int = MAX_BODY) -> type[asyncio.Pr
             ):
                 url = httptools.parse_url(self.url)
                 if not url.query and app.takes_invocation(url.path, self.headers):
-                    self.cycle = _Invocation(url.path.decode("latin-1"), self.headers, max_body)  # type: ignore[assignment]
+                    self.cycle = _Invocation(url.path.decode("latin-1"), self.headers)  # type: ignore[assignment]
                     return
             super().on_headers_complete()
 
@@ -107,7 +104,7 @@ def plane_protocol(app: FastInvoke, max_body: int = MAX_BODY) -> type[asyncio.Pr
                 super().on_body(body)
                 return
             invocation.size += len(body)
-            if invocation.size <= invocation.limit:  # past it the rest is read and dropped, then answered 413
+            if invocation.size <= max_body:  # past it the rest is read and dropped, then answered 413
                 invocation.body.append(body)
 
         def on_message_complete(self) -> None:
@@ -120,7 +117,7 @@ def plane_protocol(app: FastInvoke, max_body: int = MAX_BODY) -> type[asyncio.Pr
             self.tasks.add(task)  # uvicorn's graceful shutdown waits for it
 
         async def _answer(self, invocation: _Invocation) -> None:
-            if invocation.size > invocation.limit:
+            if invocation.size > max_body:
                 status, headers, body = _json(413, TOO_LARGE)
             else:
                 try:
@@ -134,7 +131,7 @@ def plane_protocol(app: FastInvoke, max_body: int = MAX_BODY) -> type[asyncio.Pr
             transport = self.transport
             if invocation.disconnected or transport.is_closing():
                 return
-            out = [_STATUS_LINE.get(status) or b"HTTP/1.1 %d \r\n" % status]
+            out = [STATUS_LINE[status]]  # uvicorn's status lines (100-599: what an HTTP status can be)
             for name, value in (*self.server_state.default_headers, *headers):
                 out += (name, b": ", value, b"\r\n")
             if not invocation.keep_alive:

@@ -83,7 +83,7 @@ def reserve(host: str, port: int) -> socket.socket:
     """The supervisor's hold on ``host:port`` for workers that listen on it with :func:`reuse_port_socket`: bound,
     not listening (so the kernel hands it no connections). A port anyone already listens on, servekit with
     SO_REUSEPORT included, is refused as :func:`bind` refuses it; port 0 becomes the port the kernel chose."""
-    probe = bind(host, port)
+    probe = _bound(host, port)  # without SO_REUSEPORT: a listener of any kind makes it fail; never listens itself
     port = probe.getsockname()[1]
     probe.close()
     return reuse_port_socket(host, port)

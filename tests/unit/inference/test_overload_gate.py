@@ -1,6 +1,7 @@
 """The overload gate on a manual clock: a limit that shrinks while the least wait of an interval stays over the
-target, grows back while it refuses requests and most waits are under the target, falls toward its use while mostly
-unused, drops under what was in when a queue behind it is full, and refuses past it."""
+target (or nine in ten waits do at a full limit), grows back while it refuses requests and most waits are under the
+target, falls toward its use while mostly unused, drops under what was in when a queue behind it is full, and
+refuses past it."""
 
 from __future__ import annotations
 
@@ -51,6 +52,38 @@ def test_one_short_wait_in_an_interval_means_no_standing_queue() -> None:
     gate.leave(0.03, 0.300)
     gate.leave(0.06, 0.010)  # the queue drained once in this interval: a burst, not overload
     gate.leave(0.10, 0.300)
+    assert gate.limit == 64
+
+
+def test_nine_in_ten_waits_over_the_target_at_a_full_limit_shrink_it_though_one_found_no_queue() -> None:
+    gate = OverloadGate(CFG, now=0.0)
+    fill(gate)
+    gate.leave(0.02, 0.0)  # a request that found a thread free: CoDel's least wait alone would see no queue
+    for _ in range(8):
+        gate.leave(0.05, 0.100)
+    gate.leave(0.10, 0.100)  # 9 of 10 over the 50-ms target, mean 90 ms: the limit shrinks by 50 / 90
+    assert gate.limit == pytest.approx(64 * 50 / 90)
+    fill(gate)
+    for _ in range(9):
+        gate.leave(0.15, 0.055)
+    gate.leave(0.21, 0.0)  # mean 49.5 ms, under the target: still at least a tenth off
+    assert gate.limit == pytest.approx(64 * 50 / 90 * 0.9)
+
+
+def test_most_waits_over_the_target_below_a_full_limit_or_fewer_than_nine_in_ten_do_not_shrink_it() -> None:
+    gate = OverloadGate(CFG, now=0.0)
+    for _ in range(20):  # the limit (64) is not reached: the waits are not the gate's queue
+        gate.admit()
+    for _ in range(9):
+        gate.leave(0.05, 0.100)
+    gate.leave(0.10, 0.0)
+    assert gate.limit == 64
+    fill(gate)
+    for _ in range(7):  # the limit reached, 8 of 10 over
+        gate.leave(0.15, 0.100)
+    gate.leave(0.16, 0.0)
+    gate.leave(0.17, 0.0)
+    gate.leave(0.21, 0.100)
     assert gate.limit == 64
 
 

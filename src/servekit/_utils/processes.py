@@ -12,6 +12,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's or ``taskset``'s share), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether process ``pid`` exists on this host (one owned by another user counts: it exists)."""
     if pid is None:

@@ -158,7 +158,14 @@ def serve(
             help="Share of each GPU's memory this process may take, 0-1 (0 = grow on demand).",
         ),
     ] = 0.0,
-    intra_op: Annotated[int, _tf("--tensorflow_intra_op_parallelism", help="onnxruntime intra-op threads.")] = 0,
+    intra_op: Annotated[
+        int,
+        _tf(
+            "--tensorflow_intra_op_parallelism",
+            help="Framework intra-op threads (onnxruntime, torch, XGBoost, LightGBM, TensorFlow); 0: one per CPU, "
+            "or each worker's share of the CPUs with --workers.",
+        ),
+    ] = 0,
     inter_op: Annotated[int, _tf("--tensorflow_inter_op_parallelism", help="onnxruntime inter-op threads.")] = 0,
     enable_batching: Annotated[bool, _tf("--enable_batching", help="Dynamic batching (=false: off).")] = False,
     no_enable_batching: Annotated[bool, typer.Option("--no-enable_batching", hidden=True)] = False,

@@ -31,8 +31,9 @@ from types import FrameType
 import uvicorn
 
 from servekit._utils.parent_watch import exit_with_parent
+from servekit._utils.processes import usable_cpus
 from servekit.config.grpc import GrpcConfig
-from servekit.config.models import ServerConfig
+from servekit.config.models import RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
 from servekit.launch.accept import fanned_out
 from servekit.launch.connections import GuardStats, guarded_protocol, resolve
@@ -215,7 +216,20 @@ def _worker_main(
     logging.basicConfig(
         level=log_level.upper(), format=f"%(asctime)s %(levelname)s [worker {os.getpid()}] %(name)s: %(message)s"
     )
+    log.info("intra-op threads: %s (--tensorflow_intra_op_parallelism)", config.runtime.intra_op_threads or "default")
     _run(config, [reuse_port_socket(host, port) for host, port in ports], log_level, grpc, stack)
+
+
+def worker_runtime(runtime: RuntimeOptions, workers: int, cpus: int | None = None) -> RuntimeOptions:
+    """Each of ``workers`` processes' runtime options: unless the intra-op threads were set, a framework pool gets
+    the worker's share of the CPUs, not one thread per CPU in every worker (N workers would run N times as many
+    compute threads as there are CPUs, and their time slices make the tail: measured on 2 cores with 2 workers,
+    1 thread each cut the overloaded MLP's p99, benchmarks/OVERLOAD_RESULTS.md). Batch transform's instances
+    share the CPUs the same way (transform/engine.py)."""
+    if runtime.intra_op_threads or workers <= 1:
+        return runtime
+    share = max(1, (cpus or usable_cpus()) // workers)
+    return dataclasses.replace(runtime, intra_op_threads=share)
 
 
 class Supervisor:
@@ -260,6 +274,7 @@ class Supervisor:
             self._config,
             metrics_multiprocess_dir=metrics_dir,
             wait_for_models_seconds=self._config.wait_for_models_seconds or 600.0,
+            runtime=worker_runtime(self._config.runtime, self._config.workers),
         )
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGTERM, self._stop)

@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import numpy.typing as npt
 
+from servekit._utils.processes import usable_cpus
+
 NEXT_ENV = "SERVEKIT_PIPELINE_NEXT"  # comma-separated URLs of the later stages, stage 0 only
 STATS_ENV = "SERVEKIT_PIPELINE_STATS"  # where this stage writes its compute and wall seconds
 MICRO_BATCHES_ENV = "OPTION_PIPELINE_MICRO_BATCHES"
@@ -179,8 +181,7 @@ def _onnx_runner(model_dir: str) -> Callable[[Array], Array]:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    opts.intra_op_num_threads = max(1, cpus)
+    opts.intra_op_num_threads = usable_cpus()
     opts.inter_op_num_threads = 1
     # no pre-packed copy of each weight matrix: with the weights mapped from their file (the split saved them as
     # external data) a stage holds about one copy of its own weights, which its envelope was sized for

@@ -19,6 +19,12 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def cpu_share(processes: int, cpus: int | None = None) -> int:
+    """One of ``processes`` processes' share of ``cpus`` (default: :func:`usable_cpus`) for its compute threads,
+    at least 1: each taking one per CPU would run ``processes`` times as many threads as there are CPUs."""
+    return max(1, (cpus or usable_cpus()) // max(1, processes))
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether process ``pid`` exists on this host (one owned by another user counts: it exists)."""
     if pid is None:

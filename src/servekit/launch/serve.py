@@ -31,7 +31,7 @@ from types import FrameType
 import uvicorn
 
 from servekit._utils.parent_watch import exit_with_parent
-from servekit._utils.processes import usable_cpus
+from servekit._utils.processes import cpu_share
 from servekit.config.grpc import GrpcConfig
 from servekit.config.models import RuntimeOptions, ServerConfig
 from servekit.errors import ConfigError
@@ -223,13 +223,12 @@ def _worker_main(
 def worker_runtime(runtime: RuntimeOptions, workers: int, cpus: int | None = None) -> RuntimeOptions:
     """Each of ``workers`` processes' runtime options: unless the intra-op threads were set, a framework pool gets
     the worker's share of the CPUs, not one thread per CPU in every worker (N workers would run N times as many
-    compute threads as there are CPUs, and their time slices make the tail: measured on 2 cores with 2 workers,
-    1 thread each cut the overloaded MLP's p99, benchmarks/OVERLOAD_RESULTS.md). Batch transform's instances
-    share the CPUs the same way (transform/engine.py)."""
+    compute threads as there are CPUs; measured on 2 cores with 2 workers, 1 thread each was never worse for the
+    overloaded MLP's p99 and usually a little better, benchmarks/OVERLOAD_RESULTS.md). Batch transform's
+    instances share the CPUs by the same rule (transform/engine.py)."""
     if runtime.intra_op_threads or workers <= 1:
         return runtime
-    share = max(1, (cpus or usable_cpus()) // workers)
-    return dataclasses.replace(runtime, intra_op_threads=share)
+    return dataclasses.replace(runtime, intra_op_threads=cpu_share(workers, cpus))
 
 
 class Supervisor:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gc
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from servekit._utils import heap
 from servekit._utils.ctrl_c import CtrlC
+from servekit._utils.processes import cpu_share
 from servekit.config.models import RuntimeOptions
 from servekit.runtime.registry import RuntimeRegistry
 from servekit.storage.fs import Storage
@@ -72,7 +72,7 @@ def shard(tasks: list[ObjectTask], instances: int) -> list[list[ObjectTask]]:
 def intra_op_threads(options: RunOptions, instances: int) -> int:
     if options.intra_op_threads:
         return options.intra_op_threads
-    return max(1, (os.cpu_count() or 1) // max(1, instances))
+    return cpu_share(instances)
 
 
 # What an instance's heap keeps for its next mini-batch (see keep_heap_pages).

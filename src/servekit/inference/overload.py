@@ -106,7 +106,7 @@ class OverloadGate:
         if samples and least > target:  # a standing queue
             self.limit = max(float(cfg.min_limit), self.limit * max(0.5, target / least))
         elif samples and peak + 1 > self.limit and 10 * self._over >= 9 * samples:  # standing, drained at moments
-            shrink = max(0.5, min(0.9, target * samples / max(self._sum, 1e-9)))
+            shrink = max(0.5, min(0.9, target * samples / self._sum))  # > 0: nine in ten waits > target > 0
             self.limit = max(float(cfg.min_limit), self.limit * shrink)
         elif samples and self._refused and 2 * self._over < samples:
             step = max(1.0, math.sqrt(self.limit)) if self._over == 0 else 1.0

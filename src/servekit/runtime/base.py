@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from servekit._utils.processes import usable_cpus
 from servekit.config.models import RuntimeOptions
 from servekit.runtime.manifest import Manifest
 from servekit.types import Signature, TensorMap
@@ -43,8 +43,8 @@ def concurrency_of(servable: object) -> Concurrency:
 
 
 def pool_threads(requested: int) -> int:
-    """The threads a framework pool gets: what the server's options ask for, else one per core."""
-    return requested if requested > 0 else (os.cpu_count() or 1)
+    """The threads a framework pool gets: what the server's options ask for, else one per CPU this process may use."""
+    return requested if requested > 0 else usable_cpus()
 
 
 class ListedSignatures(dict[str, Signature]):

@@ -98,9 +98,9 @@ fuzz: install
 
 # The long drift-power run: 1,000 no-drift windows of 100,000 rows (the default suite judges 100). ~3 minutes.
 monitor-power:
-	SERVEKIT_MONITOR_POWER=long $(PYTHON) -m pytest -q -s -p no:cacheprovider --timeout=0 tests/unit/monitor/drift/test_drift_power.py
+	SERVEKIT_MONITOR_POWER=long $(PYTHON) -m pytest -q -s -p no:cacheprovider --timeout=0 tests/unit/services/monitoring/drift/test_drift_power.py
 
-# gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/protos from
+# gRPC protos (scripts/grpc_protos.py): regenerate src/servekit/serving/protos from
 # protos/descriptors.txtpb; protos-extract re-reads the descriptors from the upstream wheels first.
 PROTO_WHEELS := tensorflow-serving-api==2.21.0 tensorflow-cpu==2.21.0 tritonclient==2.73.0
 .PHONY: protos protos-extract

@@ -41,7 +41,7 @@ import numpy as np
 import requests
 
 from servekit.config.models import DeviceRequest
-from servekit.runtime import devices
+from servekit.serving.runtime import devices
 
 MODELS = {"mlp": (512,), "ffn": (32, 768)}
 

@@ -36,9 +36,9 @@ import grpc
 import numpy as np
 import orjson
 
-from servekit.codecs.tensor_proto import fill_proto
-from servekit.demo.build import build_demo
-from servekit.protos.tensorflow_serving.apis import predict_pb2
+from servekit.serving.codecs.tensor_proto import fill_proto
+from servekit.tools.demo.build import build_demo
+from servekit.serving.protos.tensorflow_serving.apis import predict_pb2
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 

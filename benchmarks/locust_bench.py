@@ -42,7 +42,7 @@ def transform_fn(factor, body, content_type, accept):
 """
 LOCUSTFILE = """
 from locust import FastHttpUser, task
-from servekit.locust import SageMakerEndpointUser
+from servekit.tools.locust import SageMakerEndpointUser
 
 class Endpoint(SageMakerEndpointUser):
     endpoint_name = "bench"

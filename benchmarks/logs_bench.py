@@ -1,5 +1,5 @@
 """CloudWatch Logs shipper throughput: a job writing ``--rate`` lines/s (default 50,000) for ``--seconds``, shipped
-into a stream of a fresh servekit home (SQLite, or ``--database-url``) by :class:`servekit.logs.shipper.LogShipper`
+into a stream of a fresh servekit home (SQLite, or ``--database-url``) by :class:`servekit.services.logs.shipper.LogShipper`
 as ``servekit up`` runs it (a pass every 0.25 s). Reports lines/s stored, the lag at the end, whether every line
 arrived exactly once, and the shipper's CPU (this process's: the writer is another process).
 
@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from servekit.logs.retention import RetentionLimits
-from servekit.logs.shipper import TRANSFORM_GROUP, LogShipper
-from servekit.state.database import StateDB
+from servekit.services.logs.retention import RetentionLimits
+from servekit.services.logs.shipper import TRANSFORM_GROUP, LogShipper
+from servekit.services.database import StateDB
 
 WRITER = """
 import sys, time

@@ -190,7 +190,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from servekit.demo.build import build_demo
+    from servekit.tools.demo.build import build_demo
 
     work = Path(tempfile.mkdtemp(prefix="servekit-memory-bench-"))
     config_file = build_demo(work / "demo")  # the models.config it wrote

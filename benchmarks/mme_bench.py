@@ -118,7 +118,7 @@ def measure_sizes(work: Path, prefix: Path) -> tuple[float, float]:
         footprints = [
             int(ln.rsplit("(", 1)[1].split(" ")[0]) / 2**20
             for ln in instance_logs(up).splitlines()
-            if "servekit.server.multi_model: loaded" in ln
+            if "servekit.serving.core.multi_model: loaded" in ln
         ]
         return empty, (footprints[-1] if footprints else 1.0)
     finally:
@@ -198,8 +198,8 @@ def main() -> None:
             t.join()
         wall = time.perf_counter() - began
         logs = instance_logs(up)
-        loads = sum("servekit.server.multi_model: loaded" in ln for ln in logs.splitlines())
-        unloads = sum("servekit.serving.manager" in ln and "left the config" in ln for ln in logs.splitlines())
+        loads = sum("servekit.serving.core.multi_model: loaded" in ln for ln in logs.splitlines())
+        unloads = sum("servekit.serving.core.manager" in ln and "left the config" in ln for ln in logs.splitlines())
         distinct = len(set(targets))
     finally:
         up.stop()

@@ -22,7 +22,7 @@ from sklearn.datasets import load_iris, make_classification
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
-from servekit.demo.build import iris_sklearn
+from servekit.tools.demo.build import iris_sklearn
 
 sys.path.insert(0, str(Path(__file__).parent))
 from models import heavy

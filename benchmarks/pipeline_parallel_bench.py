@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from servekit.backends.local import CpuPinningBackend, CpuPool, InstanceSpec, LocalProcessBackend
-from servekit.hosting.pipeline import MICRO_BATCHES_ENV, PipelineBackend, read_stats
+from servekit.services.hosting.pipeline import MICRO_BATCHES_ENV, PipelineBackend, read_stats
 from servekit.testing.onnx_models import write_deep_mlp
 
 WIDTH, LAYERS = 2048, 4

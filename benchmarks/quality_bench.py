@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from sklearn import metrics as sk
 
-from servekit.monitor.quality import metrics as qm
+from servekit.services.monitoring.quality import metrics as qm
 
 
 def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:

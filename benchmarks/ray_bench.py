@@ -7,7 +7,7 @@ ratio), and the extra latency of the Ray backend against the local one at c=1 an
 Starts a two-node Ray cluster on this machine the way tests/e2e/test_ray_backend.py does (``ray start --head`` plus a
 second ``ray start`` joining it, 4 logical CPUs and 8 GiB each, processes stopped by pid afterwards), then for each
 backend (ray, local) a ``servekit up`` on a temporary home with one endpoint of ml.t2.medium instances (2 vCPUs)
-serving a benchmark model. Load comes from servekit's bench engine (``servekit.bench.loop.closed_loop``: keep-alive
+serving a benchmark model. Load comes from servekit's bench engine (``servekit.tools.bench.loop.closed_loop``: keep-alive
 HTTP/1.1 clients, closed loop) on InvokeEndpoint, SigV4-signed once with botocore and replayed (a signature stays
 valid for 15 minutes). Instance counts change with UpdateEndpointWeightsAndCapacities; a phase starts once the
 endpoint reports every instance healthy.
@@ -40,11 +40,11 @@ from test_ray_backend import NODE, RAY_ENV, start_node  # noqa: E402  (the tests
 
 from servekit.aws import Credentials  # noqa: E402
 from servekit.backends.local import free_port  # noqa: E402
-from servekit.bench.client import build_request  # noqa: E402
-from servekit.bench.loop import closed_loop  # noqa: E402
-from servekit.bench.spec import Target  # noqa: E402
-from servekit.bench.stats import PhaseStats, Samples  # noqa: E402
-from servekit.bench.workload import Workload  # noqa: E402
+from servekit.tools.bench.client import build_request  # noqa: E402
+from servekit.tools.bench.loop import closed_loop  # noqa: E402
+from servekit.tools.bench.spec import Target  # noqa: E402
+from servekit.tools.bench.stats import PhaseStats, Samples  # noqa: E402
+from servekit.tools.bench.workload import Workload  # noqa: E402
 from servekit.testing.hosting import UpProcess  # noqa: E402
 
 COUNTS = (1, 2, 4)

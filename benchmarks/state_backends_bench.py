@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from servekit.state import StateDB
-from servekit.state.gateway_routes import GatewayRoutes
-from servekit.state.metrics import MinuteRow
+from servekit.services.database import StateDB
+from servekit.gateway.store import GatewayRoutes
+from servekit.services.cloudwatch.metric_store import MinuteRow
 
 
 def timed(fn: Callable[[int], object], n: int) -> tuple[float, float]:

@@ -119,7 +119,7 @@ def job_seconds(summary: str) -> float:
 def naive_loop(model_dir: Path, inputs: Path, sample: int) -> tuple[float, int]:
     """(b): one servable.predict per record, on the first ``sample`` records."""
     from servekit.config.models import RuntimeOptions
-    from servekit.runtime.registry import RuntimeRegistry
+    from servekit.serving.runtime.registry import RuntimeRegistry
 
     servable = RuntimeRegistry().load(model_dir, options=RuntimeOptions(intra_op_threads=1, inter_op_threads=1))
     sig = servable.signatures["serving_default"]

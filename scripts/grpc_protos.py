@@ -13,12 +13,12 @@ byte for byte what the clients (tensorflow-serving-api, tritonclient) send and e
 
 ``generate`` (``make protos``)
     Runs protoc (``grpcio-tools``, pinned in the ``test`` extra so the output is stable) on that set and writes
-    ``src/servekit/protos``: imports are moved under that package and every file is added to
+    ``src/servekit/serving/protos``: imports are moved under that package and every file is added to
     a private descriptor pool (``_pool.py``) instead of protobuf's default one, so TensorFlow, tritonclient or
     tensorflow-serving-api imported in the same process (which register the same file names) never clash.
 
 ``check``
-    Generates into a temporary directory and fails if the committed modules differ (``tests/unit/protocols``).
+    Generates into a temporary directory and fails if the committed modules differ (``tests/unit/serving/protocols``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROTOS = ROOT / "protos"
 DESCRIPTORS = PROTOS / "descriptors.txtpb"
 SOURCES = PROTOS / "SOURCES.txt"
-PACKAGE = "servekit.protos"
+PACKAGE = "servekit.serving.protos"
 OUT = ROOT / "src" / Path(*PACKAGE.split("."))
 
 # The files whose services servekit serves; everything they import comes along.
@@ -244,7 +244,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("extract", help="read the descriptors out of wheels into protos/descriptors.txtpb")
     ex.add_argument("wheels", nargs="+", type=Path)
-    sub.add_parser("generate", help="write src/servekit/protos from protos/descriptors.txtpb")
+    sub.add_parser("generate", help="write src/servekit/serving/protos from protos/descriptors.txtpb")
     sub.add_parser("check", help="fail if the committed modules differ from a fresh generation")
     args = parser.parse_args()
     if args.cmd == "extract":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".sh", ".cfg", ".ini", ".pyi", ""}
-SKIP = ("src/servekit/protos/",)
+SKIP = ("src/servekit/serving/protos/",)
 
 
 def dotted(path: str) -> str | None:

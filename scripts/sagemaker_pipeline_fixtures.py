@@ -1,9 +1,9 @@
-"""Write the SageMaker pipeline definitions that tests/unit/pipelines/sagemaker/ parses, as the real SageMaker Python
+"""Write the SageMaker pipeline definitions that tests/unit/services/pipelines/sagemaker/ parses, as the real SageMaker Python
 SDK emits them. Run by hand with the SDK's venv (no AWS call: every step is built under a PipelineSession):
 
     AWS_DEFAULT_REGION=us-east-1 SAGEMAKER_SUPPRESS_V2_WARNING=1 \
         SAGEMAKER_USER_CONFIG_OVERRIDE=<a config.yaml with TelemetryOptOut: true> \
-        build/sdk-venv/bin/python scripts/sagemaker_pipeline_fixtures.py tests/unit/pipelines/sagemaker/fixtures
+        build/sdk-venv/bin/python scripts/sagemaker_pipeline_fixtures.py tests/unit/services/pipelines/sagemaker/fixtures
 
 Each fixture is ``Pipeline.definition()`` re-indented; the SDK's version is recorded in ``Metadata`` by the SDK
 itself where it does so, and in the file name of none (regenerate after an SDK upgrade and diff)."""

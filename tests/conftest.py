@@ -20,9 +20,9 @@ from servekit.aws import AccessKey, Api, ApiError, Call, Credentials
 from servekit.aws.errors import model_error, service_unavailable, validation_exception
 from servekit.config.loading import load_model_config_file
 from servekit.config.models import ServerConfig
-from servekit.demo.build import build_demo
 from servekit.testing.app_client import LOOPBACK, serving_app, wait_until_loaded
 from servekit.testing.aws import in_process_client
+from servekit.tools.demo.build import build_demo
 
 
 @pytest.fixture(scope="session")

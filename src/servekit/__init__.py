@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from servekit import _aliases
 from servekit._version import __version__
 from servekit.errors import ErrorCode, ServekitError
 
 if TYPE_CHECKING:
     from servekit.types import Signature, TensorSpec
+
+_aliases.install()  # the import paths of servekit's tree before its three wings
 
 __all__ = ["ErrorCode", "ServekitError", "Signature", "TensorSpec", "__version__"]
 

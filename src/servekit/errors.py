@@ -1,7 +1,7 @@
 """Protocol-neutral errors.
 
 The core raises :class:`ServekitError` with an :class:`ErrorCode`; every protocol adapter maps the code to
-its own status in one table (``servekit.protocols.errors``). Nothing here knows about HTTP.
+its own status in one table (``servekit.serving.protocols.errors``). Nothing here knows about HTTP.
 """
 
 from __future__ import annotations

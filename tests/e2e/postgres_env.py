@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.postgres_fixtures import PostgresServer
 
-from servekit.state.database import StateDB
+from servekit.services.database import StateDB
 from servekit.state.home import DATABASE_URL_ENV
 
 

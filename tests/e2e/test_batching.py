@@ -30,7 +30,7 @@ import requests
 from numpy.testing import assert_allclose, assert_array_equal
 from prometheus_client.parser import text_string_to_metric_families
 
-from servekit.demo.build import iris_onnx
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from servekit.bench.runner import run_bench
-from servekit.bench.spec import BenchSpec
-from servekit.demo.build import iris_onnx
+from servekit.tools.bench.runner import run_bench
+from servekit.tools.bench.spec import BenchSpec
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 

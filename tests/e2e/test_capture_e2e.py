@@ -10,7 +10,7 @@ import pytest
 import requests
 from tests.e2e.conftest import ServerProcess
 
-from servekit.demo.build import iris_onnx
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 

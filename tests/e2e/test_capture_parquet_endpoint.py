@@ -48,7 +48,7 @@ def monitor(*args: str) -> subprocess.CompletedProcess[str]:
 def test_an_endpoint_captures_parquet_that_the_monitor_reads(up: UpProcess, tmp_path: Path) -> None:
     from sklearn.datasets import load_iris
 
-    from servekit.demo.build import IRIS_FEATURES, iris_onnx
+    from servekit.tools.demo.build import IRIS_FEATURES, iris_onnx
 
     sm, rt = up.sm(), up.rt()
     iris_onnx(tmp_path / "iris" / "1")

@@ -895,7 +895,7 @@ def test_monitoring_page_charts_model_quality_per_execution_as_its_metrics_files
     (all right), then for the rest (a third wrong), so later executions judge a worse accuracy. The chart's points
     are exactly each execution's quality_metrics.json (accuracy and f1_macro of its judged window, at its
     ScheduledTime)."""
-    from servekit.demo.build import iris_onnx
+    from servekit.tools.demo.build import iris_onnx
 
     sm, rt = up.sm(), up.rt()
     iris_onnx(tmp_path / "iris" / "1")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.unit.export.k8s_schemas import validate
+from tests.unit.tools.export.k8s_schemas import validate
 
-from servekit.hosting.instance_types import load_instance_types
+from servekit.services.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e

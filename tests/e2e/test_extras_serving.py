@@ -21,8 +21,8 @@ torch = pytest.importorskip("torch")
 from tests.e2e.conftest import free_port  # noqa: E402
 from tests.extras_models import CLASSES, example, scripted_torch_model, tf1_saved_model  # noqa: E402
 
-from servekit.codecs.tensor_proto import from_ndarray, to_ndarray  # noqa: E402
-from servekit.protos.tensorflow_serving.apis import (  # noqa: E402
+from servekit.serving.codecs.tensor_proto import from_ndarray, to_ndarray  # noqa: E402
+from servekit.serving.protos.tensorflow_serving.apis import (  # noqa: E402
     classification_pb2,
     get_model_metadata_pb2,
     predict_pb2,
@@ -147,7 +147,7 @@ def test_grpc_predict_classify_regress_and_metadata(served: Served) -> None:
 
 
 def _servekit_example(a: float, b: int) -> Any:
-    from servekit.protos.tensorflow.core.example.example_pb2 import Example
+    from servekit.serving.protos.tensorflow.core.example.example_pb2 import Example
 
     return Example.FromString(example(a, b).SerializeToString())
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-from servekit.demo.build import iris_onnx
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ import pytest
 
 from servekit.backends.local import LocalProcessBackend
 from servekit.gateway.service import Gateway, RoutingTable
-from servekit.hosting.fleet import EndpointController, EndpointPlan, VariantPlan
-from servekit.hosting.rollout import policy_from
+from servekit.services.hosting.fleet import EndpointController, EndpointPlan, VariantPlan
+from servekit.services.hosting.rollout import policy_from
 from servekit.testing.hosting import scaling_model
 
 pytestmark = pytest.mark.e2e

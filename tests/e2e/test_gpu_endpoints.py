@@ -11,8 +11,8 @@ from pathlib import Path
 import botocore.exceptions
 import pytest
 
-from servekit.demo.build import iris_onnx
 from servekit.testing.hosting import UpProcess
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}

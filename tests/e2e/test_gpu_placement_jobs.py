@@ -17,8 +17,8 @@ import botocore.exceptions
 import pytest
 from tests.e2e.test_training_jobs import FAST, clients, job
 
-from servekit.demo.build import iris_onnx
 from servekit.testing.hosting import UpProcess
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 GPU_TYPE = {"InstanceType": "ml.g4dn.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10}

@@ -24,9 +24,9 @@ from tests.e2e.test_clients import DIABETES_ROWS, FLOAT_TOL, ROWS, onnx_referenc
 from tritonclient.grpc import service_pb2 as triton_pb2
 from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
-from servekit.codecs.tensor_proto import from_ndarray, to_ndarray
-from servekit.protos.tensorflow.core.framework import types_pb2
-from servekit.protos.tensorflow_serving.apis import (
+from servekit.serving.codecs.tensor_proto import from_ndarray, to_ndarray
+from servekit.serving.protos.tensorflow.core.framework import types_pb2
+from servekit.serving.protos.tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,

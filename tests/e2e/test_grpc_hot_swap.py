@@ -19,9 +19,9 @@ import pytest
 from numpy.testing import assert_allclose
 from tests.e2e.conftest import free_port
 
-from servekit.codecs.tensor_proto import from_ndarray, to_ndarray
-from servekit.demo.build import iris_onnx
-from servekit.protos.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from servekit.serving.codecs.tensor_proto import from_ndarray, to_ndarray
+from servekit.serving.protos.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 ROW = np.asarray([[5.9, 3.0, 4.2, 1.5]], dtype=np.float32)  # where the two iris versions disagree most

@@ -16,10 +16,10 @@ import botocore.exceptions
 import pytest
 from tests.e2e.test_hosting import invoke
 
-from servekit.demo.build import iris_sklearn
-from servekit.hosting.instance_types import load_instance_types
+from servekit.services.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess
 from servekit.testing.hosting import scaling_model as handler_model
+from servekit.tools.demo.build import iris_sklearn
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ import botocore.exceptions
 import pytest
 import requests
 
-from servekit.capture.decode import decode_record
-from servekit.monitor.stream.sources import SourceStats, read
+from servekit.services.monitoring.stream.sources import SourceStats, read
+from servekit.serving.capture.decode import decode_record
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

@@ -23,7 +23,7 @@ import pytest
 import requests
 from numpy.testing import assert_allclose
 
-from servekit.demo.build import iris_onnx
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 

@@ -23,7 +23,7 @@ import botocore.exceptions
 import pytest
 import requests
 
-from servekit.hosting.instance_types import load_instance_types
+from servekit.services.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e

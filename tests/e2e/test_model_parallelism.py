@@ -18,7 +18,7 @@ import botocore.exceptions
 import numpy as np
 import pytest
 
-from servekit.hosting.pipeline import IDLE_INSTANCE_BYTES
+from servekit.services.hosting.pipeline import IDLE_INSTANCE_BYTES
 from servekit.testing.hosting import UpProcess
 from servekit.testing.onnx_models import write_deep_mlp
 

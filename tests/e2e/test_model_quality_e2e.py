@@ -18,8 +18,8 @@ from sklearn import metrics as sk
 from sklearn.datasets import load_iris
 from tests.e2e.conftest import ServerProcess
 
-from servekit.demo.build import iris_onnx
 from servekit.testing.hosting import UpProcess
+from servekit.tools.demo.build import iris_onnx
 
 pytestmark = pytest.mark.e2e
 FAST = {"Delay": 1, "MaxAttempts": 120}

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from servekit.state.database import StateDB
+from servekit.services.database import StateDB
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

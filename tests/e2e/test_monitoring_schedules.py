@@ -274,7 +274,7 @@ def test_a_schedule_monitors_captured_traffic_and_its_drift_raises_an_alarm(up: 
 def test_a_model_quality_schedule_joins_labels_and_records_accuracy(up: UpProcess, tmp_path: Path) -> None:
     from sklearn.datasets import load_iris
 
-    from servekit.demo.build import iris_onnx
+    from servekit.tools.demo.build import iris_onnx
 
     sm, rt, cw = up.sm(), up.rt(), up.client("cloudwatch")
     iris_onnx(tmp_path / "iris" / "1")

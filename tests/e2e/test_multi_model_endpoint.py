@@ -97,7 +97,7 @@ def loads_of(up: UpProcess) -> list[str]:
         line
         for log in (up.home / "instances").glob("*.log")
         for line in log.read_text(errors="replace").splitlines()
-        if "servekit.server.multi_model" in line and " loaded " in line
+        if "servekit.serving.core.multi_model" in line and " loaded " in line
     ]
 
 
@@ -244,7 +244,7 @@ def test_preloaded_models_are_warm_and_a_disabled_cache_unloads_after_each_call(
 
     def unloads() -> int:
         return sum(
-            "servekit.serving.manager" in line and "unloaded" in line
+            "servekit.serving.core.manager" in line and "unloaded" in line
             for log in (up.home / "instances").glob("*.log")
             for line in log.read_text(errors="replace").splitlines()
         )

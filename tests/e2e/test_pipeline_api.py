@@ -15,7 +15,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from servekit.state import StateDB
+from servekit.services.database import StateDB
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from servekit.pipelines import Param, Pipeline, deploy, parameter, training
-from servekit.pipelines.access.context import StepContext
+from servekit.services.pipelines import Param, Pipeline, deploy, parameter, training
+from servekit.services.pipelines.access.context import StepContext
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e

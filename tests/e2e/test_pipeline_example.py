@@ -18,11 +18,11 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from servekit.registry.deploy import rule_tags
+from servekit.services.registry.deploy import rule_tags
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
-EXAMPLE = "servekit.pipelines.examples.iris:pipeline"
+EXAMPLE = "servekit.services.pipelines.examples.iris:pipeline"
 FAST = {"Delay": 1, "MaxAttempts": 180}
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from servekit.demo.build import iris_sklearn
 from servekit.testing.hosting import UpProcess
+from servekit.tools.demo.build import iris_sklearn
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -37,7 +37,7 @@ Q, SLO_MS, U = 4000.0, 50.0, 0.7
 
 @pytest.fixture(scope="module")
 def iris(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from servekit.demo.build import iris_onnx
+    from servekit.tools.demo.build import iris_onnx
 
     base = tmp_path_factory.mktemp("models") / "iris"
     iris_onnx(base / "1")

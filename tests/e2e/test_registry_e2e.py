@@ -13,7 +13,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from servekit.registry.deploy import rule_tags
+from servekit.services.registry.deploy import rule_tags
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e

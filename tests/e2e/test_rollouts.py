@@ -18,7 +18,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from servekit.state.database import StateDB
+from servekit.services.database import StateDB
 from servekit.testing.hosting import UpProcess, scaling_model
 
 pytestmark = pytest.mark.e2e

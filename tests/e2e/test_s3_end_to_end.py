@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 from tests.e2e.s3_fixtures import S3Server, s3_server
-from tests.unit.export.k8s_schemas import validate
+from tests.unit.tools.export.k8s_schemas import validate
 
 from servekit.testing.hosting import UpProcess
 

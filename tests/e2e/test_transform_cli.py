@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from servekit.cli.main import app
+from servekit.services.transform import JobStore, ObjectStatus
 from servekit.testing.transform import write_handler_model
-from servekit.transform import JobStore, ObjectStatus
 
 pytestmark = pytest.mark.e2e
 runner = CliRunner()

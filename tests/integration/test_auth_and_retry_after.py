@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 
 from servekit.config.models import AuthTokens, ModelConfig, ServerConfig
 from servekit.errors import ErrorCode, ServekitError
-from servekit.protocols.errors import KSERVE_STATUS, SAGEMAKER_STATUS, TFSERVING_STATUS
-from servekit.protocols.http import error_response
+from servekit.serving.protocols.errors import KSERVE_STATUS, SAGEMAKER_STATUS, TFSERVING_STATUS
+from servekit.serving.protocols.http import error_response
 from servekit.testing.app_client import app_client
 
 INFERENCE = "inference-token-0123456789"

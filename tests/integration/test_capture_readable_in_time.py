@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from tests.conftest import wait_ready
 
 from servekit.config.models import CaptureConfig, ServerConfig
-from servekit.monitor.stream.sources import SourceError, SourceStats, list_files
+from servekit.services.monitoring.stream.sources import SourceError, SourceStats, list_files
 from servekit.storage import Storage
 from servekit.testing.app_client import serving_app
 

@@ -25,7 +25,7 @@ import uvicorn
 from servekit.config.models import ConnectionLimits
 from servekit.launch.connections import HOLD_S, GuardStats, default_max_connections, guarded_protocol, resolve
 from servekit.launch.serve import bind
-from servekit.protocols.http import RETRY_AFTER_SECONDS, Backlog
+from servekit.serving.protocols.http import RETRY_AFTER_SECONDS, Backlog
 
 IMPLS = [
     pytest.param("h11", "asyncio", id="h11-asyncio"),

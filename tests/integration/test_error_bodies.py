@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from servekit.config.models import ModelConfig, ServerConfig
-from servekit.runtime.registry import RuntimeRegistry
-from servekit.server.core import ServingCore
+from servekit.serving.core.assembly import ServingCore
+from servekit.serving.runtime.registry import RuntimeRegistry
 from servekit.testing import FakeRuntime, write_fake_version
 from servekit.testing.app_client import app_client
 
@@ -46,7 +46,7 @@ def test_a_model_failure_is_logged_with_an_id_and_the_body_carries_only_the_id(
     remote: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert remote.post("/v1/models/ok:predict", json=ROW).status_code == 200
-    with caplog.at_level(logging.ERROR, logger="servekit.protocols.http"):
+    with caplog.at_level(logging.ERROR, logger="servekit.serving.protocols.http"):
         r = remote.post("/v1/models/boom:predict", json=ROW)
     assert r.status_code == 500
     message = r.json()["error"]
@@ -120,7 +120,7 @@ def test_a_handlers_own_input_fn_error_text_goes_to_the_log_not_the_client(
     config = ServerConfig(models=(ModelConfig("leaky", str(tmp_path / "leaky")),), file_system_poll_wait_seconds=0)
     with TestClient(serving_app(config), raise_server_exceptions=False, client=LOOPBACK) as c:
         wait_until_loaded(c)
-        with caplog.at_level(logging.INFO, logger="servekit.protocols.http"):
+        with caplog.at_level(logging.INFO, logger="servekit.serving.protocols.http"):
             r = c.post(
                 "/invocations",
                 content=b"[1, 2]",

@@ -9,8 +9,8 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from servekit.config.models import ModelConfig, ServerConfig, VersionPolicy
-from servekit.runtime.registry import RuntimeRegistry
-from servekit.server.core import ServingCore
+from servekit.serving.core.assembly import ServingCore
+from servekit.serving.runtime.registry import RuntimeRegistry
 from servekit.testing import FakeRuntime, write_fake_version
 from servekit.testing.app_client import app_client
 

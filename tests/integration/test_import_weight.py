@@ -24,18 +24,19 @@ def test_the_serving_core_builds_without_http() -> None:
     """A gRPC front (or a test) can take the core without Starlette: build one and look at sys.modules."""
     loaded = _imported_after(
         "from servekit.config.models import ServerConfig\n"
-        "from servekit.server.core import ServingCore\n"
+        "from servekit.serving.core.assembly import ServingCore\n"
         "core = ServingCore(ServerConfig(models=()))\n"
         "core.threads.shutdown()"
     )
-    assert "servekit.server.core" in loaded
+    assert "servekit.serving.core.assembly" in loaded
     assert loaded & HTTP == set()
 
 
 def test_transform_and_monitor_load_no_http_server() -> None:
     loaded = _imported_after(
-        "import servekit.transform.job, servekit.transform.invoke, servekit.transform.engine_local\n"
-        "import servekit.monitor.runs.run"
+        "import servekit.services.transform.job, servekit.services.transform.invoke\n"
+        "import servekit.services.transform.engine_local\n"
+        "import servekit.services.monitoring.runs.run"
     )
-    assert "servekit.transform.invoke" in loaded
-    assert loaded & (HTTP | {"servekit.protocols"}) == set()
+    assert "servekit.services.transform.invoke" in loaded
+    assert loaded & (HTTP | {"servekit.serving.protocols"}) == set()

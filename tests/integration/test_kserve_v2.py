@@ -14,9 +14,9 @@ from numpy.testing import assert_allclose, assert_array_equal
 from starlette.testclient import TestClient
 
 from servekit import __version__
-from servekit.codecs.v2 import decode_bytes_tensor as _decode_bytes_tensor
-from servekit.codecs.v2 import encode_bytes_tensor as _encode_bytes_tensor
 from servekit.errors import ServekitError
+from servekit.serving.codecs.v2 import decode_bytes_tensor as _decode_bytes_tensor
+from servekit.serving.codecs.v2 import encode_bytes_tensor as _encode_bytes_tensor
 
 ROWS = np.array([[5.1, 3.5, 1.4, 0.2], [6.0, 2.7, 4.1, 1.1], [6.7, 3.0, 5.2, 2.3]])
 IrisOnnx = Callable[[int, npt.ArrayLike], dict[str, npt.NDArray[Any]]]

@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from servekit.config.models import ServerConfig
-from servekit.protocols.large import LARGE_BODY_BYTES, DecodeLane
+from servekit.serving.protocols.large import LARGE_BODY_BYTES, DecodeLane
 from servekit.testing.app_client import app_client
 
 ROW = [5.1, 3.5, 1.4, 0.2]

@@ -14,7 +14,7 @@ import numpy as np
 
 from servekit._utils.heap import TrimWhenQuiet
 from servekit._utils.threads import ModelThreads
-from servekit.protocols.large import DecodeLane
+from servekit.serving.protocols.large import DecodeLane
 
 
 def test_a_model_thread_keeps_nothing_of_its_last_call() -> None:

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servekit.cli.main import app
-from servekit.monitor.stream.windows import format_time, parse_time
+from servekit.services.monitoring.stream.windows import format_time, parse_time
 from servekit.testing.capture_files import feature_rows, synthetic_features, write_capture_files
 
 T0 = parse_time("2026-11-30T00:00:00Z")

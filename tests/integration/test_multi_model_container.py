@@ -12,9 +12,9 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from servekit.config.models import ServerConfig
-from servekit.runtime.registry import RuntimeRegistry
-from servekit.server.core import ServingCore
-from servekit.server.multi_model import InsufficientMemory, MultiModelHost
+from servekit.serving.core.assembly import ServingCore
+from servekit.serving.core.multi_model import InsufficientMemory, MultiModelHost
+from servekit.serving.runtime.registry import RuntimeRegistry
 from servekit.testing import FakeRuntime, write_fake_version
 from servekit.testing.app_client import app_client
 

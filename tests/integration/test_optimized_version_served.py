@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from servekit.config.models import ModelConfig, ServerConfig
-from servekit.optimize.run import OptimizeOptions, optimize
 from servekit.testing.app_client import app_client
+from servekit.tools.optimize.run import OptimizeOptions, optimize
 
 
 def test_the_app_serves_the_optimized_version(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from starlette.testclient import TestClient
 
-from servekit.demo.build import IRIS_CLASSES, IRIS_FEATURES
+from servekit.tools.demo.build import IRIS_CLASSES, IRIS_FEATURES
 
 ROWS = np.array([[5.1, 3.5, 1.4, 0.2], [6.0, 2.7, 4.1, 1.1], [6.7, 3.0, 5.2, 2.3]])
 IrisOnnx = Callable[[int, npt.ArrayLike], dict[str, npt.NDArray[Any]]]

@@ -12,10 +12,10 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from starlette.testclient import TestClient
 
-from servekit.codecs import tfjson
-from servekit.demo.build import IRIS_CLASSES, IRIS_FEATURES
 from servekit.errors import ServekitError
-from servekit.inference.schema import ONLY_INPUT, InferenceResponse
+from servekit.serving.codecs import tfjson
+from servekit.serving.schema import ONLY_INPUT, InferenceResponse
+from servekit.tools.demo.build import IRIS_CLASSES, IRIS_FEATURES
 
 ROWS = np.array([[5.1, 3.5, 1.4, 0.2], [6.0, 2.7, 4.1, 1.1], [6.7, 3.0, 5.2, 2.3]])
 VERSION_HEADER = "x-servekit-model-version"

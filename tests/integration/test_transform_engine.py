@@ -8,12 +8,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from servekit.services.transform import JobStatus, JobStore, ObjectStatus, run_job
+from servekit.services.transform.engine import shard
+from servekit.services.transform.job import plan
+from servekit.services.transform.objects import InputObject
+from servekit.services.transform.spec import AssembleWith, BatchStrategy, DataType, SplitType, TransformSpec
 from servekit.testing.transform import write_handler_model
-from servekit.transform import JobStatus, JobStore, ObjectStatus, run_job
-from servekit.transform.engine import shard
-from servekit.transform.job import plan
-from servekit.transform.objects import InputObject
-from servekit.transform.spec import AssembleWith, BatchStrategy, DataType, SplitType, TransformSpec
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.2, 2.9, 4.3, 1.3], [7.7, 3.0, 6.1, 2.3], [5.0, 3.4, 1.5, 0.2]]
 

@@ -14,15 +14,15 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from servekit.codecs.sagemaker import decode_jsonlines as adapter_decode
-from servekit.codecs.sagemaker import decode_jsonlines_fast as decode_jsonlines
-from servekit.codecs.sagemaker import encode_jsonlines_fast as encode_jsonlines
-from servekit.codecs.sagemaker import rows as _rows
 from servekit.errors import ErrorCode, ServekitError
-from servekit.inference.schema import InferenceResponse
-from servekit.runtime.registry import RuntimeRegistry
+from servekit.services.transform.invoke import HttpInvoker, RuntimeInvoker, call_with_retries
+from servekit.serving.codecs.sagemaker import decode_jsonlines as adapter_decode
+from servekit.serving.codecs.sagemaker import decode_jsonlines_fast as decode_jsonlines
+from servekit.serving.codecs.sagemaker import encode_jsonlines_fast as encode_jsonlines
+from servekit.serving.codecs.sagemaker import rows as _rows
+from servekit.serving.runtime.registry import RuntimeRegistry
+from servekit.serving.schema import InferenceResponse
 from servekit.testing.transform import FlakyInvoker
-from servekit.transform.invoke import HttpInvoker, RuntimeInvoker, call_with_retries
 from servekit.types import Signature, TensorSpec
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.2, 2.9, 4.3, 1.3], [7.7, 3.0, 6.1, 2.3]]

@@ -23,9 +23,9 @@ from numpy.testing import assert_allclose
 from starlette.testclient import TestClient
 
 from servekit.config.models import ModelConfig, ServerConfig
-from servekit.demo.build import iris_onnx
-from servekit.serving.state import ServableState
+from servekit.serving.lifecycle import ServableState
 from servekit.testing.app_client import serving_app
+from servekit.tools.demo.build import iris_onnx
 
 HANDLER = textwrap.dedent(
     """

@@ -9,119 +9,202 @@ from pathlib import Path
 
 import pytest
 
+from servekit._aliases import new_name
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "servekit"
 
 BASE = frozenset({"_version", "errors", "types", "_utils"})
-_CORE = BASE | {"config", "storage", "repository", "runtime", "serving", "batching", "inference"}
+# The three wings (DESIGN.md §4): in these, each sub-package (or module) is a unit with a row of its own.
+WINGS = frozenset({"serving", "services", "tools"})
+# What a serving process is built of below its fronts (batch transform loads models the same way).
+_CORE = BASE | {
+    "config",
+    "storage",
+    "serving.repository",
+    "serving.runtime",
+    "serving.lifecycle",
+    "serving.batching",
+    "serving.schema",
+    "serving.core",
+}
+_SERVICES = frozenset(
+    f"services.{s}"
+    for s in (
+        "s3",
+        "sts",
+        "logs",
+        "cloudwatch",
+        "hosting",
+        "autoscaling",
+        "training",
+        "processing",
+        "tuning",
+        "transform",
+        "pipelines",
+        "registry",
+        "monitoring",
+    )
+)
 
-# Every package and the packages it may import (besides itself). A new package gets a row here on purpose;
-# equal "rank" is no licence: two packages import each other only if both rows say so (none do).
+# Every unit and the units it may import (besides itself). A new unit gets a row here on purpose; equal "rank" is
+# no licence: two units import each other only if both rows say so (none do).
 ALLOWED: dict[str, frozenset[str]] = {
     "_version": frozenset(),
     "errors": frozenset(),
     "types": frozenset({"errors"}),
     "_utils": frozenset({"errors"}),
+    # The old import paths (servekit._aliases): a finder that imports nothing of servekit until asked.
+    "_aliases": frozenset(),
     "config": BASE,
     "storage": BASE | {"config"},
+    # The database, its connection, migrations and paging; every service's store lives in the service's package.
     "state": BASE | {"config"},
-    "repository": BASE | {"config", "storage"},
     # The machine's GPUs (NVML, nvidia-smi) and which instance holds which: no tensors, no servekit above BASE.
     "accelerators": BASE,
-    "runtime": BASE | {"config", "storage", "accelerators"},
-    "serving": BASE | {"config", "runtime"},
-    "batching": BASE | {"config", "runtime"},
-    "inference": BASE | {"config", "runtime", "serving", "batching"},
+    # ---- serving: the model server (TF Serving's half)
+    "serving": BASE,
+    "serving.repository": BASE | {"config", "storage"},
+    "serving.runtime": BASE | {"config", "storage", "accelerators"},
+    # The servable lifecycle (an enum with legal transitions) and the protocol-neutral request/response.
+    "serving.lifecycle": BASE,
+    "serving.schema": BASE,
+    "serving.batching": BASE | {"config", "serving.runtime"},
     # Generated protobuf/gRPC modules (scripts/grpc_protos.py): wire types only, importing nothing of servekit
     # but themselves, so the TensorProto codec and the gRPC fronts can share them.
-    "protos": frozenset(),
+    "serving.protos": frozenset(),
     # Wire formats: pure functions over the inference schema; no server, no route, no model manager.
-    "codecs": BASE | {"inference", "protos"},
-    "observability": BASE | {"serving", "batching", "inference"},
-    "capture": BASE | {"config", "storage", "codecs", "inference"},
-    # The serving core: everything a serving process needs except its fronts.
-    "server": _CORE | {"codecs", "observability", "capture"},
+    "serving.codecs": BASE | {"serving.schema", "serving.protos"},
+    # Prometheus metrics: reached from the core through its ports.
+    "serving.metrics": BASE | {"serving.lifecycle", "serving.batching"},
+    "serving.capture": BASE | {"config", "storage", "serving.codecs", "serving.schema"},
+    # The serving core, one name: manager and leases, admission, the inference service, warmup, and the assembly
+    # that wires them for a serving process (everything it needs except its fronts).
+    "serving.core": _CORE | {"serving.codecs", "serving.metrics", "serving.capture"},
     # Protocol fronts mount on the core.
-    "protocols": _CORE | {"codecs", "observability", "server", "protos"},
-    "testing": _CORE | {"codecs", "capture", "server", "protocols", "state", "aws", "backends", "protos"},
-    "demo": BASE | {"config", "codecs"},
-    # Drift and quality monitoring; its scheduling API (monitor/schedules) speaks AWS on the control plane and reads
-    # the endpoint metrics store.
-    "monitor": BASE | {"config", "storage", "state", "codecs", "capture", "aws", "cloudwatch"},
-    # The load generator; "aws" for SigV4 (bench --endpoint-name signs InvokeEndpoint).
-    "bench": BASE | {"config", "codecs", "aws"},
-    # Locust users and stepped load (the servekit[locust] extra): SigV4 from aws, the knee from bench.
-    "locust": BASE | {"aws", "bench"},
-    "transform": _CORE | {"codecs", "state", "aws"},
-    # The control plane's services (DESIGN.md §1): one package each, over the AWS wire layer and the state. None
-    # knows tensors or serving internals; instances are `servekit serve` processes a backend starts, and the gateway
-    # forwards bytes. Each row lists only the services below it.
+    "serving.protocols": _CORE | {"serving.codecs", "serving.metrics", "serving.protos"},
+    "testing": _CORE
+    | {"serving.codecs", "serving.capture", "serving.protocols", "serving.protos", "state", "aws", "backends"},
+    # ---- the platform below the services
     # The AWS wire layer: protocols from botocore's models, SigV4, credentials, paging, names and ARNs; no service.
     "aws": BASE,
     # Where instances run (local processes, Ray actors): no AWS shape, no endpoint.
     "backends": BASE | {"accelerators"},
-    # InvokeEndpoint's routing, multi-model placement, shadows; the routing table it shares through the state.
+    # InvokeEndpoint's routing, multi-model placement, shadows; the routing table it shares through the state
+    # (its store, gateway/store.py).
     "gateway": BASE | {"state"},
+    # ---- services: the control plane's, one package each, over the AWS wire layer and the state. None knows
+    # tensors or serving internals; instances are `servekit serve` processes a backend starts, and the gateway
+    # forwards bytes. Each row lists only the services below it.
+    "services": BASE,
     # The embedded S3 store (objects as files under the home, written durably) and its rest-xml API.
-    "s3": BASE | {"aws", "storage"},
+    "services.s3": BASE | {"aws", "storage"},
     # STS: who the calling key is (GetCallerIdentity), in the home's account.
-    "sts": BASE | {"aws"},
-    # CloudWatch Logs: log groups and streams in the state, their operations, and the shipper that reads the
-    # output files of instances and jobs into them.
-    "logs": BASE | {"aws", "state"},
-    # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in.
-    "training": BASE | {"config", "aws", "state", "accelerators"},
+    "services.sts": BASE | {"aws"},
+    # CloudWatch Logs: log groups and streams, their operations, and the shipper that reads the output files of
+    # instances and jobs into them.
+    "services.logs": BASE | {"aws", "state"},
+    # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in. Its store
+    # holds processing and tuning jobs too (one aggregate).
+    "services.training": BASE | {"config", "aws", "state", "accelerators"},
     # SageMaker processing jobs: the training jobs' sandbox and process runner, inputs and outputs at LocalPath.
-    "processing": BASE | {"aws", "state", "training", "accelerators"},
+    "services.processing": BASE | {"aws", "state", "services.training", "accelerators"},
     # Hyperparameter tuning: a search (Optuna for Bayesian) launching training jobs through the training service.
-    "tuning": BASE | {"aws", "state", "training"},
+    "services.tuning": BASE | {"aws", "state", "services.training"},
     # The endpoint metrics store, CloudWatch's metric and alarm operations.
-    "cloudwatch": BASE | {"aws", "state"},
+    "services.cloudwatch": BASE | {"aws", "state"},
     # SageMaker hosting: models, endpoint configs, endpoints, fleets, rollouts, instance types, artifacts.
-    "hosting": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch", "accelerators"},
+    "services.hosting": BASE
+    | {"config", "storage", "state", "aws", "backends", "gateway", "services.cloudwatch", "accelerators"},
     # Application Auto Scaling: policies decide from CloudWatch's metrics; the hosting service is handed in.
-    "autoscaling": BASE | {"aws", "state", "cloudwatch"},
+    "services.autoscaling": BASE | {"aws", "state", "services.cloudwatch"},
     # The model registry; deploy on approval through the hosting operations.
-    "registry": BASE | {"aws", "state", "hosting"},
-    # servekit up's single port: each request to its service, InvokeEndpoint through the gateway.
-    "edge": BASE | {"config", "storage", "state", "aws", "backends", "gateway", "cloudwatch", "hosting", "s3", "logs"},
+    "services.registry": BASE | {"aws", "state", "services.hosting"},
+    # Batch transform: the serving stack's runtimes in the job's own process, and the TransformJob API.
+    "services.transform": _CORE | {"serving.codecs", "state", "aws", "services.hosting"},
+    # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
+    # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
+    # modules; a transform step runs services.transform's job in the step's own process.
+    "services.pipelines": BASE | {"config", "storage", "state", "services.transform", "aws"},
+    # Drift and quality monitoring; its scheduling API (monitoring/schedules) speaks AWS on the control plane and
+    # reads the endpoint metrics store.
+    "services.monitoring": BASE
+    | {
+        "config",
+        "storage",
+        "state",
+        "serving.codecs",
+        "serving.capture",
+        "aws",
+        "services.cloudwatch",
+        "services.hosting",
+    },
+    # ---- tools
+    "tools": BASE,
+    # The load generator; "aws" for SigV4 (bench --endpoint-name signs InvokeEndpoint).
+    "tools.bench": BASE | {"config", "serving.codecs", "aws"},
+    # Locust users and stepped load (the servekit[locust] extra): SigV4 from aws, the knee from bench.
+    "tools.locust": BASE | {"aws", "tools.bench"},
     # Capacity recommendation: starts instances the control plane's way (its backend, instance types, API errors),
-    # drives them with the bench engine and keeps its API jobs in the state. Nothing imports it but cli (up.py
-    # hands its API handlers to the control plane).
-    "recommend": BASE | {"config", "bench", "aws", "backends", "hosting", "codecs", "state", "accelerators"},
+    # drives them with the bench engine and keeps its API jobs in its store. Nothing imports it but the CLI, the
+    # composition roots and the schema registry.
+    "tools.recommend": BASE
+    | {"config", "tools.bench", "aws", "backends", "services.hosting", "serving.codecs", "state", "accelerators"},
+    # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
+    # to compare them; knows no server, protocol or wire format.
+    "tools.optimize": BASE | {"config", "serving.runtime"},
+    # Kubernetes manifests of an endpoint (servekit export): pure functions of the public API's answers, which the
+    # CLI fetches and hands in; no control-plane internals.
+    "tools.export": BASE,
+    "tools.demo": BASE | {"config", "serving.codecs"},
+    # ---- above the services
+    # The schema registry (every store's migrations) and the database with every store at hand.
+    "services.schema": BASE | {"state", "tools.recommend"} | _SERVICES,
+    "services.database": BASE | {"state", "services.schema", "tools.recommend"} | _SERVICES,
+    # servekit up's single port: each request to its service, InvokeEndpoint through the gateway.
+    "edge": BASE
+    | {
+        "config",
+        "storage",
+        "state",
+        "aws",
+        "backends",
+        "gateway",
+        "services.cloudwatch",
+        "services.hosting",
+        "services.s3",
+        "services.logs",
+    },
     # Model parallelism's serving side: an ONNX graph cut into pipeline stages (onnx) and the handler a stage process
     # serves its stage with (onnxruntime); hosting runs the split as a process and never imports it.
     "parallel": BASE,
-    # Offline model rewriting (servekit optimize): loads both versions through the runtimes servekit serves with
-    # to compare them; knows no server, protocol or wire format.
-    "optimize": BASE | {"config", "runtime"},
-    # Kubernetes manifests of an endpoint (servekit export): pure functions of the public API's answers, which the
-    # CLI fetches and hands in; no control-plane internals.
-    "export": BASE,
-    # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
-    # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
-    # modules; a transform step runs servekit.transform's job in the step's own process.
-    "pipelines": BASE | {"config", "storage", "state", "transform", "aws"},
     # The web console (servekit up's /console): reads the public API through a callable the CLI hands in
     # (launch/console.py), so it imports no control-plane module and no state.
     "console": BASE,
-    "__init__": BASE,
+    "__init__": BASE | {"_aliases"},
 }
 # Composition roots, one per process (serve, up, gateway replica): they build everything, so they may import any
-# package but the CLI; the CLI parses arguments, prints, and calls a root (or any package, for its commands).
+# unit but the CLI; the CLI parses arguments, prints, and calls a root (or any unit, for its commands).
 ALLOWED["launch"] = frozenset(ALLOWED) - {"__init__"}
 ALLOWED["cli"] = frozenset(ALLOWED) - {"__init__"}
 
 
+def _unit(parts: list[str] | tuple[str, ...]) -> str:
+    """The unit of the module ``servekit.<parts>``: a wing's sub-package or module, else the top-level one."""
+    if not parts:
+        return "__init__"
+    if parts[0] in WINGS and len(parts) > 1:
+        return f"{parts[0]}.{parts[1]}"
+    return parts[0]
+
+
 def _package(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    return _unit(module.split(".")[1:])
 
 
 def _own_package(path: Path) -> str:
-    rel = path.relative_to(SRC)
-    if len(rel.parts) == 1:
-        return rel.stem if rel.stem != "__init__" else "__init__"
-    return rel.parts[0]
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"] if rel.name == "__init__" else list(rel.parts)
+    return _unit(parts)
 
 
 def _import_targets(path: Path) -> list[tuple[str, ...]]:
@@ -147,12 +230,18 @@ def _imports(path: Path) -> list[str]:
 
 
 def violations(path: Path, own: str) -> list[str]:
-    """What ``path`` (in package ``own``) imports that the table does not allow."""
+    """What ``path`` (in unit ``own``) imports that the table does not allow, or by a name from before the three
+    wings (servekit._aliases keeps those working for users, not for servekit's own code)."""
     allowed = ALLOWED.get(own)
     if allowed is None:
         return [f"package {own!r} has no row in ALLOWED"]
     bad = []
+    for names in _import_targets(path):
+        if (old := next((n for n in names if new_name(n) is not None), None)) is not None:
+            bad.append(f"{own} imports {old} by its old name: {new_name(old)}")
     for imported in _imports(path):
+        if new_name(imported) is not None:
+            continue
         target = _package(imported)
         if target != own and target not in allowed:
             bad.append(f"{own} imports {imported} ({target}), which its row does not allow")
@@ -212,16 +301,41 @@ def cycles(package_dir: Path, root: Path = SRC.parent) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("package", sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists()))
+def _unit_packages() -> list[str]:
+    """Every unit that is a package folder (a wing's sub-packages, the other top-level packages)."""
+    tops = [p for p in SRC.iterdir() if (p / "__init__.py").exists()]
+    units = [p for p in tops if p.name not in WINGS]
+    units += [p for w in tops if w.name in WINGS for p in w.iterdir() if (p / "__init__.py").exists()]
+    return sorted(str(p.relative_to(SRC)) for p in units)
+
+
+def test_every_wing_holds_only_units_with_rows() -> None:
+    for wing in sorted(WINGS):
+        for p in (SRC / wing).iterdir():
+            if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists():
+                assert f"{wing}.{p.stem}" in ALLOWED, p
+
+
+@pytest.mark.parametrize("package", _unit_packages())
 def test_no_import_cycles_inside_a_package(package: str) -> None:
     assert cycles(SRC / package) == []
 
 
 def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("from servekit.protocols.app import build_app\nimport servekit.server.core\n")
-    assert len(violations(bad, "serving")) == 2
+    bad.write_text("from servekit.serving.protocols.app import build_app\nimport servekit.serving.core.assembly\n")
+    assert len(violations(bad, "serving.lifecycle")) == 2
     assert violations(bad, "cli") == []
+    old = tmp_path / "old.py"
+    old.write_text(
+        "from servekit.protocols.app import build_app\nfrom servekit.state.hosting import Hosting\n"
+        "from servekit.state import autoscaling\n"
+    )
+    assert violations(old, "cli") == [
+        "cli imports servekit.protocols.app.build_app by its old name: servekit.serving.protocols.app.build_app",
+        "cli imports servekit.state.hosting by its old name: servekit.services.hosting.store",
+        "cli imports servekit.state.autoscaling by its old name: servekit.services.autoscaling.store",
+    ]
     assert violations(bad, "nowhere") == ["package 'nowhere' has no row in ALLOWED"]
     pkg = tmp_path / "servekit" / "loop"
     pkg.mkdir(parents=True)
@@ -263,5 +377,5 @@ def test_the_cli_imports_no_server_library(path: Path) -> None:
 
 def test_no_front_constructs_the_serving_core() -> None:
     """The core is built once, by a composition root (or a test helper), and handed to every front."""
-    for path in sorted((SRC / "protocols").rglob("*.py")):
+    for path in sorted((SRC / "serving" / "protocols").rglob("*.py")):
         assert "ServingCore(" not in path.read_text(), path

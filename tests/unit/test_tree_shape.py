@@ -1,5 +1,5 @@
 """The shape of the source tree (DESIGN.md §4): small modules named for what they own, small package folders.
-Generated protobuf modules (servekit/protos) are not ours to size."""
+Generated protobuf modules (servekit/serving/protos) are not ours to size."""
 
 from __future__ import annotations
 

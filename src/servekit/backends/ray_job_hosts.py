@@ -39,7 +39,7 @@ WATCH_S = 0.25  # how often a host's memory is read against its envelope
 
 
 class HostRun(Protocol):
-    """What a job's runner holds for one host (servekit.training.hosts.Running)."""
+    """What a job's runner holds for one host (servekit.services.training.hosts.Running)."""
 
     stop: asyncio.Event
     reason: str
@@ -48,7 +48,7 @@ class HostRun(Protocol):
 
 
 class HostEnvelope(Protocol):
-    """A host's instance type (servekit.training.hosts.JobEnvelope)."""
+    """A host's instance type (servekit.services.training.hosts.JobEnvelope)."""
 
     @property
     def instance_type(self) -> str: ...
@@ -155,7 +155,8 @@ class RayJobHosts:
         grace_s: float,
         envelope: HostEnvelope | None = None,
     ) -> tuple[int, bool]:
-        """As ``servekit.training.hosts.run_sandboxed``, on a Ray node: its exit code, and whether it was stopped."""
+        """As ``servekit.services.training.hosts.run_sandboxed``, on a Ray node: its exit code, and whether it was
+        stopped."""
         ray = self._ray
         wanted: dict[str, float] = {"CPU": float(envelope.vcpus if envelope else 1), **self._config.resources}
         name = f"servekit-job-host-{uuid.uuid4().hex[:12]}"

@@ -99,8 +99,9 @@ def api_errors(url: str) -> Iterator[None]:
 
 def leader_url(home: Path) -> str | None:
     """The address the home's running ``servekit up`` recorded, if one did."""
-    from servekit.state.database import StateDB, database_path
-    from servekit.state.gateway_routes import GatewayRoutes
+    from servekit.gateway.store import GatewayRoutes
+    from servekit.services.database import StateDB
+    from servekit.state.database import database_path
 
     if not database_path(home).exists():
         return None

@@ -268,7 +268,8 @@ def autoscale_off(
     typer.echo(f"autoscaling of {_resource(name, variant)} is off; its instance count stays as it is")
 
 
-# ---- servekit autoscale simulate: the what-if (servekit.autoscaling.simulate) ---------------------------------------
+# ---- servekit autoscale simulate: the what-if (servekit.services.autoscaling.simulate)
+# ---------------------------------------
 def _opt(*names: str, **kw: Any) -> Any:
     return typer.Option(*names, **kw)
 
@@ -280,7 +281,7 @@ def _traffic(
     """The curve from a file, a synthetic shape or an endpoint's CloudWatch Invocations (through the plane)."""
     from pathlib import Path
 
-    from servekit.autoscaling import traffic as tr
+    from servekit.services.autoscaling import traffic as tr
 
     given = [x for x in (traffic, shape, from_endpoint) if x is not None]
     if len(given) != 1:
@@ -312,7 +313,7 @@ def _traffic(
 
 def _schedule(text: str) -> Any:
     """``EXPR=MIN``, ``EXPR=MIN:MAX`` or ``EXPR=:MAX`` as a scheduled action."""
-    from servekit.autoscaling.sim_fleet import ScheduledSpec
+    from servekit.services.autoscaling.sim_fleet import ScheduledSpec
 
     expr, sep, bounds = text.rpartition("=")
     lo, _, hi = bounds.partition(":")
@@ -329,7 +330,7 @@ def _step_policy(path: str) -> Any:
     import json
     from pathlib import Path
 
-    from servekit.autoscaling.sim_fleet import StepSpec
+    from servekit.services.autoscaling.sim_fleet import StepSpec
 
     try:
         doc = json.loads(Path(path).read_text())
@@ -408,9 +409,9 @@ def autoscale_simulate(
     """What would the policy have done with this traffic? Replays a curve through the control plane's own scaling
     decisions (target tracking, step, scheduled; cooldowns, alarm periods, start-up) with per-step instances,
     utilisation, queue/shed, estimated p99 and cost."""
-    from servekit.autoscaling.sim_fleet import Fleet, LatencyModel, Policy, SimError, fleet_from_recommendation
-    from servekit.autoscaling.simulate import compare
-    from servekit.autoscaling.traffic import TrafficError
+    from servekit.services.autoscaling.sim_fleet import Fleet, LatencyModel, Policy, SimError, fleet_from_recommendation
+    from servekit.services.autoscaling.simulate import compare
+    from servekit.services.autoscaling.traffic import TrafficError
 
     try:
         curve = _traffic(traffic, shape, duration_s, low, high, from_endpoint, variant, hours, url, home, step_s)
@@ -469,7 +470,7 @@ def _read_json(path: str) -> Any:
 def _price(instance_type: str | None) -> float:
     if instance_type is None:
         raise _fail("give --price-per-hour or --instance-type (its price from the instance-types table)", code=2)
-    from servekit.hosting.instance_types import UnknownInstanceType, load_instance_types
+    from servekit.services.hosting.instance_types import UnknownInstanceType, load_instance_types
 
     try:
         return load_instance_types()[instance_type].price_per_hour
@@ -506,7 +507,7 @@ def _simulation_html(reports: list[Any]) -> str:
     report's SVG helpers), and the totals side by side."""
     from html import escape
 
-    from servekit.recommend.svg import PALETTE, Series, line_chart
+    from servekit.tools.recommend.svg import PALETTE, Series, line_chart
 
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>servekit autoscale simulate</title></head>",
              "<body style='font-family:sans-serif'><h1>Autoscaling what-if</h1><table border='1' cellpadding='4'>",

@@ -107,15 +107,16 @@ def bench(
 
     Closed loop: --concurrency N clients send back-to-back. Open loop: --rate R requests/s, whatever the answers.
 
-    --phases steps through rates (open) or concurrencies (closed). --json writes the report (servekit.bench.stats).
+    --phases steps through rates (open) or concurrencies (closed). --json writes the report
+    (servekit.tools.bench.stats).
     """
     import orjson
     from rich.console import Console
 
-    from servekit.bench.runner import run_bench
-    from servekit.bench.spec import spec_from_options
-    from servekit.bench.stats import render
-    from servekit.bench.workload import BenchError
+    from servekit.tools.bench.runner import run_bench
+    from servekit.tools.bench.spec import spec_from_options
+    from servekit.tools.bench.stats import render
+    from servekit.tools.bench.workload import BenchError
 
     try:
         keys = _keys(home) if endpoint_name else {}

@@ -18,8 +18,8 @@ def demo(
     build_only: Annotated[bool, typer.Option("--build-only", help="Build the models and exit.")] = False,
 ) -> None:
     """Build example models, print copy-paste requests for each protocol, and serve them."""
-    from servekit.demo.build import build_demo
-    from servekit.demo.tour import tour
+    from servekit.tools.demo.build import build_demo
+    from servekit.tools.demo.tour import tour
 
     try:
         config_path = build_demo(directory)

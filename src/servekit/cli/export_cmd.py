@@ -84,8 +84,8 @@ def describe_endpoint(url: str, home: Path | None, name: str) -> dict[str, Any]:
 
 def _envelopes(instance_types_file: str | None) -> dict[str, Any]:
     from servekit.errors import ConfigError
-    from servekit.export import Envelope
-    from servekit.hosting.instance_types import load_instance_types
+    from servekit.services.hosting.instance_types import load_instance_types
+    from servekit.tools.export import Envelope
 
     try:
         table = load_instance_types(instance_types_file)
@@ -122,7 +122,8 @@ def k8s(
     home: HomeOpt = None,
 ) -> None:
     """Write Kubernetes manifests that reproduce an endpoint: replicas, resources, autoscaling, probes, model data."""
-    from servekit.export import (
+    from servekit.services.hosting.capture import capture_args
+    from servekit.tools.export import (
         ExportError,
         ExportOptions,
         endpoint_spec,
@@ -130,7 +131,6 @@ def k8s(
         kubernetes_manifests,
         to_yaml,
     )
-    from servekit.hosting.capture import capture_args
 
     envelopes = _envelopes(instance_types)
     try:
@@ -199,8 +199,8 @@ def image_context(
     ] = None,
 ) -> None:
     """Write a Dockerfile (python slim, pip install servekit, ENTRYPOINT servekit serve) the manifests refer to."""
-    from servekit.export import ExportError, dockerfile
-    from servekit.hosting.artifacts import ArtifactError, ArtifactResolver
+    from servekit.services.hosting.artifacts import ArtifactError, ArtifactResolver
+    from servekit.tools.export import ExportError, dockerfile
 
     pairs = _model_pairs(model)
     extra_list = [e.strip() for e in extras.split(",") if e.strip()]
@@ -241,7 +241,7 @@ def fetch_model(
     directory: Annotated[Path, typer.Argument(help="Empty folder that becomes the model base (DIR/VERSION/...).")],
 ) -> None:
     """Fetch a model's data into a folder as servekit up does (archives checked and unpacked; files = version 1)."""
-    from servekit.hosting.artifacts import ArtifactError, ArtifactResolver
+    from servekit.services.hosting.artifacts import ArtifactError, ArtifactResolver
     from servekit.storage import Storage
 
     # s3:// from an S3-compatible store: the endpoint AWS's own variables name (as servekit up reads them)

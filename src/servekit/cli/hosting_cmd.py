@@ -325,7 +325,7 @@ def endpoint_update(
     from datetime import UTC
     from datetime import datetime as dt
 
-    from servekit.hosting.api import STEPS_TAG
+    from servekit.services.hosting.api import STEPS_TAG
 
     if (model_dir is None) == (config is None):
         raise _fail("give one of --model-dir (a new model) or --config (an existing endpoint config)", code=2)
@@ -533,8 +533,8 @@ def example_body(base: Path) -> str | None:
     """A JSON body that fits the model at ``base`` (its newest version's first signature), or None when servekit
     cannot tell: not a local directory, a Python handler model (its code decides; running it here would run the
     user's model_fn in the CLI), or a model that does not load here."""
-    from servekit.codecs.sagemaker import example_json_body
-    from servekit.runtime.registry import RuntimeRegistry
+    from servekit.serving.codecs.sagemaker import example_json_body
+    from servekit.serving.runtime.registry import RuntimeRegistry
 
     versions = [p for p in base.iterdir() if p.is_dir() and p.name.isdigit()] if base.is_dir() else []
     if not versions:

@@ -11,7 +11,7 @@ import typer
 
 from servekit.cli.hosting_cmd import model_describe, model_list
 from servekit.errors import ConfigError
-from servekit.runtime.base import ListedSignatures
+from servekit.serving.runtime.base import ListedSignatures
 from servekit.types import Signature, TensorSpec, tf_dtype
 
 model_app = typer.Typer(
@@ -27,7 +27,7 @@ inspect_alias = typer.Typer(add_completion=False)
 @inspect_alias.command("inspect", hidden=True, help="Alias of servekit model inspect.")
 def inspect(version_dir: Annotated[Path, typer.Argument(help="A model version directory.")]) -> None:
     """Print every signature of a model version (like saved_model_cli show --all)."""
-    from servekit.runtime.registry import RuntimeRegistry
+    from servekit.serving.runtime.registry import RuntimeRegistry
 
     try:
         servable = RuntimeRegistry().load(version_dir.resolve())

@@ -13,8 +13,8 @@ import typer
 from servekit.errors import ConfigError
 
 if TYPE_CHECKING:
-    from servekit.monitor.config import MonitorConfig
-    from servekit.monitor.runs.run import RunResult
+    from servekit.services.monitoring.config import MonitorConfig
+    from servekit.services.monitoring.runs.run import RunResult
 
 monitor_app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Data drift: baselines, windows, thresholds, alarms, reports."
@@ -41,7 +41,7 @@ def _logging(level: str) -> None:
 
 
 def _overrides(items: list[str] | None) -> tuple[tuple[str, str, float], ...]:
-    from servekit.monitor.drift.thresholds import parse_override
+    from servekit.services.monitoring.drift.thresholds import parse_override
 
     return tuple(parse_override(t) for t in items or [])
 
@@ -69,10 +69,10 @@ def baseline(
 ) -> None:
     """Profile training data: statistics.json + constraints.json (SageMaker) and servekit's summaries."""
     _logging(log_level)
-    from servekit.monitor.baseline import store
-    from servekit.monitor.baseline.build import build
-    from servekit.monitor.config import BaselineConfig
-    from servekit.monitor.stream.sources import SourceError, UnreadableFile
+    from servekit.services.monitoring.baseline import store
+    from servekit.services.monitoring.baseline.build import build
+    from servekit.services.monitoring.config import BaselineConfig
+    from servekit.services.monitoring.stream.sources import SourceError, UnreadableFile
 
     try:
         cfg = BaselineConfig(
@@ -117,9 +117,9 @@ def _monitor_config(
     window_values: int | None = None,
     lateness: str | None = None,
 ) -> MonitorConfig:
-    from servekit.monitor.config import MonitorConfig, WebhookConfig
-    from servekit.monitor.drift.thresholds import JUDGED_METRICS
-    from servekit.monitor.stream.windows import parse_duration, parse_time
+    from servekit.services.monitoring.config import MonitorConfig, WebhookConfig
+    from servekit.services.monitoring.drift.thresholds import JUDGED_METRICS
+    from servekit.services.monitoring.stream.windows import parse_duration, parse_time
 
     extra: dict[str, Any] = {}
     if alpha is not None:
@@ -233,10 +233,10 @@ def run_cmd(
     if publish_url is None and (endpoint_name or variant_name):
         _fail("--endpoint-name and --variant-name name the published metrics: give --publish-url too", 2)
     _logging(log_level)
-    from servekit.monitor.alerts.webhooks import AlertLog, Notifier
-    from servekit.monitor.baseline.store import BaselineError
-    from servekit.monitor.runs.job import JobSpec, run_job
-    from servekit.monitor.stream.sources import SourceError, UnreadableFile
+    from servekit.services.monitoring.alerts.webhooks import AlertLog, Notifier
+    from servekit.services.monitoring.baseline.store import BaselineError
+    from servekit.services.monitoring.runs.job import JobSpec, run_job
+    from servekit.services.monitoring.stream.sources import SourceError, UnreadableFile
 
     try:
         cfg = _monitor_config(
@@ -336,11 +336,11 @@ def watch(
 ) -> None:
     """Run the monitor on a schedule as a long-lived process, alarms carried across runs."""
     _logging(log_level)
-    from servekit.monitor.alerts.webhooks import AlertLog, Notifier
-    from servekit.monitor.runs.job import JobSpec
-    from servekit.monitor.runs.watch import SystemClock
-    from servekit.monitor.runs.watch import watch as watch_loop
-    from servekit.monitor.stream.windows import parse_duration
+    from servekit.services.monitoring.alerts.webhooks import AlertLog, Notifier
+    from servekit.services.monitoring.runs.job import JobSpec
+    from servekit.services.monitoring.runs.watch import SystemClock
+    from servekit.services.monitoring.runs.watch import watch as watch_loop
+    from servekit.services.monitoring.stream.windows import parse_duration
 
     try:
         cfg = _monitor_config(
@@ -366,7 +366,7 @@ def watch(
     notifier = Notifier(cfg.webhooks, AlertLog(out / "alerts.jsonl"))
     exporter = None
     if metrics_port is not None:
-        from servekit.monitor.alerts.exporter import WatchExporter
+        from servekit.services.monitoring.alerts.exporter import WatchExporter
 
         try:
             exporter = WatchExporter(out, metrics_host, metrics_port)
@@ -427,9 +427,9 @@ def labels(
     _logging(log_level)
     import time
 
-    from servekit.monitor.quality.labels import LabelError, ingest
-    from servekit.monitor.stream.sources import SourceError, UnreadableFile
-    from servekit.monitor.stream.windows import parse_duration
+    from servekit.services.monitoring.quality.labels import LabelError, ingest
+    from servekit.services.monitoring.stream.sources import SourceError, UnreadableFile
+    from servekit.services.monitoring.stream.windows import parse_duration
 
     try:
         interval = parse_duration(every) if every else None
@@ -478,10 +478,10 @@ def quality_baseline(
 ) -> None:
     """Model-quality statistics and suggested constraints (SageMaker's model-quality JSON shapes)."""
     _logging(log_level)
-    from servekit.monitor.baseline.store import dump, write_atomic
-    from servekit.monitor.quality.baseline import build
-    from servekit.monitor.quality.run import QualityConfig, QualityError
-    from servekit.monitor.stream.sources import SourceError, UnreadableFile
+    from servekit.services.monitoring.baseline.store import dump, write_atomic
+    from servekit.services.monitoring.quality.baseline import build
+    from servekit.services.monitoring.quality.run import QualityConfig, QualityError
+    from servekit.services.monitoring.stream.sources import SourceError, UnreadableFile
 
     try:
         cfg = QualityConfig(
@@ -544,11 +544,11 @@ def quality_run(
     _logging(log_level)
     import orjson
 
-    from servekit.monitor.quality import outputs as quality_outputs
-    from servekit.monitor.quality.labels import LabelError, load
-    from servekit.monitor.quality.run import Constraints, QualityConfig, QualityError, run_quality
-    from servekit.monitor.stream.sources import SourceError, UnreadableFile
-    from servekit.monitor.stream.windows import parse_duration, parse_time
+    from servekit.services.monitoring.quality import outputs as quality_outputs
+    from servekit.services.monitoring.quality.labels import LabelError, load
+    from servekit.services.monitoring.quality.run import Constraints, QualityConfig, QualityError, run_quality
+    from servekit.services.monitoring.stream.sources import SourceError, UnreadableFile
+    from servekit.services.monitoring.stream.windows import parse_duration, parse_time
 
     try:
         cfg = QualityConfig(

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from servekit.monitor.runs.run import RunResult
+    from servekit.services.monitoring.runs.run import RunResult
 
 NAMESPACE = "servekit"
 

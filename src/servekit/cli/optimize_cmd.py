@@ -63,9 +63,9 @@ def optimize(
     static with --static), scikit-learn converted to ONNX. Prints latency per batch size, size on disk and
     accuracy/agreement before and after; a drop over --max-accuracy-drop is refused (exit 1) unless --force.
     """
-    from servekit.optimize.report import render
-    from servekit.optimize.run import OptimizeOptions
-    from servekit.optimize.run import optimize as run_optimize
+    from servekit.tools.optimize.report import render
+    from servekit.tools.optimize.run import OptimizeOptions
+    from servekit.tools.optimize.run import optimize as run_optimize
 
     try:
         options = OptimizeOptions(

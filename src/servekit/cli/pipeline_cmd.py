@@ -62,7 +62,7 @@ def _engine(kind: str, address: str | None) -> Iterator[Any]:
             raise _fail("--ray-address goes with --engine ray")
         yield None
         return
-    from servekit.pipelines.engine.ray_engine import RayEngine
+    from servekit.services.pipelines.engine.ray_engine import RayEngine
 
     engine = RayEngine(address=address)
     try:
@@ -108,7 +108,8 @@ class _ControlPlane:
 
 
 def _open(home: Path | None) -> tuple[Path, Any]:
-    from servekit.state import StateDB, StateError
+    from servekit.services.database import StateDB
+    from servekit.state import StateError
     from servekit.state.home import resolve_database_url
 
     root = home_dir(home)
@@ -119,13 +120,13 @@ def _open(home: Path | None) -> tuple[Path, Any]:
 
 
 def _runner(root: Path, db: Any, url: str, engine: Any = None) -> Any:
-    from servekit.pipelines.engine.runner import PipelineRunner
+    from servekit.services.pipelines.engine.runner import PipelineRunner
 
     return PipelineRunner(db, home=root, engine=engine, control=_ControlPlane(root, url))
 
 
 def _report(result: Any, db: Any, as_json: bool) -> None:
-    from servekit.pipelines.runs.views import describe_run
+    from servekit.services.pipelines.runs.views import describe_run
 
     run = db.pipelines.get_run(result.run_id)
     _print_run(describe_run(db.pipelines, run), as_json)
@@ -152,8 +153,8 @@ def run_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a pipeline in the foreground; Ctrl-C stops it (resume continues it)."""
-    from servekit.pipelines.definition.loading import load_pipeline
-    from servekit.pipelines.errors import PipelineError
+    from servekit.services.pipelines.definition.loading import load_pipeline
+    from servekit.services.pipelines.errors import PipelineError
 
     params = _params(param)
     if run_id is not None and not re.fullmatch(r"[a-z0-9]{1,64}", run_id):
@@ -188,7 +189,7 @@ def resume_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Continue a stopped or failed run: succeeded steps keep their outputs, the others run again."""
-    from servekit.pipelines.errors import PipelineError, RunConflict, RunNotFound
+    from servekit.services.pipelines.errors import PipelineError, RunConflict, RunNotFound
 
     root, db = _open(home)
     with db, _engine(engine, ray_address) as step_engine:
@@ -207,7 +208,7 @@ def list_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Runs, newest first."""
-    from servekit.pipelines.runs.views import run_summary
+    from servekit.services.pipelines.runs.views import run_summary
 
     _, db = _open(home)
     with db:
@@ -266,7 +267,7 @@ def describe_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A run: its status and reason, and each step's status, attempts, outputs and reason."""
-    from servekit.pipelines.runs.views import describe_run
+    from servekit.services.pipelines.runs.views import describe_run
 
     _, db = _open(home)
     with db:
@@ -283,8 +284,8 @@ def stop_cmd(
     home: HomeOpt = None,
 ) -> None:
     """Stop a run: its process kills the running steps (Stopping, then Stopped); resume continues it."""
-    from servekit.pipelines.errors import RunConflict, RunNotFound
-    from servekit.pipelines.runs.store import RunStore
+    from servekit.services.pipelines.errors import RunConflict, RunNotFound
+    from servekit.services.pipelines.runs.store import RunStore
 
     _, db = _open(home)
     with db:
@@ -307,9 +308,9 @@ def policy_cmd(
     home: HomeOpt = None,
 ) -> None:
     """Print each step's AWS IAM policy document: s3:GetObject on its read prefixes, s3:PutObject on its own."""
-    from servekit.pipelines.access.policy import policies
-    from servekit.pipelines.definition.loading import YAML_SUFFIXES, load_pipeline
-    from servekit.pipelines.errors import PipelineError
+    from servekit.services.pipelines.access.policy import policies
+    from servekit.services.pipelines.definition.loading import YAML_SUFFIXES, load_pipeline
+    from servekit.services.pipelines.errors import PipelineError
 
     source = pipeline
     if ":" not in pipeline and not pipeline.endswith(YAML_SUFFIXES):  # a name: the source of its newest run
@@ -337,7 +338,7 @@ def lineage(
     as_json: JsonOpt = False,
 ) -> None:
     """Where an artifact or a model package came from (run, step, inputs, code hash) and which endpoints serve it."""
-    from servekit.pipelines.runs.lineage import artifact_lineage, find_artifact, model_package_lineage
+    from servekit.services.pipelines.runs.lineage import artifact_lineage, find_artifact, model_package_lineage
 
     root, db = _open(home)
     with db:
@@ -397,8 +398,8 @@ def _print_artifact(node: dict[str, Any], depth: int) -> None:
 def _trigger_runner(
     source: str, root: Path, db: Any, url: str, artifact_root: str | None, params: Any, engine: Any
 ) -> Any:
-    from servekit.pipelines.definition.loading import load_pipeline
-    from servekit.pipelines.triggers import TriggerRunner
+    from servekit.services.pipelines.definition.loading import load_pipeline
+    from servekit.services.pipelines.triggers import TriggerRunner
 
     return TriggerRunner(
         _runner(root, db, url, engine),
@@ -432,8 +433,8 @@ def _started(label: str, as_json: bool) -> Any:
 
 
 def _duration(text: str, flag: str) -> float:
-    from servekit.bench.spec import parse_duration
     from servekit.errors import ConfigError
+    from servekit.tools.bench.spec import parse_duration
 
     try:
         seconds = parse_duration(text)
@@ -469,8 +470,8 @@ def watch_cmd(
 ) -> None:
     """Start one run per new partition under a prefix, exactly once (claims are kept in the state database, so a
     restarted or a second watcher never starts a partition again). Runs one at a time, in the foreground."""
-    from servekit.pipelines.errors import PipelineError
-    from servekit.pipelines.triggers import Watch, watch
+    from servekit.services.pipelines.errors import PipelineError
+    from servekit.services.pipelines.triggers import Watch, watch
     from servekit.storage import Storage
 
     params = _params(param)
@@ -516,9 +517,9 @@ def schedule_cmd(
     schedulers (claims are kept in the state database)."""
     import datetime as dt
 
-    from servekit.pipelines.cron import parse_cron
-    from servekit.pipelines.errors import PipelineError
-    from servekit.pipelines.triggers import schedule
+    from servekit.services.pipelines.cron import parse_cron
+    from servekit.services.pipelines.errors import PipelineError
+    from servekit.services.pipelines.triggers import schedule
 
     params = _params(param)
     root, db = _open(home)

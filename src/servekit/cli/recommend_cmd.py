@@ -1,5 +1,5 @@
 """``servekit recommend``: measure a model on instances of each type's envelope and recommend type, count, batching
-and cost (``servekit.recommend``)."""
+and cost (``servekit.tools.recommend``)."""
 
 from __future__ import annotations
 
@@ -62,12 +62,12 @@ def recommend(
     rate within the latency SLO. N = ceil(Q / (U x R_max)); cost per 1,000 inferences = N x price / (Q x 3.6).
     Writes recommendations.json (SageMaker's InferenceRecommendations shape) and report.html under --out.
     """
-    from servekit.bench.dynamic import is_payload_function
-    from servekit.bench.spec import parse_duration, parse_levels
-    from servekit.bench.workload import BenchError
-    from servekit.hosting.instance_types import load_instance_types
-    from servekit.recommend.run import recommend as run_recommend
-    from servekit.recommend.spec import RecommendSpec, check_model_dir, parse_batching
+    from servekit.services.hosting.instance_types import load_instance_types
+    from servekit.tools.bench.dynamic import is_payload_function
+    from servekit.tools.bench.spec import parse_duration, parse_levels
+    from servekit.tools.bench.workload import BenchError
+    from servekit.tools.recommend.run import recommend as run_recommend
+    from servekit.tools.recommend.spec import RecommendSpec, check_model_dir, parse_batching
 
     try:
         model_dir = check_model_dir(str(model))
@@ -114,6 +114,6 @@ def recommend(
 
 def summary(report: dict[str, object]) -> str:
     """The ranked table as plain text (what the recommendation says, without opening the report)."""
-    from servekit.recommend.text import table_text
+    from servekit.tools.recommend.text import table_text
 
     return table_text(report)

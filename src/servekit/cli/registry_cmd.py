@@ -5,7 +5,7 @@ calls boto3 makes, signed with the home's admin key).
 - ``approve|reject PACKAGE --reason TEXT`` (UpdateModelPackage with ApprovalDescription) and ``history PACKAGE``
   (who changed the approval when and why, and what deploy-on-approval did);
 - ``set-rule|show-rule|clear-rule GROUP``: the group's deploy-on-approval rule, kept in its tags
-  (``servekit.registry.deploy``).
+  (``servekit.services.registry.deploy``).
 
 Commands read ``servekit NOUN VERB`` like the rest of the CLI, so the registry's are one level deep.
 
@@ -235,7 +235,7 @@ def rule_set(
     home: HomeOpt = None,
 ) -> None:
     """When a version of GROUP becomes Approved, update ENDPOINT to it (a guarded rollout with --deployment)."""
-    from servekit.registry.deploy import RULE_TAGS, rule_tags
+    from servekit.services.registry.deploy import RULE_TAGS, rule_tags
 
     try:
         tags = rule_tags(endpoint, variant, deployment)
@@ -272,7 +272,7 @@ def rule_show(group: GroupArg, url: UrlOpt = DEFAULT_URL, home: HomeOpt = None, 
 @registry_app.command("clear-rule")
 def rule_clear(group: GroupArg, url: UrlOpt = DEFAULT_URL, home: HomeOpt = None) -> None:
     """Remove the group's rule: approvals deploy nothing."""
-    from servekit.registry.deploy import RULE_TAGS
+    from servekit.services.registry.deploy import RULE_TAGS
 
     sm = _sm(url, home)
     arn = _group(sm, group, url)["ModelPackageGroupArn"]

@@ -357,7 +357,7 @@ def check_device(request: DeviceRequest, gpus: Callable[[], Sequence[Gpu]] | Non
     on a machine without one says once that it serves on the CPU. Each runtime decides again per model."""
     if request.kind == "cpu":
         return
-    from servekit.runtime.devices import machine_gpus
+    from servekit.serving.runtime.devices import machine_gpus
 
     found = (gpus or machine_gpus)()
     if request.kind == "cuda":
@@ -389,7 +389,7 @@ def _capture_config(
     if mode not in ("input", "output", "both"):
         raise ConfigError(f"--capture_mode must be input, output or both, got {mode!r}")
     if capture_format == "parquet":  # at startup, not on the first captured request
-        from servekit.capture.parquet import require_pyarrow
+        from servekit.serving.capture.parquet import require_pyarrow
 
         require_pyarrow()
     return CaptureConfig(

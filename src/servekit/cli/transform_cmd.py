@@ -153,9 +153,9 @@ def run(
     from rich.console import Console
 
     from servekit.cli.transform_display import RichProgress, summary_text
-    from servekit.transform import JobConflict, JobStore, RunOptions, run_job, spec_from_request
-    from servekit.transform.progress import DataLog, Tee, data_log_path
-    from servekit.transform.spec import EngineKind
+    from servekit.services.transform import JobConflict, JobStore, RunOptions, run_job, spec_from_request
+    from servekit.services.transform.progress import DataLog, Tee, data_log_path
+    from servekit.services.transform.spec import EngineKind
 
     try:
         doc = _read_spec_file(spec_file) if spec_file else {}
@@ -223,7 +223,7 @@ def status(
     from rich.console import Console
 
     from servekit.cli.transform_display import job_table
-    from servekit.transform import JobStore, spec_to_request
+    from servekit.services.transform import JobStore, spec_to_request
 
     try:
         with JobStore(_home(home), database_url=_database_url()) as store:
@@ -273,7 +273,7 @@ def list_jobs(
     from rich.console import Console
 
     from servekit.cli.transform_display import jobs_table
-    from servekit.transform import JobStore
+    from servekit.services.transform import JobStore
 
     try:
         with JobStore(_home(home), database_url=_database_url()) as store:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from servekit.transform.object_runner import ObjectResult
-from servekit.transform.status import ObjectStatus
+from servekit.services.transform.object_runner import ObjectResult
+from servekit.services.transform.status import ObjectStatus
 
 # rich's progress and table modules are imported where used: a run that shows no live progress (--quiet, or not a
 # terminal) prints no table either, and skips their import at start.
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from rich.progress import TaskID
     from rich.table import Table
 
-    from servekit.transform.job import JobSummary
-    from servekit.transform.store import JobRecord, ObjectRecord
+    from servekit.services.transform.job import JobSummary
+    from servekit.services.transform.store import JobRecord, ObjectRecord
 
 
 class RichProgress:

@@ -151,9 +151,9 @@ def up(
         typer.echo(systemd_unit(args, resolve_home(home, os.environ), sys.executable), nl=False)
         return
     from servekit.backends.ray_actors import config_from_cli
-    from servekit.cloudwatch.store import check_resolution
     from servekit.edge.async_notifications import parse_webhooks
     from servekit.launch.up import prepare_gateway_replica, prepare_leader, serve
+    from servekit.services.cloudwatch.store import check_resolution
     from servekit.state.home import DATABASE_URL_ENV, resolve_database_url, resolve_home
 
     url = resolve_database_url(database_url, os.environ)

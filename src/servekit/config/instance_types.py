@@ -1,5 +1,5 @@
-"""User-defined instance types: a YAML or TOML file read into plain, validated data (``servekit.hosting`` merges it
-over its bundled table). Every error names the file, the entry and the field.
+"""User-defined instance types: a YAML or TOML file read into plain, validated data (``servekit.services.hosting``
+merges it over its bundled table). Every error names the file, the entry and the field.
 
 YAML::
 

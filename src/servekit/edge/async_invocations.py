@@ -31,12 +31,12 @@ from typing import Any
 
 from servekit.aws import ApiError
 from servekit.aws.errors import validation_error
-from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.async_notifications import AsyncNotifications, Outcome
 from servekit.gateway.service import Gateway, GatewayError
-from servekit.s3.objects import Objects
-from servekit.state.hosting import Hosting
-from servekit.state.hosting_rows import AsyncInvocationRow, AsyncQueue
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.hosting.store import Hosting
+from servekit.services.hosting.store_rows import AsyncInvocationRow, AsyncQueue
+from servekit.services.s3.objects import Objects
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ of the JSON message SageMaker publishes to the topic (:func:`notification_body`:
 Lambda subscribed to the topic reads it, not wrapped in SNS's HTTP envelope. A topic with no webhook is logged
 once and counted (:attr:`AsyncNotifications.unrouted`, and the ``NotificationFailures`` metric): it is never
 dropped silently. A delivery that fails after the retries of
-:class:`~servekit.cloudwatch.alarms.WebhookNotifier` counts in ``NotificationFailures`` too."""
+:class:`~servekit.services.cloudwatch.alarms.WebhookNotifier` counts in ``NotificationFailures`` too."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from servekit.cloudwatch.alarms import WebhookNotifier
-from servekit.cloudwatch.store import MetricsStore
+from servekit.services.cloudwatch.alarms import WebhookNotifier
+from servekit.services.cloudwatch.store import MetricsStore
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from servekit.cloudwatch.store import NAMESPACE, MetricsStore
 from servekit.gateway.service import GatewayError
-from servekit.hosting.lifecycle import EndpointStatus
-from servekit.state.hosting import EndpointRow
+from servekit.services.cloudwatch.store import NAMESPACE, MetricsStore
+from servekit.services.hosting.lifecycle import EndpointStatus
+from servekit.services.hosting.store import EndpointRow
 
 
 class EdgeMetrics:

@@ -24,13 +24,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from servekit.aws import Api, ApiError, Call, Handler
 from servekit.aws.front import CALLER
 from servekit.aws.sigv4 import LowerCaseHeaders
-from servekit.cloudwatch.alarms import AlarmService
-from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.metrics import EdgeMetrics
 from servekit.edge.streaming import OPERATION_SUFFIX, api_error, stream_invocation
 from servekit.gateway.service import Gateway, GatewayError
-from servekit.hosting.api import HostingService
-from servekit.hosting.lifecycle import EndpointStatus
+from servekit.services.cloudwatch.alarms import AlarmService
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.hosting.api import HostingService
+from servekit.services.hosting.lifecycle import EndpointStatus
 
 log = logging.getLogger(__name__)
 

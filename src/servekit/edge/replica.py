@@ -30,12 +30,12 @@ from servekit.aws import Api, ApiError, Call
 from servekit.aws.errors import service_unavailable
 from servekit.aws.protocol import RestJsonProtocol
 from servekit.backends.local import InstanceHandle, InstanceSpec
-from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.plane import MAX_BODY, TOO_LARGE, ControlPlane, read_body
 from servekit.gateway.published import RouteFollower
 from servekit.gateway.service import Gateway
-from servekit.hosting.api import HostingService
-from servekit.state.gateway_routes import GatewayRoutes
+from servekit.gateway.store import GatewayRoutes
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.hosting.api import HostingService
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The leader's fleets publish an endpoint's routes (variants, weights, healthy instances and their URLs, shadows)
 to its in-memory :class:`~servekit.gateway.service.RoutingTable` whenever they change: health, a deployment's
 traffic step, UpdateEndpointWeightsAndCapacities, scale in or out. :class:`PublishedRoutingTable` is that table
-writing each change through to :class:`~servekit.state.gateway_routes.GatewayRoutes` as well, so the database
+writing each change through to :class:`~servekit.gateway.store.GatewayRoutes` as well, so the database
 holds exactly what the leader routes by. A replica's :class:`RouteFollower` polls the routes' version counter
 and applies the rows past the one it has, to a table of its own: replicas route as the leader does, one poll
 interval later, each with its own outstanding counts.
@@ -19,7 +19,7 @@ import orjson
 
 from servekit._utils.background import BackgroundLoop
 from servekit.gateway.service import InstanceRoute, RoutingTable, ShadowRoute, VariantRoute
-from servekit.state.gateway_routes import GatewayRoutes
+from servekit.gateway.store import GatewayRoutes
 
 log = logging.getLogger(__name__)
 

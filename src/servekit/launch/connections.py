@@ -46,7 +46,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from servekit.config.models import ConnectionLimits
-from servekit.protocols.http import ADMITTED_KEY, EARLY_KEY, RETRY_AFTER_SECONDS, SHED_BODY, SHED_KEY, Backlog
+from servekit.serving.protocols.http import ADMITTED_KEY, EARLY_KEY, RETRY_AFTER_SECONDS, SHED_BODY, SHED_KEY, Backlog
 
 log = logging.getLogger("servekit.connections")
 

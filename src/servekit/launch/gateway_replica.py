@@ -10,20 +10,20 @@ from pathlib import Path
 
 from servekit.aws import Api, Credentials
 from servekit.aws.names import Account
-from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.replica import GatewayReplica, NoInstances
 from servekit.errors import ConfigError
 from servekit.gateway.published import DEFAULT_POLL_S, RouteFollower
 from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
-from servekit.hosting.api import HostingService
-from servekit.hosting.artifacts import ArtifactResolver
-from servekit.hosting.components import InferenceComponents
-from servekit.hosting.envelopes import TableEnvelopes
-from servekit.hosting.instance_types import load_instance_types
-from servekit.hosting.orchestrator import Orchestrator
-from servekit.state.database import StateDB
-from servekit.state.gateway_routes import GatewayRoutes
+from servekit.gateway.store import GatewayRoutes
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.database import StateDB
+from servekit.services.hosting.api import HostingService
+from servekit.services.hosting.artifacts import ArtifactResolver
+from servekit.services.hosting.components import InferenceComponents
+from servekit.services.hosting.envelopes import TableEnvelopes
+from servekit.services.hosting.instance_types import load_instance_types
+from servekit.services.hosting.orchestrator import Orchestrator
 from servekit.storage import Storage
 
 

@@ -8,7 +8,7 @@
   (``i-`` and 17 hex digits, fixed per job name, as SageMaker names a transform instance).
 
 Training and processing jobs register their files with the shipper themselves (``LogShipper.register``).
-Retention comes from the environment (:mod:`servekit.logs.retention`).
+Retention comes from the environment (:mod:`servekit.services.logs.retention`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pathlib import Path
 
 from servekit.aws.names import Account
 from servekit.errors import ConfigError
-from servekit.hosting.fleet import EndpointController
-from servekit.logs.api import LogsService
-from servekit.logs.retention import RetentionLimits
-from servekit.logs.shipper import TRANSFORM_GROUP, LogShipper, LogSource, endpoint_group
-from servekit.state.database import StateDB
-from servekit.state.transform_jobs import TransformJobs
-from servekit.transform.progress import data_log_path
-from servekit.transform.status import JobStatus
+from servekit.services.database import StateDB
+from servekit.services.hosting.fleet import EndpointController
+from servekit.services.logs.api import LogsService
+from servekit.services.logs.retention import RetentionLimits
+from servekit.services.logs.shipper import TRANSFORM_GROUP, LogShipper, LogSource, endpoint_group
+from servekit.services.transform.progress import data_log_path
+from servekit.services.transform.repo import TransformJobs
+from servekit.services.transform.status import JobStatus
 
 __all__ = ["build_logs", "endpoint_sources", "transform_instance_id", "transform_sources"]
 
@@ -111,8 +111,8 @@ def build_logs(
 
 
 class JobLogFiles:
-    """What a job runner needs of the shipper (servekit.training.runner.JobLogs): follow a job's log file, read it
-    to its end when the job ends, let it go."""
+    """What a job runner needs of the shipper (servekit.services.training.runner.JobLogs): follow a job's log file, read
+    it to its end when the job ends, let it go."""
 
     def __init__(self, shipper: LogShipper) -> None:
         self._shipper = shipper

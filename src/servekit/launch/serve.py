@@ -38,10 +38,10 @@ from servekit.errors import ConfigError
 from servekit.launch.accept import fanned_out
 from servekit.launch.connections import GuardStats, guarded_protocol, resolve
 from servekit.launch.http_stack import HttpStack, http_stack
-from servekit.protocols.app import FastPath, build_app
-from servekit.protocols.http import Backlog
-from servekit.protocols.lifespan import CoreLifespan, Front
-from servekit.server.core import ServingCore
+from servekit.serving.core.assembly import ServingCore
+from servekit.serving.protocols.app import FastPath, build_app
+from servekit.serving.protocols.http import Backlog
+from servekit.serving.protocols.lifespan import CoreLifespan, Front
 
 log = logging.getLogger("servekit")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -128,7 +128,7 @@ def served_app(config: ServerConfig, grpc: GrpcConfig | None = None, backlog: Ba
     watch_gpus(core, config)
     fronts: list[Front] = []
     if grpc is not None:  # imported only when asked for: a REST-only server never loads grpc
-        from servekit.protocols.grpc.server import GrpcFront
+        from servekit.serving.protocols.grpc.server import GrpcFront
 
         fronts.append(GrpcFront(core, grpc))
     return build_app(config, core, backlog=backlog, around=lambda app: CoreLifespan(app, core, fronts))
@@ -139,7 +139,7 @@ def watch_gpus(core: ServingCore, config: ServerConfig) -> None:
     if config.runtime.device.kind == "cpu":
         return
     from servekit.accelerators.nvml import GpuCollector, NvmlReader
-    from servekit.runtime.devices import machine_gpus
+    from servekit.serving.runtime.devices import machine_gpus
 
     gpus = machine_gpus()
     reader = NvmlReader.open() if gpus else None

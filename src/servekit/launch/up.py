@@ -17,8 +17,6 @@ import uvicorn
 
 from servekit.accelerators.nvml import NvmlReader
 from servekit.accelerators.placement import GpuPool
-from servekit.autoscaling.api import AutoscalingApi
-from servekit.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
 from servekit.aws import AccessKey, Api, Credentials, Handler
 from servekit.aws.models import service
 from servekit.aws.names import Account
@@ -26,9 +24,6 @@ from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
 from servekit.backends.ray_actors import RayBackend, RayBackendConfig
 from servekit.backends.ray_job_hosts import RayJobHosts
-from servekit.cloudwatch.alarms import AlarmService
-from servekit.cloudwatch.metrics_api import CloudWatchMetrics
-from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.async_invocations import AsyncInvocations
 from servekit.edge.async_notifications import AsyncNotifications
 from servekit.edge.metrics import EdgeMetrics
@@ -36,16 +31,7 @@ from servekit.edge.plane import Background, ControlPlane
 from servekit.gateway.published import PublishedRoutingTable
 from servekit.gateway.service import Gateway, RoutingTable
 from servekit.gateway.shadow import ShadowLog
-from servekit.hosting.api import HostingService
-from servekit.hosting.artifacts import ArtifactResolver
-from servekit.hosting.components import SCALABLE_PREFIX, InferenceComponents, Scalables
-from servekit.hosting.envelopes import TableEnvelopes
-from servekit.hosting.instance_counts import InstanceCountSeries
-from servekit.hosting.instance_types import load_instance_types
-from servekit.hosting.orchestrator import Orchestrator
-from servekit.hosting.pipeline import PipelineMetrics
-from servekit.hosting.serverless import DEFAULT_IDLE_S
-from servekit.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
+from servekit.gateway.store import GatewayRoutes
 from servekit.launch.accept import fanned_out
 from servekit.launch.console import console_for
 from servekit.launch.gateway_replica import build_replica
@@ -53,31 +39,45 @@ from servekit.launch.http_stack import http_stack
 from servekit.launch.logs import JobLogFiles, build_logs
 from servekit.launch.plane_http import is_plane, plane_protocol
 from servekit.launch.serve import bind
-from servekit.monitor.schedules.api import MonitoringService
-from servekit.monitor.schedules.plans import Planner
-from servekit.monitor.schedules.scheduler import Scheduler
-from servekit.pipelines.api import PipelinesApi
-from servekit.pipelines.execution.executor import Executor
-from servekit.pipelines.execution.services import ServiceCall
-from servekit.processing.api import ProcessingJobsApi
-from servekit.processing.runner import ProcessingRunner
-from servekit.recommend.api import RecommendationJobs
-from servekit.registry.api import RegistryService
-from servekit.registry.packages import container_for
-from servekit.s3.api import S3Service, is_s3_request
-from servekit.s3.objects import Objects
-from servekit.s3.store import ObjectStore
-from servekit.state.database import StateDB
-from servekit.state.gateway_routes import GatewayRoutes
+from servekit.services.autoscaling.api import AutoscalingApi
+from servekit.services.autoscaling.runner import ACTION_PREFIX, DEFAULT_TICK_S, Autoscaler
+from servekit.services.cloudwatch.alarms import AlarmService
+from servekit.services.cloudwatch.metrics_api import CloudWatchMetrics
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.database import StateDB
+from servekit.services.hosting.api import HostingService
+from servekit.services.hosting.artifacts import ArtifactResolver
+from servekit.services.hosting.components import SCALABLE_PREFIX, InferenceComponents, Scalables
+from servekit.services.hosting.envelopes import TableEnvelopes
+from servekit.services.hosting.instance_counts import InstanceCountSeries
+from servekit.services.hosting.instance_types import load_instance_types
+from servekit.services.hosting.orchestrator import Orchestrator
+from servekit.services.hosting.pipeline import PipelineMetrics
+from servekit.services.hosting.serverless import DEFAULT_IDLE_S
+from servekit.services.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
+from servekit.services.monitoring.schedules.api import MonitoringService
+from servekit.services.monitoring.schedules.plans import Planner
+from servekit.services.monitoring.schedules.scheduler import Scheduler
+from servekit.services.pipelines.api import PipelinesApi
+from servekit.services.pipelines.execution.executor import Executor
+from servekit.services.pipelines.execution.services import ServiceCall
+from servekit.services.processing.api import ProcessingJobsApi
+from servekit.services.processing.runner import ProcessingRunner
+from servekit.services.registry.api import RegistryService
+from servekit.services.registry.packages import container_for
+from servekit.services.s3.api import S3Service, is_s3_request
+from servekit.services.s3.objects import Objects
+from servekit.services.s3.store import ObjectStore
+from servekit.services.sts.api import StsService, is_sts_request
+from servekit.services.training.api import TrainingJobsApi
+from servekit.services.training.hosts import JobEnvelope
+from servekit.services.training.images import ImageTable
+from servekit.services.training.metrics import NAMESPACE as TRAINING_METRICS
+from servekit.services.training.runner import TrainingRunner
+from servekit.services.transform.api import TransformJobsApi
+from servekit.services.tuning.api import TuningJobsApi
 from servekit.storage import Storage
-from servekit.sts.api import StsService, is_sts_request
-from servekit.training.api import TrainingJobsApi
-from servekit.training.hosts import JobEnvelope
-from servekit.training.images import ImageTable
-from servekit.training.metrics import NAMESPACE as TRAINING_METRICS
-from servekit.training.runner import TrainingRunner
-from servekit.transform.api import TransformJobsApi
-from servekit.tuning.api import TuningJobsApi
+from servekit.tools.recommend.api import RecommendationJobs
 
 log = logging.getLogger("servekit")
 

@@ -1,25 +1,21 @@
-"""Servekit's state: the SQLite database under the servekit home (WAL), its migrations, one repository per
-aggregate. Files (artifacts, captures, reports) live in ``servekit.storage``, not here."""
+"""Servekit's state: the SQLite database under the servekit home (WAL) or in PostgreSQL, its connection and
+migrations, paging. Each service's repository lives in the service's package (``servekit.services.<service>``), and
+``servekit.services.database.StateDB`` opens the database with all of them. Files (artifacts, captures, reports) live in
+``servekit.storage``, not here."""
 
 from servekit.state.connection import connect, transaction
-from servekit.state.database import DB_NAME, StateDB, database_path
+from servekit.state.database import DB_NAME, Database, database_path
 from servekit.state.home import DEFAULT_HOME, HOME_ENV, resolve_home
 from servekit.state.migrations import Migration, SchemaTooNew, StateError, migrate, schema_versions
-from servekit.state.schema import MIGRATIONS
-from servekit.state.transform_jobs import TransformJobRow, TransformJobs, TransformObjectRow
 
 __all__ = [
     "DB_NAME",
     "DEFAULT_HOME",
     "HOME_ENV",
-    "MIGRATIONS",
+    "Database",
     "Migration",
     "SchemaTooNew",
-    "StateDB",
     "StateError",
-    "TransformJobRow",
-    "TransformJobs",
-    "TransformObjectRow",
     "connect",
     "database_path",
     "migrate",

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from starlette.testclient import TestClient
 
 from servekit.config.models import ServerConfig
-from servekit.protocols.app import FastPath, build_app
-from servekit.protocols.lifespan import CoreLifespan
-from servekit.server.core import ServingCore
+from servekit.serving.core.assembly import ServingCore
+from servekit.serving.protocols.app import FastPath, build_app
+from servekit.serving.protocols.lifespan import CoreLifespan
 
 LOOPBACK = ("127.0.0.1", 50000)
 

@@ -1,5 +1,6 @@
 """A server whose latency bends at a known request rate, for testing knee finders (``servekit bench --phases``,
-``servekit.locust.StepLoadShape``): it answers every POST with 200 after ``fast_ms`` while fewer than ``bend_rate``
+``servekit.tools.locust.StepLoadShape``): it answers every POST with 200 after ``fast_ms`` while fewer than
+``bend_rate``
 requests arrived in the last second, and after ``slow_ms`` once more did. A thread runs its own event loop on a
 free loopback port; keep-alive HTTP/1.1 with Content-Length bodies, which is what load generators send."""
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from servekit.capture import record
+from servekit.serving.capture import record
 
 Row = Sequence[Any] | dict[str, Any]
 
@@ -37,7 +37,7 @@ def capture_record(
     t: float, rows: Sequence[Row], encoding: str = "JSON", event_id: str | None = None
 ) -> dict[str, Any]:
     """One capture record at epoch second ``t`` whose request carries ``rows`` (built by the writer's own
-    :func:`servekit.capture.record.capture_record`).
+    :func:`servekit.serving.capture.record.capture_record`).
 
     ``encoding``: ``JSON`` (a TF Serving ``{"instances": rows}`` body), ``CSV`` (``text/csv`` rows) or ``BASE64``
     (the JSON body as a content type SageMaker is not told is text, so it stores it base64-encoded).

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servekit.config.models import ModelConfig, RuntimeOptions
-from servekit.runtime.manifest import Manifest
+from servekit.serving.runtime.manifest import Manifest
 from servekit.types import DEFAULT_SIGNATURE, Signature, TensorMap, TensorSpec
 
 FAKE_FILE = "fake.txt"
@@ -71,7 +71,7 @@ def load_fake_version(path: Path) -> FakeServable:
 
 
 class FakeRuntime:
-    """A runtime plugin (``servekit.runtime.base.Runtime``) for fake version directories: it recognises a
+    """A runtime plugin (``servekit.serving.runtime.base.Runtime``) for fake version directories: it recognises a
     directory holding ``fake.txt`` and loads a :class:`FakeServable` from it, so integration tests can serve
     models without loading real ones. Register it with ``RuntimeRegistry((FakeRuntime(), ...))``, or as a
     ``servekit.runtimes`` entry point named ``fake``. Records the directories it loaded."""

@@ -1,6 +1,6 @@
 """Test doubles for batch transform: record-format writers, scripted invokers and a handler model.
 
-Nothing here imports ``servekit.transform``: the invokers satisfy its ``Invoker`` protocol by shape.
+Nothing here imports ``servekit.services.transform``: the invokers satisfy its ``Invoker`` protocol by shape.
 """
 
 from __future__ import annotations

@@ -103,16 +103,16 @@ OTHERS = {
     "servekit.cli.serve_cmd",
     "servekit.cli.transform_cmd",
     "servekit.cli.up_cmd",
-    "servekit.autoscaling",
+    "servekit.services.autoscaling",
     "servekit.aws",
     "servekit.backends",
-    "servekit.cloudwatch",
+    "servekit.services.cloudwatch",
     "servekit.edge",
     "servekit.gateway",
-    "servekit.hosting",
-    "servekit.registry",
-    "servekit.monitor",
-    "servekit.pipelines",
+    "servekit.services.hosting",
+    "servekit.services.registry",
+    "servekit.services.monitoring",
+    "servekit.services.pipelines",
     "boto3",
     "botocore",
     "requests",
@@ -166,11 +166,11 @@ def test_servekit_help_imports_no_numpy(tmp_path: Path) -> None:
 
 
 def test_a_transform_run_reaches_the_job_without_other_commands(tmp_path: Path) -> None:
-    """Past parsing: ``run`` imports servekit.transform and builds the job's spec before it refuses the engine."""
-    (tmp_path / "in").mkdir()
+    """Past parsing: ``run`` imports servekit.services.transform and builds the job's spec before it refuses the
+    engine."""(tmp_path / "in").mkdir()
     args = ("transform", "run", "--name", "j", "--model", str(tmp_path), "--input", str(tmp_path / "in"))
     code, modules, output = _modules_after(tmp_path, *args, "--output-path", str(tmp_path / "out"), "--engine", "nope")
     assert code == 2 and "--engine must be local or ray" in output, output
-    assert "servekit.transform" in modules
+    assert "servekit.services.transform" in modules
     others = OTHERS - {"servekit.cli.transform_cmd"}
     assert not {m for m in modules if m in others or m.split(".")[0] in others}

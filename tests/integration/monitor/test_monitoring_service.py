@@ -26,15 +26,15 @@ from botocore.exceptions import ClientError
 from servekit.aws import Credentials
 from servekit.aws.front import Call
 from servekit.aws.names import Account
-from servekit.cloudwatch.source import MetricQuery
-from servekit.cloudwatch.store import MetricsStore
-from servekit.monitor.schedules.api import MonitoringService
-from servekit.monitor.schedules.plans import Planner
-from servekit.monitor.schedules.scheduler import Scheduler, run_subprocess
-from servekit.state.database import StateDB
-from servekit.state.hosting import Hosting
-from servekit.state.hosting_rows import VariantState
-from servekit.state.monitoring import Monitoring
+from servekit.services.cloudwatch.source import MetricQuery
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.database import StateDB
+from servekit.services.hosting.store import Hosting
+from servekit.services.hosting.store_rows import VariantState
+from servekit.services.monitoring.schedules.api import MonitoringService
+from servekit.services.monitoring.schedules.plans import Planner
+from servekit.services.monitoring.schedules.scheduler import Scheduler, run_subprocess
+from servekit.services.monitoring.schedules.store import Monitoring
 
 T = TypeVar("T")
 T0 = datetime(2026, 11, 30, 10, 30, tzinfo=UTC).timestamp()

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from servekit.pipelines import (
+from servekit.services.pipelines import (
     GreaterThanOrEqualTo,
     Param,
     Pipeline,
@@ -26,7 +26,7 @@ from servekit.pipelines import (
     training,
     transform,
 )
-from servekit.pipelines.access.context import StepContext
+from servekit.services.pipelines.access.context import StepContext
 
 WAIT_S = 60.0
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from servekit.pipelines.definition.loading import load_pipeline
-from servekit.pipelines.engine.ray_engine import RayEngine
-from servekit.pipelines.engine.runner import PipelineRunner, RunResult
-from servekit.pipelines.runs.status import RunStatus
-from servekit.state import StateDB
+from servekit.services.database import StateDB
+from servekit.services.pipelines.definition.loading import load_pipeline
+from servekit.services.pipelines.engine.ray_engine import RayEngine
+from servekit.services.pipelines.engine.runner import PipelineRunner, RunResult
+from servekit.services.pipelines.runs.status import RunStatus
 
 pytest.importorskip("ray")
 

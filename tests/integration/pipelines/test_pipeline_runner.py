@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from servekit.pipelines.definition.loading import load_pipeline
-from servekit.pipelines.engine.runner import PipelineRunner
-from servekit.pipelines.errors import RunConflict
-from servekit.pipelines.runs.status import RunStatus, StepStatus
-from servekit.pipelines.runs.store import RunStore
-from servekit.state import StateDB
+from servekit.services.database import StateDB
+from servekit.services.pipelines.definition.loading import load_pipeline
+from servekit.services.pipelines.engine.runner import PipelineRunner
+from servekit.services.pipelines.errors import RunConflict
+from servekit.services.pipelines.runs.status import RunStatus, StepStatus
+from servekit.services.pipelines.runs.store import RunStore
 
 SAMPLES = Path(__file__).with_name("sample_pipelines.py")
 

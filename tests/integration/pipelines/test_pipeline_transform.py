@@ -1,4 +1,5 @@
-"""A transform step: a batch transform job (servekit.transform) over the model an earlier step trained, in a step
+"""A transform step: a batch transform job (servekit.services.transform) over the model an earlier step trained, in a
+step
 process of its own, with its output hashed and its lineage recorded; an unchanged re-run reuses it from the cache."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from servekit.pipelines.definition.loading import load_pipeline
-from servekit.pipelines.engine.runner import PipelineRunner
-from servekit.state import StateDB
+from servekit.services.database import StateDB
+from servekit.services.pipelines.definition.loading import load_pipeline
+from servekit.services.pipelines.engine.runner import PipelineRunner
 
 pytest.importorskip("sklearn")
 SCORING = f"{Path(__file__).with_name('sample_pipelines.py')}:scoring"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from servekit.pipelines.cron import last_fire, next_fire, parse_cron
-from servekit.pipelines.definition.loading import load_pipeline
-from servekit.pipelines.engine.runner import PipelineRunner
-from servekit.pipelines.errors import PipelineError
-from servekit.pipelines.triggers import TriggerRunner, Watch, due_fire, ready_partitions, schedule, watch
-from servekit.state import StateDB
+from servekit.services.database import StateDB
+from servekit.services.pipelines.cron import last_fire, next_fire, parse_cron
+from servekit.services.pipelines.definition.loading import load_pipeline
+from servekit.services.pipelines.engine.runner import PipelineRunner
+from servekit.services.pipelines.errors import PipelineError
+from servekit.services.pipelines.triggers import TriggerRunner, Watch, due_fire, ready_partitions, schedule, watch
 from servekit.storage import Storage
 
 SAMPLES = Path(__file__).with_name("sample_pipelines.py")
@@ -236,7 +236,7 @@ def test_a_schedule_runs_at_each_fire_and_a_fire_starts_one_run(db: StateDB, hom
 
 def test_a_claim_is_taken_once_across_connections(home: Path) -> None:
     """Two processes' connections claim the same partition: the second gets AlreadyClaimed and creates no run."""
-    from servekit.state.pipelines import AlreadyClaimed, Claim
+    from servekit.services.pipelines.runs.repo import AlreadyClaimed, Claim
 
     def create(db: StateDB, run_id: str) -> None:
         db.pipelines.create_run(

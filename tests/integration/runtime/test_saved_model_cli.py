@@ -14,7 +14,7 @@ pytest.importorskip("tensorflow")
 from tests.extras_models import tf1_saved_model, tf2_saved_model
 
 from servekit.cli.model_cmd import render_signatures
-from servekit.runtime.registry import RuntimeRegistry
+from servekit.serving.runtime.registry import RuntimeRegistry
 
 pytestmark = pytest.mark.extras
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from servekit.state.database import StateDB
+from servekit.services.database import StateDB
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,8 @@
-"""The CloudWatch alarms service's tests (tests/unit/cloudwatch/test_alarm_service.py),
+"""The CloudWatch alarms service's tests (tests/unit/services/cloudwatch/test_alarm_service.py),
 with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
-from tests.unit.cloudwatch.test_alarm_service import *  # noqa: F403
+from tests.unit.services.cloudwatch.test_alarm_service import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres

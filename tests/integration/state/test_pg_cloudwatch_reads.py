@@ -1,8 +1,8 @@
-"""CloudWatch's metric reads (tests/unit/cloudwatch/test_cloudwatch_metric_reads.py),
+"""CloudWatch's metric reads (tests/unit/services/cloudwatch/test_cloudwatch_metric_reads.py),
 with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
-from tests.unit.cloudwatch.test_cloudwatch_metric_reads import *  # noqa: F403
+from tests.unit.services.cloudwatch.test_cloudwatch_metric_reads import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres

@@ -1,9 +1,9 @@
-"""The hosting repository's tests (tests/unit/state/test_hosting_state.py),
+"""The hosting repository's tests (tests/unit/services/hosting/test_hosting_state.py),
 with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres, without  # noqa: F401
-from tests.unit.state.test_hosting_state import *  # noqa: F403
+from tests.unit.services.hosting.test_hosting_state import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres
 

@@ -1,8 +1,8 @@
-"""The model registry API's tests (tests/unit/registry/test_registry_api.py),
+"""The model registry API's tests (tests/unit/services/registry/test_registry_api.py),
 with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
-from tests.unit.registry.test_registry_api import *  # noqa: F403
+from tests.unit.services.registry.test_registry_api import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres

@@ -1,8 +1,8 @@
-"""The registry repository's tests (tests/unit/state/test_registry_state.py),
+"""The registry repository's tests (tests/unit/services/registry/test_registry_state.py),
 with the state in PostgreSQL (tests/integration/state/pg_suite.py)."""
 
 import pytest
 from tests.integration.state.pg_suite import state_on_postgres  # noqa: F401
-from tests.unit.state.test_registry_state import *  # noqa: F403
+from tests.unit.services.registry.test_registry_state import *  # noqa: F403
 
 pytestmark = pytest.mark.postgres

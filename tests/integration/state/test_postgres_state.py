@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from tests.postgres_fixtures import PostgresServer
 
-from servekit.state import MIGRATIONS, Migration, SchemaTooNew, StateDB, StateError, migrate, schema_versions
-from servekit.state.gateway_routes import GatewayRoutes
-from servekit.state.hosting import AlreadyExists, ContainerSpec, StaleStatus
-from servekit.state.metrics import MinuteRow
+from servekit.gateway.store import GatewayRoutes
+from servekit.services.cloudwatch.metric_store import MinuteRow
+from servekit.services.database import StateDB
+from servekit.services.hosting.store import AlreadyExists, ContainerSpec, StaleStatus
+from servekit.services.schema import MIGRATIONS
+from servekit.state import Migration, SchemaTooNew, StateError, migrate, schema_versions
 from servekit.state.postgres import PostgresIntegrityError, connect_postgres
 
 # ---- on a real server ------------------------------------------------------------------------------------------

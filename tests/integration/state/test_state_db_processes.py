@@ -8,7 +8,8 @@ import multiprocessing
 import os
 from pathlib import Path
 
-from servekit.state import StateDB, StateError
+from servekit.services.database import StateDB
+from servekit.state import StateError
 
 
 def _open_at_barrier(barrier: object, home: str) -> None:

@@ -13,7 +13,7 @@ from sklearn.datasets import load_iris
 from typer.testing import CliRunner
 
 from servekit.cli.main import app
-from servekit.demo.build import IRIS_FEATURES, iris_onnx
+from servekit.tools.demo.build import IRIS_FEATURES, iris_onnx
 
 runner = CliRunner()
 

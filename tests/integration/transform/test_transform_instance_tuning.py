@@ -11,7 +11,7 @@ import pytest
 
 CHILD = """
 import resource, sys
-from servekit.transform.engine import keep_heap_pages
+from servekit.services.transform.engine import keep_heap_pages
 if sys.argv[1] == "kept":
     keep_heap_pages()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

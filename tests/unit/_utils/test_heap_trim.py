@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from servekit._utils.heap import TrimWhenQuiet
-from servekit.protocols.large import DecodeLane
+from servekit.serving.protocols.large import DecodeLane
 from servekit.testing.clock import run_virtual
 
 

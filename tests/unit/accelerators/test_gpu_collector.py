@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from servekit.accelerators.inventory import Gpu
 from servekit.accelerators.nvml import GpuCollector, NvmlReader
-from servekit.observability.metrics import Metrics
+from servekit.serving.metrics import Metrics
 from servekit.testing.fake_nvml import FakeGpu, FakeNvml
 
 GIB = 2**30

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from servekit.backends.local import InstanceSpec
 from servekit.backends.ray_actors import RayBackendConfig, actor_options, demand, unfit
-from servekit.hosting.envelopes import TableEnvelopes
-from servekit.hosting.instance_types import instance_types
+from servekit.services.hosting.envelopes import TableEnvelopes
+from servekit.services.hosting.instance_types import instance_types
 
 GIB = 2**30
 

@@ -111,7 +111,7 @@ def test_hidden_top_level_commands_are_aliases_of_noun_verb_forms() -> None:
 
 
 def test_inspect_alias_and_model_inspect_agree(tmp_path: Path) -> None:
-    from servekit.demo.build import iris_onnx
+    from servekit.tools.demo.build import iris_onnx
 
     iris_onnx(tmp_path / "1")
     new, old = invoke("model", "inspect", str(tmp_path / "1")), invoke("inspect", str(tmp_path / "1"))

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from servekit.cli.hosting_cmd import example_body, how_to_invoke
-from servekit.codecs.sagemaker import decode_body, example_json_body
-from servekit.demo.build import iris_sklearn
+from servekit.serving.codecs.sagemaker import decode_body, example_json_body
+from servekit.tools.demo.build import iris_sklearn
 from servekit.types import TensorSpec
 
 

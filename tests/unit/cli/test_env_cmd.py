@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from servekit.aws import Credentials
 from servekit.cli.main import app
-from servekit.state.database import StateDB
-from servekit.state.gateway_routes import GatewayRoutes
+from servekit.gateway.store import GatewayRoutes
+from servekit.services.database import StateDB
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

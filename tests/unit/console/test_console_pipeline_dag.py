@@ -8,7 +8,9 @@ from pathlib import Path
 
 from servekit.console.pages.pipeline_dag import dag_svg, graph, job_link
 
-FIXTURE = Path(__file__).resolve().parents[1] / "pipelines" / "sagemaker" / "fixtures" / "credit_scoring.json"
+FIXTURE = (
+    Path(__file__).resolve().parents[1] / "services" / "pipelines" / "sagemaker" / "fixtures" / "credit_scoring.json"
+)
 
 
 def test_edges_come_from_references_depends_on_and_condition_branches() -> None:

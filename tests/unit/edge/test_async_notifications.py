@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from servekit.cloudwatch.source import MetricQuery
-from servekit.cloudwatch.store import MetricsStore
 from servekit.edge.async_notifications import (
     AsyncNotifications,
     Outcome,
@@ -21,7 +19,9 @@ from servekit.edge.async_notifications import (
     parse_webhooks,
     topic_for,
 )
-from servekit.state import StateDB
+from servekit.services.cloudwatch.source import MetricQuery
+from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.database import StateDB
 
 T0 = 1_643_150_760.455  # 2022-01-25T22:46:00.455Z
 DONE = "arn:aws:sns:us-east-1:000000000000:done"

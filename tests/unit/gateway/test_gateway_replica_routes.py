@@ -7,8 +7,8 @@ from pathlib import Path
 
 from servekit.gateway.published import PublishedRoutingTable, RouteFollower, routes_doc, routes_of
 from servekit.gateway.service import InstanceRoute, RoutingTable, ShadowRoute, VariantRoute
-from servekit.state.database import StateDB
-from servekit.state.gateway_routes import GatewayRoutes
+from servekit.gateway.store import GatewayRoutes
+from servekit.services.database import StateDB
 
 
 def _variants() -> list[VariantRoute]:

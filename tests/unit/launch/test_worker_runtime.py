@@ -7,7 +7,7 @@ import os
 from servekit._utils.processes import cpu_share, usable_cpus
 from servekit.config.models import RuntimeOptions
 from servekit.launch.serve import worker_runtime
-from servekit.transform.engine import RunOptions, intra_op_threads
+from servekit.services.transform.engine import RunOptions, intra_op_threads
 
 
 def test_each_worker_gets_its_share_of_the_cpus_and_at_least_one() -> None:

@@ -3,8 +3,8 @@ import itertools
 import pytest
 
 from servekit.errors import IllegalTransition
-from servekit.serving.state import ServableState as S
-from servekit.serving.state import check_transition
+from servekit.serving.lifecycle import ServableState as S
+from servekit.serving.lifecycle import check_transition
 
 LEGAL = [
     (S.NEW, S.LOADING),

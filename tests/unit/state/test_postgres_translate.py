@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servekit.state import StateDB, StateError
+from servekit.services.database import StateDB
+from servekit.state import StateError
 from servekit.state.postgres import redact, translate
 
 # ---- translation (no server) -----------------------------------------------------------------------------------

@@ -8,23 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from servekit.state import (
-    DB_NAME,
-    MIGRATIONS,
-    Migration,
-    SchemaTooNew,
-    StateDB,
-    StateError,
-    TransformObjectRow,
-    connect,
-    migrate,
-    resolve_home,
-    schema_versions,
-)
+from servekit.services.database import StateDB
+from servekit.services.schema import MIGRATIONS
+from servekit.services.transform.repo import TransformObjectRow
+from servekit.services.transform.spec import TransformSpec
+from servekit.services.transform.status import JobStatus
+from servekit.services.transform.store import JobStore
+from servekit.state import DB_NAME, Migration, SchemaTooNew, StateError, connect, migrate, resolve_home, schema_versions
 from servekit.state.migrations import check_migrations
-from servekit.transform.spec import TransformSpec
-from servekit.transform.status import JobStatus
-from servekit.transform.store import JobStore
 
 # ---- home ------------------------------------------------------------------------------------------------------
 

@@ -1,1 +1,0 @@
-"""One protocol-neutral inference service; every protocol adapter calls it."""

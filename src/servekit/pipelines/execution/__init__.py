@@ -1,2 +1,0 @@
-"""Executions of SageMaker pipeline definitions on ``servekit up``: each step calls the plane's own operation (see
-:mod:`servekit.pipelines.execution.executor`)."""

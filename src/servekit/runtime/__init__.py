@@ -1,5 +1,0 @@
-"""Runtimes: plugins that load a version directory into a :class:`Servable`."""
-
-from servekit.runtime.base import RawInvocable, Runtime, Servable
-
-__all__ = ["RawInvocable", "Runtime", "Servable"]

@@ -1,0 +1,241 @@
+"""SageMaker framework models: a framework inference image with an entry-point script, served as SageMaker's
+framework containers (sagemaker-inference-toolkit, sagemaker-scikit-learn-container, ...) serve it.
+
+What makes a model a framework model: its container's ``Image`` is one of SageMaker's framework images (matched on
+the repository name, so any account and region: ``683313688378.dkr.ecr.us-east-1.amazonaws.com/
+sagemaker-scikit-learn:1.2-1-cpu-py3``, ``.../pytorch-inference:2.1-cpu-py310``, ...) and its ``Environment`` names
+``SAGEMAKER_PROGRAM`` (the script, e.g. ``train.py``) and ``SAGEMAKER_SUBMIT_DIRECTORY`` (the SDK's
+``sourcedir.tar.gz``: ``s3://``, ``file://`` or a local path, a tar archive or a folder; ``/opt/ml/model/code``, as
+the SDK sets it for a repacked model, is the model's own ``code/`` folder). Any other container is served as it is.
+
+A framework model's version directory is composed in this module's cache, once per (model, code, script): every
+entry of the model's version folder linked in (what the training script saved in ``/opt/ml/model``), ``code/``
+linked to the unpacked source directory, and a ``servekit.toml`` naming the ``python`` (handler) runtime and the
+script as its ``entry_point``. The handler runtime imports that script (its ``__main__`` block does not run) and
+applies the toolkit's default ``input_fn``/``predict_fn``/``output_fn`` where the script lacks them.
+
+The source directory is resolved by the same resolver as ``ModelDataUrl`` (servekit up's own bucket is read from
+disk). A ``requirements.txt`` in it is not installed (nothing is installed at serve time): a log line says so.
+CreateModel checks what it can without fetching the model (the source directory can be read, holds the script, and
+the script defines ``model_fn``: parsed, never run); each refusal is a :class:`FrameworkError` with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+import os
+import posixpath
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from servekit.services.hosting.artifacts import build_once
+from servekit.services.hosting.store_rows import ContainerSpec
+
+log = logging.getLogger(__name__)
+
+# SageMaker's framework images whose containers run an entry-point script (training and inference repositories)
+FRAMEWORK_REPOSITORIES = frozenset(
+    {
+        "sagemaker-scikit-learn",
+        "sagemaker-xgboost",
+        "pytorch-inference",
+        "pytorch-training",
+        "tensorflow-inference",
+        "tensorflow-training",
+        "mxnet-inference",
+        "mxnet-training",
+        "huggingface-pytorch-inference",
+        "huggingface-tensorflow-inference",
+    }
+)
+MODEL_OWN_CODE = "/opt/ml/model/code"  # SAGEMAKER_SUBMIT_DIRECTORY of a repacked model: the model's code/ folder
+CODE_DIR = "code"
+MANIFEST_NAME = "servekit.toml"  # servekit.serving.runtime.manifest's file (hosting does not import the runtime)
+
+
+class FrameworkError(Exception):
+    """A framework model that cannot be served; the message says why (CreateModel's ValidationException, or the
+    endpoint's FailureReason)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def image_repository(image: str) -> str:
+    """The repository name of an image URI: ``<registry>/<path>/<name>:<tag>`` or ``...@sha256:...`` -> ``name``."""
+    name = image.strip().split("@", 1)[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[0].lower()
+
+
+def is_framework_image(image: str) -> bool:
+    return image_repository(image) in FRAMEWORK_REPOSITORIES
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPoint:
+    program: str  # SAGEMAKER_PROGRAM, a relative path in the code folder
+    submit_directory: str  # SAGEMAKER_SUBMIT_DIRECTORY; "" when the code is the model's own code/ folder
+
+
+def entry_point(container: ContainerSpec) -> EntryPoint | None:
+    """The script a framework model runs; None for any other container (served as it is)."""
+    if container.mode == "MultiModel" or not is_framework_image(container.image):
+        return None
+    program = container.environment.get("SAGEMAKER_PROGRAM", "").strip()
+    submit = container.environment.get("SAGEMAKER_SUBMIT_DIRECTORY", "").strip()
+    if not program:
+        if submit:
+            raise FrameworkError(
+                "SAGEMAKER_SUBMIT_DIRECTORY is set but SAGEMAKER_PROGRAM is not: name the entry-point script "
+                "(e.g. train.py) it holds."
+            )
+        return None
+    normal = posixpath.normpath(program)
+    if program.startswith("/") or "\0" in program or normal == "." or normal.split("/")[0] == "..":
+        raise FrameworkError(
+            f"SAGEMAKER_PROGRAM {program!r} must name a script inside SAGEMAKER_SUBMIT_DIRECTORY (a relative path)."
+        )
+    own = not submit or submit.rstrip("/") == MODEL_OWN_CODE
+    return EntryPoint(normal, "" if own else submit)
+
+
+def find_script(code_dir: Path, program: str, where: str) -> Path:
+    """``program`` in ``code_dir`` (``train`` finds ``train.py``, as the toolkit imports it by module name)."""
+    names = (program,) if program.endswith(".py") else (program, f"{program}.py")
+    for name in names:
+        if (code_dir / name).is_file():
+            return code_dir / name
+    try:
+        held = sorted(e.name for e in os.scandir(code_dir) if not e.name.startswith("."))
+    except OSError:
+        held = []
+    listing = ", ".join(held[:20]) + (", ..." if len(held) > 20 else "") if held else "nothing"
+    raise FrameworkError(f"SAGEMAKER_PROGRAM {program} is not in {where} (it holds: {listing}).")
+
+
+def check_script(script: Path, program: str) -> None:
+    """The script parses and defines ``model_fn`` at its top level (read, never run)."""
+    try:
+        tree = ast.parse(script.read_bytes(), filename=program)
+    except SyntaxError as exc:
+        raise FrameworkError(f"SAGEMAKER_PROGRAM {program} cannot be parsed: {exc.msg} (line {exc.lineno}).") from None
+    except (OSError, ValueError) as exc:
+        raise FrameworkError(f"SAGEMAKER_PROGRAM {program} cannot be read: {exc}.") from None
+    names = _top_level_names(tree.body)
+    if "model_fn" not in names and "*" not in names:
+        raise FrameworkError(
+            f"SAGEMAKER_PROGRAM {program} defines no model_fn(model_dir): a framework model's script must define "
+            "model_fn to load the model (and may define input_fn, predict_fn and output_fn, or transform_fn)."
+        )
+
+
+def _top_level_names(body: Iterable[ast.stmt]) -> set[str]:
+    """Names a module binds at import time: definitions, assignments and imports, also inside top-level
+    if/try/with blocks; ``*`` for a star import (anything may come in)."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    stmts = [s for h in inner for s in (h.body if isinstance(h, ast.ExceptHandler) else [h])]
+                    names |= _top_level_names(s for s in stmts if isinstance(s, ast.stmt))
+    return names
+
+
+class FrameworkModels:
+    """Framework models' version directories, composed under ``cache_dir`` (None: framework models are refused)."""
+
+    def __init__(self, resolve: Callable[[str], str], cache_dir: Path | None) -> None:
+        """``resolve``: a URI (``ModelDataUrl``, and here ``SAGEMAKER_SUBMIT_DIRECTORY``) -> a local servekit model
+        base (``<base>/1/...``), as :class:`servekit.services.hosting.artifacts.ArtifactResolver` makes one."""
+        self._resolve = resolve
+        self._cache = cache_dir
+
+    def check(self, container: ContainerSpec) -> None:
+        """CreateModel's checks of a framework model's code; nothing for other containers. Code in the model's own
+        ``code/`` folder is checked when an endpoint is planned (checking it here would fetch the model)."""
+        ep = entry_point(container)
+        if ep is None or not ep.submit_directory:
+            return
+        code = self._code(ep.submit_directory)
+        check_script(find_script(code, ep.program, f"SAGEMAKER_SUBMIT_DIRECTORY {ep.submit_directory}"), ep.program)
+
+    def model_dir(self, container: ContainerSpec, model_base: str, name: str = "") -> str:
+        """The model base an instance serves: ``model_base`` itself for a container that is not a framework model's,
+        else its composed copy (every version folder of ``model_base`` with the code and the entry point)."""
+        ep = entry_point(container)
+        if ep is None:
+            return model_base
+        if self._cache is None:
+            raise FrameworkError("this control plane has no folder for framework models; serve the model as it is")
+        base = Path(model_base)
+        versions = sorted(d for d in base.iterdir() if d.is_dir() and d.name.isdigit()) if base.is_dir() else []
+        if not versions:
+            raise FrameworkError(f"the model data at {model_base} holds no version folder (<base>/1/...)")
+        code = self._code(ep.submit_directory) if ep.submit_directory else None
+        entries: dict[str, str] = {}  # version -> the script, relative to its code folder
+        for version in versions:
+            code_dir = code if code is not None else version / CODE_DIR
+            where = f"SAGEMAKER_SUBMIT_DIRECTORY {ep.submit_directory or MODEL_OWN_CODE}"
+            script = find_script(code_dir, ep.program, where)
+            check_script(script, ep.program)
+            entries[version.name] = script.relative_to(code_dir).as_posix()
+            if (code_dir / "requirements.txt").is_file():
+                log.warning(
+                    "model %s: %s holds a requirements.txt, which was not installed (servekit installs nothing at "
+                    "serve time): the packages it names must already be importable",
+                    name or model_base,
+                    where,
+                )
+        listing = [f"{v.name}/{e}" for v in versions for e in sorted(os.listdir(v))]
+        key = _key(str(base.resolve()), str(code.resolve()) if code else "", ep.program, *listing)
+
+        def make(tmp: Path) -> None:
+            for version in versions:
+                _compose(version, code, entries[version.name], tmp / version.name)
+
+        final = self._cache / key
+        if build_once(final, make):
+            log.info("model %s: framework model composed in %s (entry point %s)", name or model_base, final, ep.program)
+        return str(final)
+
+    def _code(self, url: str) -> Path:
+        """The unpacked source directory ``url`` names (its files, not its base)."""
+        try:
+            base = Path(self._resolve(url))
+        except Exception as exc:  # the resolver's own reason (a missing object, a broken archive, no access)
+            reason = str(getattr(exc, "message", exc)).removeprefix(f"ModelDataUrl {url}: ")
+            raise FrameworkError(f"SAGEMAKER_SUBMIT_DIRECTORY {url} cannot be read: {reason}") from None
+        return base / "1" if (base / "1").is_dir() else base
+
+
+def _compose(version: Path, code: Path | None, entry: str, dest: Path) -> None:
+    """``dest``: links to ``version``'s entries (its own ``code/`` replaced by ``code`` when given) and the
+    manifest naming the entry point."""
+    dest.mkdir(parents=True)
+    source = version.resolve()
+    for item in sorted(os.listdir(source)):
+        if item == MANIFEST_NAME or (code is not None and item == CODE_DIR):
+            continue
+        os.symlink(source / item, dest / item)
+    if code is not None:
+        os.symlink(code.resolve(), dest / CODE_DIR, target_is_directory=True)
+    # JSON strings are TOML basic strings
+    (dest / MANIFEST_NAME).write_text(f'runtime = "python"\nentry_point = {json.dumps(entry)}\n', encoding="utf-8")
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode(errors="surrogateescape")).hexdigest()[:32]

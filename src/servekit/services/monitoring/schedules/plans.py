@@ -1,0 +1,127 @@
+"""What a monitoring schedule runs, read from its MonitoringScheduleConfig: the job definition (named or inline) as a
+:class:`~servekit.services.monitoring.schedules.jobs.JobSpec`, the schedule expression, the analysis window's offsets
+and the
+time compression; and where the endpoint it watches captures. Shared by the API (which refuses a config that does not
+make a plan) and the scheduler (which runs the plan stored with the schedule)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from servekit.aws.errors import validation_exception
+from servekit.aws.names import Account
+from servekit.services.hosting.store import Hosting
+from servekit.services.monitoring.schedules.cron import (
+    HOUR_S,
+    MonitoringCron,
+    Offsets,
+    ScheduleExpressionError,
+    parse_expression,
+    parse_offsets,
+)
+from servekit.services.monitoring.schedules.jobs import (
+    JobSpec,
+    JobSpecError,
+    MonitoringType,
+    ObjectPaths,
+    local_path,
+    no_objects,
+    spec_from_definition,
+    spec_from_inline,
+)
+from servekit.services.monitoring.schedules.store import Monitoring
+
+HOUR_TAG = "servekit:hour-seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A schedule as the scheduler runs it: when, on what, and how compressed."""
+
+    cron: MonitoringCron
+    offsets: Offsets
+    hour_s: int
+    spec: JobSpec
+
+
+class Planner:
+    def __init__(
+        self, repo: Monitoring, hosting: Hosting, account: Account | None = None, objects: ObjectPaths = no_objects
+    ) -> None:
+        """``objects``: an ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (a baseline
+        there, such as a baselining job's output, is read from disk)."""
+        self.repo = repo
+        self._hosting = hosting
+        self._account = account or Account()
+        self.objects = objects
+
+    def plan(self, config: Mapping[str, Any], tags: Mapping[str, str]) -> tuple[MonitoringType, str | None, Plan]:
+        """A MonitoringScheduleConfig (and the schedule's tags) checked: its type, job definition name and plan."""
+        by_name = config.get("MonitoringJobDefinitionName")
+        inline = config.get("MonitoringJobDefinition")
+        if bool(by_name) == bool(inline):
+            raise validation_exception(
+                "MonitoringScheduleConfig needs exactly one of MonitoringJobDefinitionName (with MonitoringType) and "
+                "MonitoringJobDefinition."
+            )
+        given = config.get("MonitoringType")
+        if given is not None and given not in set(MonitoringType):
+            raise validation_exception(f"servekit runs DataQuality and ModelQuality monitoring, not {given}.")
+        try:
+            if by_name:
+                row = self.repo.get_definition(str(by_name))
+                if row is None:
+                    raise validation_exception(f"Job definition {by_name} does not exist.")
+                type_ = MonitoringType(row.type)
+                if given is not None and given != type_.value:
+                    raise validation_exception(
+                        f"Job definition {by_name} is a {type_.value} job definition, not {given}."
+                    )
+                spec = spec_from_definition(type_, row.request, self.objects)
+                definition_name: str | None = row.name
+            else:
+                type_ = MonitoringType(given or MonitoringType.DATA_QUALITY)
+                spec = spec_from_inline(inline or {}, type_, self.objects)
+                definition_name = None
+            schedule_config = config.get("ScheduleConfig") or {}
+            cron = parse_expression(schedule_config.get("ScheduleExpression"))
+            start = spec.start_offset or schedule_config.get("DataAnalysisStartTime")
+            end = spec.end_offset or schedule_config.get("DataAnalysisEndTime")
+            offsets = parse_offsets(start, end, cron, "ScheduleConfig")
+        except (JobSpecError, ScheduleExpressionError) as exc:
+            raise validation_exception(str(exc)) from None
+        return type_, definition_name, Plan(cron, offsets, _hour_seconds(tags), spec)
+
+    def capture_dir(self, endpoint: str) -> str:
+        """Where ``endpoint`` captures now (``<DestinationS3Uri>/<endpoint>``); ValidationException if it does not
+        exist or captures nothing."""
+        row = self._hosting.get_endpoint(endpoint)
+        if row is None:
+            arn = self._account.arn_of("endpoint", endpoint)  # unchecked: it names what is missing
+            raise validation_exception(f'Could not find endpoint "{arn}".')
+        config = self._hosting.get_endpoint_config(row.config_name)
+        capture = config.data_capture if config is not None else None
+        if not capture or not capture.get("EnableCapture", True) or not capture.get("DestinationS3Uri"):
+            raise validation_exception(
+                f"Endpoint {endpoint} does not capture data: its endpoint config needs a DataCaptureConfig with "
+                "EnableCapture and a DestinationS3Uri for a monitoring schedule to read."
+            )
+        try:
+            root = local_path(str(capture["DestinationS3Uri"]), "DataCaptureConfig.DestinationS3Uri")
+        except JobSpecError as exc:
+            raise validation_exception(str(exc)) from None
+        return f"{root.rstrip('/')}/{endpoint}"
+
+
+def _hour_seconds(tags: Mapping[str, str]) -> int:
+    text = tags.get(HOUR_TAG)
+    if text is None:
+        return HOUR_S
+    if not text.isdigit() or not 1 <= int(text) <= HOUR_S:
+        raise validation_exception(
+            f"Tag {HOUR_TAG} compresses the schedule's hours: an integer number of seconds from 1 to 3600, not "
+            f"{text!r}."
+        )
+    return int(text)

@@ -1,0 +1,113 @@
+"""XGBoost models in XGBoost's own format (``Booster.save_model``: ``.json`` or ``.ubj``), without joblib.
+
+The booster's objective says what it is: ``binary:*`` and ``multi:*`` objectives are classifiers (their
+probabilities computed as ``XGBClassifier.predict_proba`` does), everything else answers values (regression,
+ranking, survival). Predictions go through ``inplace_predict``, which runs in XGBoost's C library without the
+GIL on ``nthread`` threads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servekit.config.models import RuntimeOptions
+from servekit.errors import ConfigError
+from servekit.serving.runtime import devices
+from servekit.serving.runtime.base import Concurrency, Servable, pool_threads
+from servekit.serving.runtime.manifest import Manifest
+from servekit.serving.runtime.tabular import BoosterServable
+
+SUFFIXES = (".json", ".ubj")
+# Classification objectives whose prediction is a probability (value) or a margin to squash (margin).
+_PROBABILITY_OBJECTIVES = ("binary:logistic", "multi:softprob")
+_MARGIN_OBJECTIVES = ("binary:logitraw", "multi:softmax")
+
+
+def _model_file(path: Path) -> Path | None:
+    """The XGBoost model in ``path``: a ``.ubj``/``.json`` file that starts as XGBoost writes one (a version
+    directory may hold other JSON files, which must not make it look like an XGBoost model)."""
+    for candidate in sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES):
+        with candidate.open("rb") as fh:
+            head = fh.read(64)
+        if head.startswith(b'{"learner"') or (head.startswith(b"{L") and b"learner" in head):
+            return candidate
+    return None
+
+
+def _import_xgboost() -> Any:
+    try:
+        import xgboost
+    except ImportError:
+        raise ConfigError(
+            "this version holds an XGBoost model, but xgboost is not installed: pip install 'servekit[xgboost]'"
+        ) from None
+    return xgboost
+
+
+class _XGBooster:
+    def __init__(self, booster: Any, threads: int) -> None:
+        self._b = booster
+        booster.set_param({"nthread": threads})
+        config = json.loads(booster.save_config())["learner"]
+        self.objective = str(config["objective"]["name"])
+        self.n_features = int(booster.num_features())
+        self.feature_names = tuple(booster.feature_names or ())
+        if self.objective.startswith("multi:"):
+            self.n_classes = int(config["learner_model_param"]["num_class"])
+        elif self.objective in ("binary:logistic", "binary:logitraw"):
+            self.n_classes = 2
+        else:  # regression, ranking, survival, binary:hinge (labels without probabilities)
+            self.n_classes = 0
+
+    def values(self, x: npt.NDArray[np.float64]) -> npt.NDArray[Any]:
+        if self.objective in _MARGIN_OBJECTIVES:
+            margin = np.asarray(self._b.inplace_predict(x, predict_type="margin"), dtype=np.float64)
+            if self.n_classes == 2:
+                return np.asarray(1.0 / (1.0 + np.exp(-margin)))
+            shifted = np.exp(margin - margin.max(axis=1, keepdims=True))
+            return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))
+        return np.asarray(self._b.inplace_predict(x))
+
+    def release(self) -> None:
+        self._b = None
+
+
+class XGBoostRuntime:
+    name = "xgboost"
+
+    def can_load(self, path: Path) -> bool:
+        return _model_file(path) is not None
+
+    def load(self, path: Path, manifest: Manifest, options: RuntimeOptions) -> Servable:
+        model_file = _model_file(path)
+        if model_file is None:
+            raise ConfigError(f"no XGBoost model (.json or .ubj written by Booster.save_model) in {path}")
+        xgboost = _import_xgboost()
+        try:
+            booster = xgboost.Booster(model_file=str(model_file))
+        except xgboost.core.XGBoostError as exc:
+            raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
+        threads = pool_threads(options.intra_op_threads)
+        placement = place(xgboost, options)
+        if placement.gpu_index is not None:
+            booster.set_param(devices.xgboost_params(placement))
+        native = _XGBooster(booster, threads)
+        devices.log_placement(path, "XGBoost", placement)
+        servable = BoosterServable(native, manifest, "xgboost", Concurrency(releases_gil=True, threads=threads))
+        servable.device = placement.device
+        return servable
+
+
+def place(xgboost: Any, options: RuntimeOptions) -> devices.Placement:
+    """XGBoost predicts on a GPU when it is built with CUDA (``build_info()["USE_CUDA"]``) and a card is
+    visible. XGBoost bounds no memory of its own, so ``--per_process_gpu_memory_fraction`` does not apply."""
+    if options.device.kind == "cpu":
+        return devices.Placement(devices.CPU, "--device cpu")
+    cuda = bool(xgboost.build_info().get("USE_CUDA", False))
+    why = "" if cuda else "XGBoost here is built without CUDA (build_info()['USE_CUDA'] is False)"
+    return devices.choose(options.device, "XGBoost", len(devices.machine_gpus()), cuda, why)

@@ -167,7 +167,8 @@ def test_servekit_help_imports_no_numpy(tmp_path: Path) -> None:
 
 def test_a_transform_run_reaches_the_job_without_other_commands(tmp_path: Path) -> None:
     """Past parsing: ``run`` imports servekit.services.transform and builds the job's spec before it refuses the
-    engine."""(tmp_path / "in").mkdir()
+    engine."""
+    (tmp_path / "in").mkdir()
     args = ("transform", "run", "--name", "j", "--model", str(tmp_path), "--input", str(tmp_path / "in"))
     code, modules, output = _modules_after(tmp_path, *args, "--output-path", str(tmp_path / "out"), "--engine", "nope")
     assert code == 2 and "--engine must be local or ray" in output, output

@@ -44,6 +44,7 @@ from typing import Any
 
 from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.names import Account
+from servekit.services.autoscaling import store as autoscaling_state
 from servekit.services.autoscaling.api import DIMENSION, NAMESPACE, AutoscalingApi
 from servekit.services.autoscaling.runner import Autoscaler
 from servekit.services.autoscaling.sim_fleet import Fleet, Policy, SimError, formula_count
@@ -53,7 +54,6 @@ from servekit.services.autoscaling.traffic import Curve
 from servekit.services.cloudwatch.alarms import AlarmAction
 from servekit.services.cloudwatch.evaluation import AlarmConfigError, AlarmDefinition, AlarmState, evaluate
 from servekit.services.cloudwatch.source import MetricQuery
-from servekit.services.autoscaling import store as autoscaling_state
 from servekit.state.migrations import migrate
 
 ENDPOINT, VARIANT = "what-if", "AllTraffic"

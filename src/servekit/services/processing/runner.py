@@ -104,6 +104,7 @@ class ProcessingRunner(SandboxJobRunner):
         self.jobs.update(KIND, name, details={"ProcessingStartTime": started})
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
+        runtime = await self.runtime(python)
         env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
         envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         with contextlib.ExitStack() as stack:
@@ -123,6 +124,7 @@ class ProcessingRunner(SandboxJobRunner):
                     hostname=host,
                     hosts_file=hosts_file,
                     devices=gpu_device_nodes(held.get(host, ())),
+                    runtime=runtime,
                 )
                 host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
                 commands.append(

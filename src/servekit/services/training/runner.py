@@ -162,6 +162,14 @@ class SandboxJobRunner:
     def envelope(self, instance_type: str) -> JobEnvelope | None:
         return self.envelopes(instance_type) if instance_type else None
 
+    async def runtime(self, python: str) -> tuple[str, ...]:
+        """The folders under /tmp or /opt that ``python`` needs in the sandbox (asked of it once, off the loop); a
+        Python inside the servekit home fails the job with the reason."""
+        try:
+            return await asyncio.to_thread(sandbox.runtime_for, python, [self.home])
+        except sandbox.SandboxUnavailable as exc:
+            raise JobFailed(f"ClientError: {exc}") from None
+
     def pinned(self, argv: list[str], envelope: JobEnvelope | None) -> list[str]:
         """``argv`` on the envelope's vCPUs of the CPUs this process may use (``taskset``), each host of each job
         starting where the last one ended, so that hosts spread over the machine; as is when the type has as many
@@ -412,6 +420,7 @@ class TrainingRunner(SandboxJobRunner):
                     f.write(warning + "\n")
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
+        runtime = await self.runtime(python)
         site = None
         if script is not None and (job_dir / "code" / "requirements.txt").is_file():
             if not self.allow_installs:
@@ -420,7 +429,7 @@ class TrainingRunner(SandboxJobRunner):
                         f.write(f"servekit: {contract.CODE}/requirements.txt not installed ({NO_INSTALLS})\n")
             else:
                 site = job_dir / "site"
-                if await self._install(job_dir, hosts[0], python, bwrap, bin_dir, site, run):
+                if await self._install(job_dir, hosts[0], python, bwrap, bin_dir, site, run, runtime):
                     return [(0, True)] * len(hosts), True
         port = free_port()
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
@@ -446,6 +455,7 @@ class TrainingRunner(SandboxJobRunner):
                         *([(site, SITE, False)] if site is not None else []),
                     ],
                     devices=gpu_device_nodes(held.get(host, ())),
+                    runtime=runtime,
                 )
                 sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
                 if host in held:
@@ -466,13 +476,26 @@ class TrainingRunner(SandboxJobRunner):
                 return await self._run_with_checkpoints(req, job_dir, hosts, commands, limit, run, envelope)
 
     async def _install(
-        self, job_dir: Path, host: str, python: str, bwrap: str, bin_dir: Path, site: Path, run: Running
+        self,
+        job_dir: Path,
+        host: str,
+        python: str,
+        bwrap: str,
+        bin_dir: Path,
+        site: Path,
+        run: Running,
+        runtime: tuple[str, ...],
     ) -> bool:
         """``pip install -r requirements.txt`` into ``site`` in the sandbox (its output in the first host's log, as
         the containers print it), for every host to import; True when the job was stopped meanwhile."""
         site.mkdir(parents=True, exist_ok=True)
         layout = sandbox.Layout(
-            ml_dir(job_dir, host), code=job_dir / "code", hidden=[self.home], bin=bin_dir, mounts=[(site, SITE, True)]
+            ml_dir(job_dir, host),
+            code=job_dir / "code",
+            hidden=[self.home],
+            bin=bin_dir,
+            mounts=[(site, SITE, True)],
+            runtime=runtime,
         )
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]
         argv += ["-r", f"{contract.CODE}/requirements.txt"]

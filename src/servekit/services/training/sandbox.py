@@ -1,12 +1,21 @@
 """The sandbox a job runs in: a private mount namespace (bubblewrap) where ``/opt/ml`` is the job's own folder, the
 channels are read-only, the servekit home is hidden, and the rest of the machine is read-only (a script that writes
-outside ``/opt/ml`` and ``/tmp`` fails with EROFS, as it would on a read-only container image)."""
+outside ``/opt/ml`` and ``/tmp`` fails with EROFS, as it would on a read-only container image).
+
+``/tmp`` and ``/opt`` are private, empty tmpfs mounts in the sandbox, so a Python that lives under either (a new
+user's virtualenv under ``/tmp``, ``/opt/conda``, ``/opt/venv``) is bound back read-only: the folders its
+interpreter, prefixes and import path need (:func:`interpreter_paths`), and nothing else of those trees."""
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +28,7 @@ INSTALL_HINT = (
 
 
 BIN = "/opt/servekit/bin"  # on PATH first in the sandbox
+PRIVATE = ("/tmp", "/opt")  # empty tmpfs mounts in every sandbox
 
 
 class SandboxUnavailable(RuntimeError):
@@ -47,6 +57,74 @@ class Layout:
     hostname: str | None = None  # the job host's name (algo-1, ...), in its own UTS namespace
     hosts_file: Path | None = None  # mounted at /etc/hosts: every host of the job resolves to 127.0.0.1
     devices: Sequence[str] = ()  # device nodes bound into the sandbox's minimal /dev (a GPU host's /dev/nvidia*)
+    # folders under /tmp or /opt the job's Python needs (:func:`runtime_binds`), bound back read-only
+    runtime: Sequence[str] = ()
+
+
+_PROBE = (
+    "import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))"
+)
+
+
+def _symlink_chain(path: str) -> list[str]:
+    """``path`` and every file its symbolic links lead through (a venv's python3 -> python3.11 -> /opt/...)."""
+    chain, seen = [path], set()
+    while os.path.islink(path) and path not in seen:
+        seen.add(path)
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+        chain.append(os.path.normpath(path))
+    chain.append(os.path.realpath(chain[0]))
+    return chain
+
+
+@functools.lru_cache(maxsize=16)
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """What ``python`` reads to start and import: its executable through its links, its prefixes and its
+    ``sys.path`` (site-packages, an editable install's source folder). Asked of the interpreter itself (once per
+    interpreter), or read from this process when it is servekit's own Python."""
+    if os.path.abspath(python) == os.path.abspath(sys.executable):  # not realpath: a venv's python is a link
+        found = [sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]
+    else:
+        try:
+            out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=30, check=True)
+            found = [str(p) for p in json.loads(out.stdout)]
+        except (OSError, subprocess.SubprocessError, ValueError):
+            found = []  # the job fails with its interpreter's own error, in its log
+    paths = [*_symlink_chain(python), *found]
+    return tuple(dict.fromkeys(os.path.abspath(p) for p in paths if p and os.path.isabs(p)))
+
+
+def runtime_binds(paths: Iterable[str]) -> tuple[str, ...]:
+    """The folders to bind back into a sandbox for ``paths``: those under ``/tmp`` or ``/opt`` (a file stands for
+    its folder), without one inside another, and not ``/tmp`` or ``/opt`` themselves."""
+    folders = set()
+    for path in paths:
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        if any(folder.startswith(root + "/") for root in PRIVATE) and os.path.exists(folder):
+            folders.add(folder)
+    return tuple(f for f in sorted(folders) if not any(f.startswith(other + "/") for other in folders))
+
+
+def runtime_for(python: str, hidden: Iterable[Path]) -> tuple[str, ...]:
+    """:func:`runtime_binds` for ``python``; raises :class:`SandboxUnavailable` when its executable lives inside a
+    folder the sandbox hides (the servekit home), which no bind can show without showing the home."""
+    problem = hidden_runtime(_symlink_chain(python), hidden)
+    if problem is not None:
+        raise SandboxUnavailable(problem)
+    return runtime_binds(interpreter_paths(python))
+
+
+def hidden_runtime(paths: Iterable[str], hidden: Iterable[Path]) -> str | None:
+    """A path of the job's Python inside a folder the sandbox hides (the servekit home): the reason jobs cannot run
+    from this install, or None."""
+    for path in paths:
+        for folder in hidden:
+            if os.path.abspath(path).startswith(str(folder.absolute()) + "/"):
+                return (
+                    f"the job's Python needs {path}, which is inside the servekit home {folder} that jobs cannot "
+                    "see: install servekit (its virtualenv) outside the home"
+                )
+    return None
 
 
 def hosts_file(path: Path, hosts: Sequence[str]) -> Path:
@@ -70,7 +148,9 @@ def python_wrappers(folder: Path, python: str) -> Path:
 def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
     """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
     out = [bwrap_path, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    out += ["--tmpfs", "/tmp"]
+    out += ["--tmpfs", "/tmp", "--tmpfs", "/opt"]
+    for where in layout.runtime:  # the job's Python, where it lives under /tmp or /opt
+        out += ["--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
     if layout.hostname is not None:
@@ -79,7 +159,7 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
         out += ["--ro-bind", str(layout.hosts_file), "/etc/hosts"]
     for folder in layout.hidden:
         out += ["--tmpfs", str(folder)]
-    out += ["--tmpfs", "/opt", "--bind", str(layout.ml), ML]
+    out += ["--bind", str(layout.ml), ML]
     for name, folder in layout.channels.items():
         out += ["--ro-bind", str(folder), f"{DATA}/{name}"]
     if layout.code is not None:

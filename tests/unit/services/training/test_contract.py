@@ -19,7 +19,7 @@ from servekit.services.training.lifecycle import (
     check_transition,
 )
 from servekit.services.training.metrics import final_metrics
-from servekit.services.training.sandbox import Layout, command
+from servekit.services.training.sandbox import Layout, command, hidden_runtime, runtime_binds
 
 REQUEST = {
     "TrainingJobName": "job-1",
@@ -163,3 +163,32 @@ def test_statuses_are_sagemakers_words_and_move_legally() -> None:
         check_transition(TrainingJobStatus.COMPLETED, TrainingJobStatus.IN_PROGRESS)
     with pytest.raises(IllegalTransition):
         check_transition(TrainingJobStatus.STOPPED, TrainingJobStatus.COMPLETED)
+
+
+def test_a_python_under_tmp_or_opt_is_bound_back_and_the_home_stays_hidden(tmp_path: Path) -> None:
+    """/tmp and /opt are private tmpfs mounts in the sandbox: the folders a Python there needs are bound back
+    read-only after them, and the home's tmpfs comes after those binds (a bound folder holding the home hides it)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "lib" / "site-packages").mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    (venv / "bin" / "python3").write_text("")
+    paths = [str(venv / "bin" / "python3"), str(venv), str(venv / "lib" / "site-packages"), str(tmp_path / "src")]
+    assert runtime_binds([*paths, "/usr/lib/python3.11", "/tmp", "/opt/no-such-folder"]) == (
+        str(tmp_path / "src"),
+        str(venv),
+    )
+    layout = Layout(tmp_path / "ml", hidden=[tmp_path / "src" / "home"], runtime=runtime_binds(paths))
+    argv = command(layout, ["python3"], "bwrap")
+    joined = " ".join(argv)
+    assert joined.index("--tmpfs /tmp") < joined.index(f"--ro-bind {venv} {venv}")
+    assert joined.index("--tmpfs /opt") < joined.index(f"--ro-bind {venv} {venv}")
+    assert joined.index(f"--ro-bind {tmp_path / 'src'} ") < joined.index(f"--tmpfs {tmp_path / 'src' / 'home'}")
+
+
+def test_a_python_inside_the_home_is_refused_with_the_reason(tmp_path: Path) -> None:
+    inside = tmp_path / "home" / "venv" / "bin" / "python3"
+    problem = hidden_runtime([str(inside)], [tmp_path / "home"])
+    assert problem is not None and "inside the servekit home" in problem and str(inside) in problem
+    assert hidden_runtime([str(tmp_path / "venv" / "bin" / "python3")], [tmp_path / "home"]) is None
+    assert hidden_runtime([str(tmp_path / "home2" / "python3")], [tmp_path / "home"]) is None

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from servekit._utils.files import read_beneath
 from servekit.accelerators.inventory import VISIBLE_ENV
 from servekit.services.processing.lifecycle import ProcessingJobStatus, check_transition
 from servekit.services.training import contract, sandbox
@@ -30,7 +31,7 @@ from servekit.services.training.hosts import (
 )
 from servekit.services.training.images import Image
 from servekit.services.training.inputs import fetch_input
-from servekit.services.training.runner import JobFailed, SandboxJobRunner
+from servekit.services.training.runner import REASON_BYTES, JobFailed, SandboxJobRunner
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,9 @@ class ProcessingRunner(SandboxJobRunner):
             if rc == 0 or host_stopped:  # stopped because another instance failed
                 continue
             # what the job wrote for SageMaker: /opt/ml/output/message (processing), or failure (as training)
-            written = [ml_dir(job_dir, host) / "output" / n for n in ("message", "failure")]
+            written = (read_beneath(ml_dir(job_dir, host), f"output/{n}", REASON_BYTES) for n in ("message", "failure"))
             text = host_run.failure(rc)
-            text = text or next((p.read_text(errors="replace").strip() for p in written if p.is_file()), "")
+            text = text or next((t.strip() for t in written if t is not None), "")
             last = last_line(job_dir / f"{host}.log") or "the command failed"
             on = f" on {host}" if len(hosts) > 1 else ""
             raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")

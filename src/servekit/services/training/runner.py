@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from servekit._utils.files import read_beneath
 from servekit._utils.processes import free_port
 from servekit.accelerators.inventory import VISIBLE_ENV
 from servekit.accelerators.placement import GpuPool, GpuShortage
@@ -96,6 +97,9 @@ SITE = "/opt/servekit/site"  # what a job's requirements.txt installed, on its P
 INSTALL_LIMIT_S = 1800.0
 NO_INSTALLS = "start servekit up with --allow-installs to install a job's requirements.txt"
 XGBOOST_ALGORITHM = "servekit.services.training.algorithms.xgboost_algorithm"
+# What is read of the file a failed job wrote for SageMaker (/opt/ml/output/failure): enough for the 1,024
+# characters a FailureReason holds, in any UTF-8
+REASON_BYTES = 4 * 1024
 
 
 class SandboxJobRunner:
@@ -322,9 +326,8 @@ class TrainingRunner(SandboxJobRunner):
         for host, (rc, host_stopped), host_run in zip(hosts, codes, run.hosts, strict=True):
             if rc == 0 or host_stopped:  # stopped because another host failed
                 continue
-            failure = ml_dir(job_dir, host) / "output" / "failure"
             text = host_run.failure(rc)
-            text = text or (failure.read_text(errors="replace").strip() if failure.is_file() else "")
+            text = text or (read_beneath(ml_dir(job_dir, host), "output/failure", REASON_BYTES) or "").strip()
             last = last_line(job_dir / f"{host}.log") or "the script failed"
             on = f" on {host}" if len(hosts) > 1 else ""
             raise JobFailed(text or f"AlgorithmError: {last}, exit code: {rc}{on}")

@@ -29,6 +29,25 @@ INSTALL_HINT = (
 
 BIN = "/opt/servekit/bin"  # on PATH first in the sandbox
 PRIVATE = ("/tmp", "/opt")  # empty tmpfs mounts in every sandbox
+# What every sandbox is, whoever starts it (root too: CI, a plane run as root):
+# - dies with the runner (``--die-with-parent``) and holds no terminal (``--new-session``: no TIOCSTI);
+# - its own pid namespace: the job sees and can signal only its own processes (not the plane: no kill, no
+#   /proc/<plane>/root or fd/), and every process it started dies when its first one ends (a double-forked
+#   process does not outlive the job);
+# - its own IPC, UTS and (where the kernel has them) cgroup namespaces;
+# - no capability, even as root (``--cap-drop ALL``): no mount or remount (the read-only machine stays read-only,
+#   the hidden home stays hidden), no ptrace of others, no module, raw socket or chown of others' files; bubblewrap
+#   also sets no_new_privs, so no setuid program gives them back.
+ISOLATION = (
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -147,14 +166,14 @@ def python_wrappers(folder: Path, python: str) -> Path:
 
 def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
     """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
-    out = [bwrap_path, "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    out = [bwrap_path, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/opt"]
     for where in layout.runtime:  # the job's Python, where it lives under /tmp or /opt
         out += ["--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
     if layout.hostname is not None:
-        out += ["--unshare-uts", "--hostname", layout.hostname]
+        out += ["--hostname", layout.hostname]
     if layout.hosts_file is not None:
         out += ["--ro-bind", str(layout.hosts_file), "/etc/hosts"]
     for folder in layout.hidden:

@@ -47,6 +47,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
+# FailureReason's length in SageMaker's model (botocore: the FailureReason shape's max), for every kind of job here
+FAILURE_REASON_MAX = 1024
+
 _COLUMNS = "seq, kind, name, arn, request, status, secondary, failure_reason, created, modified, ended, details"
 _SORT = {"Name": "name", "CreationTime": "created", "Status": "status"}
 
@@ -125,8 +128,10 @@ class SageMakerJobs:
         details: Mapping[str, Any] | None = None,
         final: bool = False,
     ) -> None:
-        """Set what is given; ``details`` are merged into the stored ones; ``final`` stamps the end time."""
+        """Set what is given; ``details`` are merged into the stored ones; ``final`` stamps the end time. A reason is
+        cut to :data:`FAILURE_REASON_MAX` characters, as AWS's are."""
         now = self._clock()
+        reason = None if reason is None else reason[:FAILURE_REASON_MAX]
         with transaction(self._db):
             row = self._db.execute(
                 "SELECT details FROM sagemaker_jobs WHERE kind = ? AND name = ?", (kind, name)

@@ -25,3 +25,12 @@ def test_rows_by_kind_and_name(tmp_path: Path) -> None:
         assert [r.name for r in jobs.list("training").items] == ["a"]
         assert jobs.unfinished("processing", ("InProgress",)) == ["a"]
         assert jobs.unfinished("training", ("InProgress",)) == []
+
+
+def test_a_failure_reason_is_kept_to_1024_characters(tmp_path: Path) -> None:
+    with StateDB.open(tmp_path) as db:
+        jobs = db.sagemaker_jobs
+        jobs.create("training", "long", "arn:l", {}, "InProgress", "Starting")
+        jobs.update("training", "long", status="Failed", reason="é" * 5000, final=True)
+        row = jobs.get("training", "long")
+        assert row is not None and row.failure_reason == "é" * 1024

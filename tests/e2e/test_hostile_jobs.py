@@ -1,0 +1,194 @@
+"""Jobs written by an attacker, on a real ``servekit up`` through boto3 (issue 44): each attack fails, the job ends
+with its own status and FailureReason, and the plane keeps answering. One job per attack:
+
+- ``/opt/ml/output/failure`` (training) or ``/opt/ml/output/message`` (processing) made a link to the home's
+  ``credentials.json``: the host never follows it, so the secrets never reach DescribeTrainingJob;
+- a failure file of 5,000 characters: FailureReason holds 1,024, as AWS's does;
+- escapes from the sandbox (each a job that tries, and exits 1 with what it reached if it gets through): seeing the
+  machine's processes, killing the plane, remounting the machine writable, unmounting the home's cover, writing
+  through ``/proc/<plane>/root``, and a double-forked process outliving its job.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import botocore.exceptions
+import pytest
+from tests.e2e.test_training_jobs import FAST, clients, job
+
+from servekit.aws import Credentials
+from servekit.testing.hosting import UpProcess
+
+pytestmark = pytest.mark.e2e
+PROCESSING_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    u = UpProcess(tmp_path_factory.mktemp("hostile") / "home")
+    u.start()
+    try:
+        yield u
+    finally:
+        u.stop()
+
+
+def _failed_training(sm: Any, name: str) -> dict[str, Any]:
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    d: dict[str, Any] = sm.describe_training_job(TrainingJobName=name)
+    assert d["TrainingJobStatus"] == "Failed"
+    return d
+
+
+def _secrets(up: UpProcess) -> tuple[str, str]:
+    key = Credentials.load_or_create(up.home).admin
+    return key.access_key_id, key.secret_access_key
+
+
+LINK_OUT = """
+import os, sys
+os.makedirs("/opt/ml/output", exist_ok=True)
+os.symlink(os.environ["TARGET"], "/opt/ml/output/{name}")
+print("linked")
+sys.exit(3)
+"""
+
+
+def test_a_failure_file_linked_to_the_homes_credentials_is_not_read(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    target = str(up.home / "credentials.json")
+    sm.create_training_job(**job(s3, "hostile-link", LINK_OUT.format(name="failure"), Environment={"TARGET": target}))
+    d = _failed_training(sm, "hostile-link")
+    assert d["FailureReason"] == "AlgorithmError: linked, exit code: 3"
+    assert not any(secret in d["FailureReason"] for secret in _secrets(up))
+    assert sm.list_training_jobs()["TrainingJobSummaries"]  # the plane is alive
+
+
+def test_a_failure_reason_is_cut_to_1024_characters(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    script = "import sys\nopen('/opt/ml/output/failure', 'w').write('x' * 5000)\nsys.exit(1)\n"
+    sm.create_training_job(**job(s3, "hostile-long", script))
+    assert _failed_training(sm, "hostile-long")["FailureReason"] == "x" * 1024
+
+
+def test_a_processing_message_linked_to_the_homes_credentials_is_not_read(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    code = LINK_OUT.format(name="message")
+    s3.put_object(Bucket="sagemaker-us-east-1-000000000000", Key="hostile/code.py", Body=code.encode())
+    sm.create_processing_job(
+        ProcessingJobName="hostile-message",
+        RoleArn="arn:aws:iam::000000000000:role/processor",
+        AppSpecification={
+            "ImageUri": PROCESSING_IMAGE,
+            "ContainerEntrypoint": ["python3", "/opt/ml/processing/input/code/code.py"],
+        },
+        Environment={"TARGET": str(up.home / "credentials.json")},
+        ProcessingResources={
+            "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.large", "VolumeSizeInGB": 10}
+        },
+        ProcessingInputs=[
+            {
+                "InputName": "code",
+                "S3Input": {
+                    "S3Uri": "s3://sagemaker-us-east-1-000000000000/hostile/code.py",
+                    "LocalPath": "/opt/ml/processing/input/code",
+                    "S3DataType": "S3Prefix",
+                    "S3InputMode": "File",
+                },
+            }
+        ],
+    )
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("processing_job_completed_or_stopped").wait(
+            ProcessingJobName="hostile-message", WaiterConfig=FAST
+        )
+    d = sm.describe_processing_job(ProcessingJobName="hostile-message")
+    assert d["ProcessingJobStatus"] == "Failed"
+    assert d["FailureReason"] == "AlgorithmError: linked, exit code: 3"
+    assert not any(secret in d["FailureReason"] for secret in _secrets(up))
+
+
+ESCAPES = {
+    "host-processes": """
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+if PLANE in pids or len(pids) > 20:
+    fail(f"sees the machine's processes: {len(pids)}")
+""",
+    "kill-the-plane": """
+try:
+    os.kill(int(PLANE), signal.SIGKILL)
+    fail("signalled the plane")
+except ProcessLookupError:
+    pass
+""",
+    "remount-rw": """
+done = subprocess.run(["mount", "-o", "remount,rw", "/"], capture_output=True)
+try:
+    open("/usr/servekit-escape", "w")
+    fail("wrote to the machine")
+except OSError:
+    pass
+if done.returncode == 0:
+    fail("remounted /")
+""",
+    "uncover-the-home": """
+subprocess.run(["umount", "-l", HOME], capture_output=True)
+subprocess.run(["umount", "-l", "/tmp"], capture_output=True)
+if os.path.exists(os.path.join(HOME, "credentials.json")):
+    fail("sees the home's credentials")
+""",
+    "proc-root": """
+try:
+    open(f"/proc/{PLANE}/root{HOME}/escaped", "w").write("x")
+    fail("wrote into the home through /proc")
+except OSError:
+    pass
+""",
+    "double-fork": """
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("python3", ["python3", "-c", "import time; time.sleep(600)", MARK])
+    os._exit(0)
+os.wait()
+""",
+}
+PRELUDE = """
+import os, signal, subprocess, sys
+PLANE, HOME, MARK = os.environ["PLANE_PID"], os.environ["HOME_DIR"], os.environ["MARK"]
+def fail(what):
+    print("ESCAPED:", what, flush=True)
+    sys.exit(1)
+"""
+
+
+def _processes_with(mark: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if mark.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("attack", sorted(ESCAPES))
+def test_a_job_cannot_escape_its_sandbox(up: UpProcess, attack: str) -> None:
+    sm, s3, _ = clients(up)
+    mark = f"servekit-escape-{uuid.uuid4().hex}"
+    env = {"PLANE_PID": str(up.proc.pid), "HOME_DIR": str(up.home), "MARK": mark}
+    name = f"escape-{attack}"
+    sm.create_training_job(**job(s3, name, PRELUDE + ESCAPES[attack], Environment=env))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName=name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    assert up.proc.poll() is None and sm.list_training_jobs()["TrainingJobSummaries"]  # the plane is alive
+    assert not (up.home / "escaped").exists()
+    assert _processes_with(mark) == []  # nothing the job started outlives it

@@ -192,3 +192,37 @@ def test_a_job_cannot_escape_its_sandbox(up: UpProcess, attack: str) -> None:
     assert up.proc.poll() is None and sm.list_training_jobs()["TrainingJobSummaries"]  # the plane is alive
     assert not (up.home / "escaped").exists()
     assert _processes_with(mark) == []  # nothing the job started outlives it
+
+
+REACH_THE_PLANE = """
+import json, os, socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(os.environ["PLANE_PORT"])), timeout=5).close()
+    reached = True
+except OSError:
+    reached = False
+print("reached the plane:", reached)
+sys.exit(0 if reached == json.loads(os.environ["EXPECT"]) else 1)
+"""
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+def test_network_isolation_means_no_network_and_the_code_comes_as_a_channel(up: UpProcess, isolated: bool) -> None:
+    """What the SDK sends for ``enable_network_isolation=True``: the source directory as a ``code`` channel and
+    ``sagemaker_submit_directory`` pointing into it; the isolated job cannot reach even 127.0.0.1."""
+    sm, s3, _ = clients(up)
+    name = f"isolated-{str(isolated).lower()}"
+    request = job(
+        s3, name, REACH_THE_PLANE, Environment={"PLANE_PORT": str(up.port), "EXPECT": str(not isolated).lower()}
+    )
+    if isolated:
+        source = f"s3://sagemaker-us-east-1-000000000000/{name}/source"
+        request["EnableNetworkIsolation"] = True
+        request["HyperParameters"]["sagemaker_submit_directory"] = '"/opt/ml/input/data/code/sourcedir.tar.gz"'
+        request["InputDataConfig"].append(
+            {"ChannelName": "code", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": source}}}
+        )
+    sm.create_training_job(**request)
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName=name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")

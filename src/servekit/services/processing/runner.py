@@ -126,6 +126,7 @@ class ProcessingRunner(SandboxJobRunner):
                     hosts_file=hosts_file,
                     devices=gpu_device_nodes(held.get(host, ())),
                     runtime=runtime,
+                    network=not (req.get("NetworkConfig") or {}).get("EnableNetworkIsolation"),
                 )
                 host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
                 commands.append(

@@ -79,6 +79,34 @@ def _extract(archive: Path, dest: Path) -> None:
         tar.extractall(dest, filter="data")  # refuses absolute paths, .., links out of dest
 
 
+def in_channel(path: str, channels: Mapping[str, Path]) -> Path | None:
+    """Where ``path``, a path in the sandbox under ``/opt/ml/input/data/<channel>/``, is on this machine (None for
+    any other value, an ``s3://`` URI say); a path outside its channel's folder or into a channel the job does not
+    have is a ValueError."""
+    prefix = f"{contract.DATA}/"
+    if not path.startswith(prefix):
+        return None
+    name, _, rest = path[len(prefix) :].partition("/")
+    if name not in channels:
+        raise ValueError(f"the job has no channel {name!r}")
+    if any(part in ("", ".", "..") for part in rest.split("/")) and rest:
+        raise ValueError("the path must name a file or folder inside the channel")
+    return channels[name] / rest if rest else channels[name]
+
+
+def copy_into(source: Path, folder: Path) -> None:
+    """``source`` (a file, or a folder's files) into ``folder``, links not followed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink():
+        raise ValueError(f"{source.name} is a link")
+    if source.is_dir():
+        shutil.copytree(source, folder, symlinks=True, dirs_exist_ok=True)
+    elif source.is_file():
+        shutil.copy2(source, folder / source.name, follow_symlinks=False)
+    else:
+        raise ValueError(f"{source.name} is not in the channel")
+
+
 def _tar(folders: Sequence[Path], archive: Path) -> None:
     """The files of ``folders`` in one archive; where several hold the same path, the first one's."""
     seen: set[str] = set()
@@ -377,7 +405,11 @@ class TrainingRunner(SandboxJobRunner):
         if script.submit_directory:
             source_dir = job_dir / "source"
             try:
-                self.files.fetch(script.submit_directory, source_dir)
+                local = in_channel(script.submit_directory, channels[hosts[0]])
+                if local is None:
+                    self.files.fetch(script.submit_directory, source_dir)
+                else:  # network isolation: the SDK ships the code as a channel (/opt/ml/input/data/code/...)
+                    copy_into(local, source_dir)
             except (OSError, ValueError) as exc:
                 raise JobFailed(f"ClientError: sagemaker_submit_directory {script.submit_directory}: {exc}") from None
             archives = [p for p in source_dir.rglob("*") if p.is_file()]
@@ -459,6 +491,7 @@ class TrainingRunner(SandboxJobRunner):
                     ],
                     devices=gpu_device_nodes(held.get(host, ())),
                     runtime=runtime,
+                    network=not req.get("EnableNetworkIsolation"),
                 )
                 sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
                 if host in held:

@@ -78,6 +78,9 @@ class Layout:
     devices: Sequence[str] = ()  # device nodes bound into the sandbox's minimal /dev (a GPU host's /dev/nvidia*)
     # folders under /tmp or /opt the job's Python needs (:func:`runtime_binds`), bound back read-only
     runtime: Sequence[str] = ()
+    # False: EnableNetworkIsolation, a network namespace of its own with only loopback (no route anywhere, the plane
+    # and every port of this machine's 127.0.0.1 included), as SageMaker's isolated containers have none
+    network: bool = True
 
 
 _PROBE = (
@@ -172,6 +175,8 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
         out += ["--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
+    if not layout.network:
+        out += ["--unshare-net"]
     if layout.hostname is not None:
         out += ["--hostname", layout.hostname]
     if layout.hosts_file is not None:

@@ -92,12 +92,14 @@ class Api:
         services: tuple[str, ...] = SERVICES,
         clock: Callable[[], float] = time.time,
         strict_output: bool = False,
+        region: str | None = None,
     ) -> None:
         self.protocols: dict[str, Protocol] = {name: protocol_for(service(name), strict_output) for name in services}
         self._by_target = {p.spec.target_prefix: p for p in self.protocols.values() if isinstance(p, JsonProtocol)}
         self._rest = [p for p in self.protocols.values() if isinstance(p, RestJsonProtocol)]
         self._fallback = next(iter(self._by_target.values()), None)
-        self.verifier = Verifier(credentials, clock) if credentials is not None else None
+        # a region: requests signed for another are refused, as a regional AWS endpoint refuses them
+        self.verifier = Verifier(credentials, clock, region=region) if credentials is not None else None
 
     # -- routing
     def route(self, method: str, raw_path: str, headers: Mapping[str, str]) -> Protocol | None:

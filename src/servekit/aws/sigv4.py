@@ -199,10 +199,17 @@ def _request_time(headers: Mapping[str, str]) -> tuple[str, datetime]:
 class Verifier:
     """Checks SigV4 signatures against a key store, with an injectable clock (epoch seconds)."""
 
-    def __init__(self, keys: KeyLookup, clock: Callable[[], float] = time.time, max_skew_s: float = MAX_SKEW_S) -> None:
+    def __init__(
+        self,
+        keys: KeyLookup,
+        clock: Callable[[], float] = time.time,
+        max_skew_s: float = MAX_SKEW_S,
+        region: str | None = None,
+    ) -> None:
         self.keys = keys
         self.clock = clock
         self.max_skew_s = max_skew_s
+        self.region = region  # the one region this endpoint answers for (None: any, as a bare test server does)
 
     def verify(
         self,
@@ -222,6 +229,11 @@ class Verifier:
         amz_date, when = _request_time(low)
         if auth.service != service:
             raise invalid_signature(f"Credential should be scoped to correct service: '{service}'. ")
+        if self.region is not None and auth.region != self.region:
+            raise invalid_signature(
+                f"Credential should be scoped to a valid region. This endpoint answers for '{self.region}', "
+                f"not '{auth.region}'. "
+            )
         if auth.date != amz_date[:8]:
             raise invalid_signature(
                 "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
@@ -343,6 +355,13 @@ def verify_s3(verifier: Verifier, method: str, raw_path: str, headers: Mapping[s
         raise ApiError(
             "AuthorizationHeaderMalformed",
             f"The authorization header's service is '{auth.service}', expecting 's3'",
+            400,
+        )
+    if verifier.region is not None and auth.region != verifier.region:
+        raise ApiError(
+            "AuthorizationHeaderMalformed",
+            f"The authorization header is malformed; the region '{auth.region}' is wrong; expecting "
+            f"'{verifier.region}'",
             400,
         )
     if "host" not in auth.signed_headers:

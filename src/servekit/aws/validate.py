@@ -79,8 +79,16 @@ def _wrong_type(shape: Shape, value: object, path: str) -> ApiError:
     )
 
 
+SHOWN_CHARS = 256  # of a value an error message quotes: a 400 never echoes a whole request back
+
+
 def render_value(value: object) -> str:
-    """A value as AWS messages print it (Java's ``toString`` for lists and maps)."""
+    """A value as AWS messages print it (Java's ``toString`` for lists and maps), cut to :data:`SHOWN_CHARS`."""
+    text = _render(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+
+
+def _render(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):
@@ -88,9 +96,9 @@ def render_value(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, list):
-        return "[" + ", ".join(render_value(v) for v in value) + "]"
+        return "[" + ", ".join(_render(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={render_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}={_render(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 

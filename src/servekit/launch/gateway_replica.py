@@ -78,4 +78,5 @@ def build_replica(
         db.inference_components, db.hosting, fleets, envelopes, table, Account(), metrics=metrics
     )
     follower = RouteFollower(routes, table, poll_s)
-    return GatewayReplica(Api(credentials, strict_output=strict_output), hosting, gateway, follower, routes, metrics)
+    api = Api(credentials, strict_output=strict_output, region=Account().region)  # the leader's region, as up's
+    return GatewayReplica(api, hosting, gateway, follower, routes, metrics)

@@ -379,7 +379,7 @@ def build(
         tuning,
     ]
     return ControlPlane(
-        Api(credentials, strict_output=strict_output),
+        Api(credentials, strict_output=strict_output, region=account.region),
         hosting,
         gateway,
         services={
@@ -408,8 +408,8 @@ def build(
         mounts={"/console": lambda plane: console_for(plane, credentials, resolution)},
         # S3 (bodies streamed to disk) and STS (the query protocol) on the same port, by their SigV4 scope
         fronts=[
-            (is_s3_request, S3Service(objects, Verifier(credentials), account.region)),
-            (is_sts_request, StsService(account, Verifier(credentials))),
+            (is_s3_request, S3Service(objects, Verifier(credentials, region=account.region), account.region)),
+            (is_sts_request, StsService(account, Verifier(credentials, region=account.region))),
         ],
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from botocore.credentials import Credentials as BotoCredentials
 
 from servekit.aws import ApiError, Credentials
 from servekit.aws.credentials import AccessKey
-from servekit.aws.sigv4 import AMZ_DATE, Verifier, canonical_request, parse_authorization
+from servekit.aws.sigv4 import AMZ_DATE, Verifier, canonical_request, parse_authorization, verify_s3
 
 URL = "http://127.0.0.1:8765"
 
@@ -176,3 +177,23 @@ def test_content_sha256_header_must_match_the_body(creds: Credentials) -> None:
     with pytest.raises(ApiError) as e:
         verifier(creds, req).verify(method, path, {**headers, "x-amz-content-sha256": "0" * 64}, body, "sagemaker")
     assert "x-amz-content-sha256" in e.value.message
+
+
+def test_a_signature_for_another_region_is_refused_where_the_region_is_known(creds: Credentials) -> None:
+    """servekit up answers for one region: a request botocore signed for eu-west-1 is refused by a plane serving
+    us-east-1, as a regional AWS endpoint refuses it (a verifier told no region accepts any, as before)."""
+    req, _ = botocore_signed(creds.admin)  # scoped to eu-west-1
+    at = signed_at(req)
+    assert Verifier(creds, clock=lambda: at, region="eu-west-1").verify(*wire(req), "sagemaker") == creds.admin
+    assert Verifier(creds, clock=lambda: at).verify(*wire(req), "sagemaker") == creds.admin
+    with pytest.raises(ApiError) as e:
+        Verifier(creds, clock=lambda: at, region="us-east-1").verify(*wire(req), "sagemaker")
+    assert _code(e) == ("InvalidSignatureException", 403)
+    assert "answers for 'us-east-1', not 'eu-west-1'" in e.value.message
+    s3_req, _ = botocore_signed(creds.admin, method="GET", path="/bucket/key", body=b"", service="s3")
+    s3_req.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
+    method, path, headers, _ = wire(s3_req)
+    with pytest.raises(ApiError) as e:
+        verify_s3(Verifier(creds, clock=lambda: at, region="us-east-1"), method, path, headers)
+    assert _code(e) == ("AuthorizationHeaderMalformed", 400)
+    assert "the region 'eu-west-1' is wrong; expecting 'us-east-1'" in e.value.message

@@ -41,6 +41,11 @@ MAX_RESPONSE_BYTES = 1_048_576  # GetLogEvents and FilterLogEvents answer at mos
 SCAN_BUDGET = 100_000  # events one FilterLogEvents call looks at before it answers a nextToken
 DAY_MS = 86_400_000
 TOO_NEW_MS = 2 * 3_600_000  # PutLogEvents rejects events more than 2 hours ahead
+# PutLogEvents' size limits (CloudWatch Logs quotas): a batch is the UTF-8 bytes of its messages plus 26 bytes an
+# event, at most 1 MiB; one event at most 1 MiB as well
+MAX_BATCH_BYTES = 1_048_576
+MAX_EVENT_BYTES = 1_048_576
+EVENT_OVERHEAD = 26
 TOO_OLD_MS = 14 * DAY_MS  # ... and events older than 14 days
 _NAME = re.compile(r"[\.\-_/#A-Za-z0-9]{1,512}")
 _STREAM_NAME = re.compile(r"[^:*]{1,512}")
@@ -261,6 +266,12 @@ class LogsService:
     # ---- events ----------------------------------------------------------------------------------------------
     async def put_log_events(self, p: dict[str, Any]) -> dict[str, Any]:
         events = list(p["logEvents"])
+        sizes = [len(str(e["message"]).encode()) for e in events]
+        if sizes and max(sizes) > MAX_EVENT_BYTES:
+            i = max(range(len(sizes)), key=sizes.__getitem__)
+            raise _invalid(f"Log event {i} too large: {sizes[i]} bytes exceeds limit of {MAX_EVENT_BYTES}")
+        if (total := sum(sizes) + EVENT_OVERHEAD * len(events)) > MAX_BATCH_BYTES:
+            raise _invalid(f"Upload too large: {total} bytes exceeds limit of {MAX_BATCH_BYTES}")
         times = [int(e["timestamp"]) for e in events]
         if any(a > b for a, b in itertools.pairwise(times)):
             raise _invalid("Log events in a single PutLogEvents request must be in chronological order.")

@@ -78,6 +78,35 @@ _METADATA_KEYS = (
 )
 
 
+# How deep a definition may nest its JSON or YAML flow collections: real ones nest about ten levels; the parser and
+# the expression evaluator recurse once a level, so a deeper document would end in a RecursionError (a 500 with a
+# traceback thousands of lines long) instead of a clear refusal.
+MAX_DEPTH = 100
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` outside quoted strings (JSON, YAML flow style): one pass, no recursion."""
+    depth = deepest = 0
+    quote = ""
+    escaped = False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote == '"':
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 class PipelinesApi:
     def __init__(
         self,
@@ -206,10 +235,16 @@ class PipelinesApi:
             text = self._read_location(location)
         if not text:
             raise validation_exception(f"PipelineDefinition or PipelineDefinitionS3Location is required: {_FORMAT}")
+        if (depth := nesting_depth(text)) > MAX_DEPTH:
+            raise validation_exception(
+                f"PipelineDefinition nests {depth} levels deep; servekit reads definitions up to {MAX_DEPTH} levels"
+            )
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise validation_exception(f"PipelineDefinition is not JSON or YAML ({exc}); expected {_FORMAT}") from None
+        except RecursionError:  # nesting by indentation, which nesting_depth does not count
+            raise validation_exception(f"PipelineDefinition nests too deep; expected {_FORMAT}") from None
         if not isinstance(doc, dict):
             raise validation_exception(f"PipelineDefinition must be a mapping: {_FORMAT}")
         if _is_sagemaker(doc) or "PipelineExperimentConfig" in doc:
@@ -217,6 +252,8 @@ class PipelinesApi:
                 load_definition(doc)
             except DefinitionError as exc:
                 raise validation_exception(str(exc)) from None
+            except RecursionError:
+                raise validation_exception("PipelineDefinition's expressions nest too deep") from None
         return text, doc
 
     def _read_location(self, location: dict[str, Any]) -> str:

@@ -64,8 +64,21 @@ def is_s3_request(scope: Scope) -> bool:
     return b"X-Amz-Credential=" in query and (b"%2Fs3%2Faws4_request" in query or b"/s3/aws4_request" in query)
 
 
+# Names S3 keeps for its own kinds of bucket (access point aliases, Object Lambda, directory and table buckets,
+# internationalised domain names): refused at CreateBucket with InvalidBucketName, as AWS does
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+MAX_KEY_BYTES = 1024  # S3's limit on an object key, UTF-8 encoded (KeyTooLongError)
+
+
 def valid_bucket_name(name: str) -> bool:
-    return bool(_BUCKET.fullmatch(name)) and ".." not in name and not re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name)
+    return (
+        bool(_BUCKET.fullmatch(name))
+        and ".." not in name
+        and not re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name)
+        and not name.startswith(_RESERVED_PREFIXES)
+        and not name.endswith(_RESERVED_SUFFIXES)
+    )
 
 
 def _http_date(t: float) -> str:
@@ -119,13 +132,20 @@ class S3Service:
                 name = op.name if op is not None else f"{method} {'object' if key else 'bucket'} request"
                 raise StoreError("NotImplemented", f"servekit's S3 does not implement {name}", 501)
             params = wire.parameters(op, bucket, key, params_q, headers)
+            if key is not None and len(key.encode()) > MAX_KEY_BYTES:
+                raise StoreError("KeyTooLongError", f"Your key is too long: at most {MAX_KEY_BYTES} bytes")
             if op.name in _STREAMED:
+                self.store.require_bucket(bucket)  # before a byte of the body is stored
                 params["_body"] = await self._stream_in(receive, headers, signed)
             else:
                 body = await small_body(receive)
                 check_small(body, signed)
                 params.update(wire.parse_payload(op, body))
-            result = await self._ops[op.name](params)
+            try:
+                result = await self._ops[op.name](params)
+            finally:  # a refused body leaves nothing behind (a stored one was renamed away already)
+                if "_body" in params:
+                    params["_body"].path.unlink(missing_ok=True)
             await self._respond(send, op, result, method, rid)
         except (StoreError, ApiError) as exc:
             status = exc.status if isinstance(exc, StoreError) else (exc.status or 400)
@@ -231,7 +251,8 @@ class S3Service:
             raise StoreError(
                 "InvalidBucketName",
                 f"The specified bucket is not valid: {name!r} (3-63 lowercase "
-                "letters, digits, dots and hyphens, starting and ending with a letter or digit)",
+                "letters, digits, dots and hyphens, starting and ending with a letter or digit, not starting with "
+                f"{', '.join(_RESERVED_PREFIXES)} nor ending with {', '.join(_RESERVED_SUFFIXES)})",
             )
         if not self.store.create_bucket(name):
             raise StoreError(

@@ -313,3 +313,22 @@ def test_retention_policy_is_shown_validated_and_honoured(plane: Plane) -> None:
     assert [e["message"] for e in events] == ["new"]
     logs.delete_retention_policy(logGroupName="g")
     assert "retentionInDays" not in logs.describe_log_groups(logGroupNamePrefix="g")["logGroups"][0]
+
+
+def test_put_log_events_keeps_cloudwatchs_size_limits_and_never_echoes_the_batch(plane: Plane) -> None:
+    logs = plane.client
+    logs.create_log_group(logGroupName="app")
+    logs.create_log_stream(logGroupName="app", logStreamName="web")
+    big = {"timestamp": T0_MS, "message": "x" * (1_048_576 + 1)}
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        logs.put_log_events(logGroupName="app", logStreamName="web", logEvents=[big])
+    assert code(exc) == "InvalidParameterException" and "1048577 bytes exceeds limit of 1048576" in str(exc.value)
+    batch = [{"timestamp": T0_MS + i, "message": "y" * 300_000} for i in range(4)]  # 1.2 MB in all
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        logs.put_log_events(logGroupName="app", logStreamName="web", logEvents=batch)
+    assert code(exc) == "InvalidParameterException" and "Upload too large" in str(exc.value)
+    many = [{"timestamp": T0_MS, "message": "z" * 40} for _ in range(10_001)]  # over the model's 10,000 events
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        logs.put_log_events(logGroupName="app", logStreamName="web", logEvents=many)
+    assert len(str(exc.value)) < 1_000  # the message names the limit, not the 450 KB it was sent
+    assert logs.get_log_events(logGroupName="app", logStreamName="web")["events"] == []

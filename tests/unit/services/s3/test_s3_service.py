@@ -278,3 +278,32 @@ def test_virtual_host_style_requests_name_the_bucket_in_the_host(service: S3Serv
     s3.put_object(Bucket="vhost", Key="k/v.txt", Body=b"virtual")
     assert s3.get_object(Bucket="vhost", Key="k/v.txt")["Body"].read() == b"virtual"
     assert sent[-1].startswith("http://vhost.localhost:8765/k/v.txt")  # the style under test was used
+
+
+def test_a_refused_put_leaves_no_body_behind(s3: Any, home: Path) -> None:
+    """A PUT to a bucket that does not exist is refused before its body is stored, and a body refused after it
+    was (a wrong Content-MD5, a part of an unknown upload) is removed: nothing piles up in the store's .tmp."""
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        s3.put_object(Bucket="no-such-bucket", Key="k", Body=b"x" * 100_000)
+    assert code(exc) == "NoSuchBucket"
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        s3.put_object(Bucket="data", Key="k", Body=b"abc", ContentMD5=base64.b64encode(b"0" * 16).decode())
+    assert code(exc) in ("BadDigest", "InvalidDigest")
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        s3.upload_part(Bucket="data", Key="k", UploadId="nope", PartNumber=1, Body=b"abc")
+    assert code(exc) == "NoSuchUpload"
+    assert list((home / "s3" / ".tmp").iterdir()) == []
+    s3.put_object(Bucket="data", Key="k", Body=b"fine")  # and a good one still lands
+    assert list((home / "s3" / ".tmp").iterdir()) == []
+
+
+def test_keys_over_1024_bytes_and_reserved_bucket_names_are_refused(s3: Any) -> None:
+    s3.put_object(Bucket="data", Key="é" * 512, Body=b"x")  # 1,024 bytes: the longest key
+    for key in ("é" * 513, "k" * 60_000):
+        with pytest.raises(botocore.exceptions.ClientError) as exc:
+            s3.put_object(Bucket="data", Key=key, Body=b"x")
+        assert code(exc) == "KeyTooLongError"
+    for name in ("xn--abc", "abc-s3alias", "sthree-x", "logs--ol-s3"):
+        with pytest.raises(botocore.exceptions.ClientError) as exc:
+            s3.create_bucket(Bucket=name)
+        assert code(exc) == "InvalidBucketName", name

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import botocore.exceptions
 import pytest
 from tests.e2e.test_training_jobs import FAST, clients, job
@@ -226,3 +227,62 @@ def test_network_isolation_means_no_network_and_the_code_comes_as_a_channel(up: 
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
     d = sm.describe_training_job(TrainingJobName=name)
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+
+
+ROLE_SESSION = """
+import json, os, sys
+import boto3, botocore.exceptions
+s3 = boto3.client("s3")
+sm = boto3.client("sagemaker", endpoint_url=os.environ["PLANE_URL"])
+def denied(call):
+    try:
+        call()
+    except botocore.exceptions.ClientError as exc:
+        return exc.response["Error"]["Code"]
+    return "allowed"
+seen = {
+    "key": os.environ["AWS_ACCESS_KEY_ID"],
+    "secret": os.environ["AWS_SECRET_ACCESS_KEY"],
+    "token": os.environ.get("AWS_SESSION_TOKEN"),
+    "own_data": s3.get_object(Bucket=os.environ["BUCKET"], Key=os.environ["DATA"])["Body"].read().decode(),
+    "private": denied(lambda: s3.get_object(Bucket="private-bucket", Key="secret")),
+    "new_bucket": denied(lambda: s3.create_bucket(Bucket="made-by-a-job")),
+    "endpoint": denied(lambda: sm.create_endpoint_config(
+        EndpointConfigName="job-made", ProductionVariants=[{"VariantName": "v", "ModelName": "m"}])),
+    "describe": denied(lambda: sm.describe_training_job(TrainingJobName=os.environ["NAME"])),
+}
+json.dump(seen, open("/opt/ml/model/seen.json", "w"))
+"""
+
+
+def test_a_job_runs_with_its_roles_session_not_the_admin_key(up: UpProcess) -> None:
+    """The script's keys are a session for its RoleArn: its own buckets yes; another bucket, a new bucket or a
+    control-plane change no; and the key is dead once the job ends."""
+    import io
+    import json
+    import tarfile
+
+    sm, s3, _ = clients(up)
+    s3.create_bucket(Bucket="private-bucket")
+    s3.put_object(Bucket="private-bucket", Key="secret", Body=b"not for jobs")
+    name = "role-session"
+    env = {"PLANE_URL": up.url, "BUCKET": "sagemaker-us-east-1-000000000000", "DATA": f"data/{name}/data.csv"}
+    sm.create_training_job(**job(s3, name, ROLE_SESSION, Environment={**env, "NAME": name}))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName=name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    bucket, _, key = d["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3://").partition("/")
+    with tarfile.open(fileobj=io.BytesIO(s3.get_object(Bucket=bucket, Key=key)["Body"].read())) as tar:
+        seen = json.load(tar.extractfile("seen.json"))  # type: ignore[arg-type]
+    admin_key, admin_secret = _secrets(up)
+    assert seen["key"].startswith("ASIA") and seen["key"] != admin_key and seen["secret"] != admin_secret
+    assert seen["token"] and seen["own_data"] == "1,2\n3,4\n5,6\n"
+    assert (seen["private"], seen["new_bucket"]) == ("AccessDenied", "AccessDenied")
+    assert (seen["endpoint"], seen["describe"]) == ("AccessDeniedException", "allowed")
+    dead = boto3.client(
+        "s3", endpoint_url=up.url, region_name="us-east-1", aws_access_key_id=seen["key"],
+        aws_secret_access_key=seen["secret"], aws_session_token=seen["token"],
+    )  # fmt: skip
+    with pytest.raises(botocore.exceptions.ClientError) as exc:
+        dead.list_objects_v2(Bucket="sagemaker-us-east-1-000000000000")
+    assert exc.value.response["Error"]["Code"] == "InvalidAccessKeyId"

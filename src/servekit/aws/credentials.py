@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servekit.aws.errors import access_denied
+from servekit.aws.policy import allowed
 
 Scope = Literal["admin", "invoke"]
 SCOPES: tuple[Scope, ...] = ("admin", "invoke")
@@ -36,9 +37,15 @@ class AccessKey:
     secret_access_key: str = field(repr=False)
     scope: Scope = "admin"
     name: str = ""
+    # A role session's key (servekit.aws.sessions): its token, which every request must carry, when it expires
+    # (epoch seconds), the role, and the policy documents that decide what it may do instead of ``scope``
+    session_token: str | None = field(default=None, repr=False)
+    expires: float | None = None
+    role_arn: str = ""
+    policy: tuple[Mapping[str, Any], ...] | None = field(default=None, repr=False, compare=False)
 
     def allows(self, needed: Scope) -> bool:
-        return self.scope == "admin" or self.scope == needed
+        return self.policy is None and (self.scope == "admin" or self.scope == needed)
 
     def as_env(self, region: str = DEFAULT_REGION) -> dict[str, str]:
         """The environment variables boto3 and the AWS CLI read."""
@@ -58,8 +65,16 @@ def new_key(scope: Scope = "admin", name: str = "") -> AccessKey:
     return AccessKey(key_id, secret, scope, name or scope)
 
 
-def authorize(key: AccessKey, needed: Scope, action: str) -> None:
-    """Raise ``AccessDeniedException`` unless ``key`` may perform ``action`` (e.g. ``sagemaker:CreateEndpoint``)."""
+def authorize(key: AccessKey, needed: Scope, action: str, resource: str = "*") -> None:
+    """Raise ``AccessDeniedException`` unless ``key`` may perform ``action`` (e.g. ``sagemaker:CreateEndpoint``) on
+    ``resource`` (an ARN): a role session's key by its policy, any other by its scope."""
+    if key.policy is not None:
+        if not allowed(key.policy, action, resource):
+            raise access_denied(
+                f"User: {key.name or key.access_key_id} is not authorized to perform: {action} on resource: "
+                f"{resource} because no identity-based policy allows the {action} action"
+            )
+        return
     if not key.allows(needed):
         raise access_denied(
             f"User: {key.name or key.access_key_id} is not authorized to perform: {action} "

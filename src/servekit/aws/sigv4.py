@@ -245,6 +245,7 @@ class Verifier:
         key = self.keys.lookup(auth.access_key_id)
         if key is None:
             raise unrecognized_client(unrecognized_status)
+        self._check_session(key, low.get("x-amz-security-token"), s3=False)
         payload_hash = hashlib.sha256(body).hexdigest()
         claimed = low.get("x-amz-content-sha256")
         if claimed is not None and claimed.lower() != payload_hash:
@@ -257,6 +258,19 @@ class Verifier:
                 f"The String-to-Sign should have been\n'{string_to_sign(amz_date, auth.scope, canonical)}'\n"
             )
         return key
+
+    def _check_session(self, key: AccessKey, token: str | None, *, s3: bool) -> None:
+        """A role session's key is good only with its token and until it expires (AWS's codes: S3 has its own)."""
+        if key.session_token is None:
+            return
+        if token is None or not hmac.compare_digest(token, key.session_token):
+            if s3:
+                raise ApiError("InvalidToken", "The provided token is malformed or otherwise invalid.", 400)
+            raise ApiError("UnrecognizedClientException", "The security token included in the request is invalid.", 403)
+        if key.expires is not None and self.clock() >= key.expires:
+            if s3:
+                raise ApiError("ExpiredToken", "The provided token has expired.", 400)
+            raise ApiError("ExpiredTokenException", "The security token included in the request is expired", 403)
 
     def _check_clock(self, amz_date: str, when: datetime) -> None:
         now_s = self.clock()
@@ -371,6 +385,7 @@ def verify_s3(verifier: Verifier, method: str, raw_path: str, headers: Mapping[s
     key = verifier.keys.lookup(auth.access_key_id)
     if key is None:
         raise ApiError("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.", 403)
+    verifier._check_session(key, low.get("x-amz-security-token") or params.get("X-Amz-Security-Token"), s3=True)
     canonical = _s3_canonical(method, path, query, low, auth.signed_headers, payload, drop)
     expected = sign(key.secret_access_key, auth, amz_date, canonical)
     if not hmac.compare_digest(expected, auth.signature):

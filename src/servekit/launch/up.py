@@ -20,6 +20,7 @@ from servekit.accelerators.placement import GpuPool
 from servekit.aws import AccessKey, Api, Credentials, Handler
 from servekit.aws.models import service
 from servekit.aws.names import Account
+from servekit.aws.sessions import KeyChain, SessionKeys
 from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
 from servekit.backends.ray_actors import RayBackend, RayBackendConfig
@@ -161,6 +162,9 @@ def build(
     ``sns_webhooks``: SNS topic ARN -> the URL standing in for it (asynchronous inference's notifications)."""
     db = StateDB.open(home, database_url=database_url)
     credentials = Credentials.load_or_create(home)
+    # jobs' role sessions (a key per job for its RoleArn), verified beside the home's keys on every API of the port
+    sessions = SessionKeys()
+    keys = KeyChain(credentials, sessions)
     backend: ReplicaBackend
     gpus: GpuPool | None = None  # the machine's GPUs, held by endpoints' instances and jobs' hosts alike
     if ray is None:
@@ -318,6 +322,7 @@ def build(
         ),
         allow_installs=allow_installs,
         gpus=gpus,
+        sessions=sessions,
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(
@@ -331,6 +336,7 @@ def build(
         images=images,
         launch=job_hosts,
         gpus=gpus,
+        sessions=sessions,
     )
     # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
     processing = ProcessingJobsApi(
@@ -379,7 +385,7 @@ def build(
         tuning,
     ]
     return ControlPlane(
-        Api(credentials, strict_output=strict_output, region=account.region),
+        Api(keys, strict_output=strict_output, region=account.region),
         hosting,
         gateway,
         services={
@@ -408,8 +414,8 @@ def build(
         mounts={"/console": lambda plane: console_for(plane, credentials, resolution)},
         # S3 (bodies streamed to disk) and STS (the query protocol) on the same port, by their SigV4 scope
         fronts=[
-            (is_s3_request, S3Service(objects, Verifier(credentials, region=account.region), account.region)),
-            (is_sts_request, StsService(account, Verifier(credentials, region=account.region))),
+            (is_s3_request, S3Service(objects, Verifier(keys, region=account.region), account.region)),
+            (is_sts_request, StsService(account, Verifier(keys, region=account.region))),
         ],
     )
 

@@ -65,6 +65,7 @@ def in_process_client(
         region_name="us-east-1",
         aws_access_key_id=key.access_key_id if key else "AKIAUNKNOWN000000000",
         aws_secret_access_key=key.secret_access_key if key else "not-a-secret",
+        aws_session_token=key.session_token if key else None,  # a role session's key carries its token
         config=Config(retries={"total_max_attempts": 1}).merge(config or Config()),
     )
     client.sent = []
@@ -93,6 +94,7 @@ def asgi_client(
         region_name="us-east-1",
         aws_access_key_id=key.access_key_id if key else "AKIAUNKNOWN000000000",
         aws_secret_access_key=key.secret_access_key if key else "not-a-secret",
+        aws_session_token=key.session_token if key else None,  # a role session's key carries its token
         config=Config(retries={"total_max_attempts": 1}).merge(config or Config()),
     )
 

@@ -106,15 +106,17 @@ class ProcessingRunner(SandboxJobRunner):
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         runtime = await self.runtime(python)
-        env = sandbox_env({**self.environment, **{str(k): str(v) for k, v in (req.get("Environment") or {}).items()}})
+        own = {str(k): str(v) for k, v in (req.get("Environment") or {}).items()}
         envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         with contextlib.ExitStack() as stack:
             try:
                 held = self.hold_gpus(stack, name, hosts, envelope)
+                creds = stack.enter_context(self.role_session(req, name))
             except JobFailed:
                 for log_path in logs:
                     self.logs.unregister(log_path)
                 raise
+            env = sandbox_env({**self.environment, **creds, **own})
             commands = []
             for host in hosts:
                 layout = sandbox.Layout(

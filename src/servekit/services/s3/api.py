@@ -71,6 +71,40 @@ _RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 MAX_KEY_BYTES = 1024  # S3's limit on an object key, UTF-8 encoded (KeyTooLongError)
 
 
+# Each operation's IAM action (on the bucket's ARN, or the object's where the operation names a key)
+_ACTIONS = {
+    "ListBuckets": "s3:ListAllMyBuckets",
+    "HeadBucket": "s3:ListBucket",
+    "ListObjects": "s3:ListBucket",
+    "ListObjectsV2": "s3:ListBucket",
+    "ListMultipartUploads": "s3:ListBucketMultipartUploads",
+    "HeadObject": "s3:GetObject",
+    "CreateMultipartUpload": "s3:PutObject",
+    "UploadPart": "s3:PutObject",
+    "UploadPartCopy": "s3:PutObject",
+    "CompleteMultipartUpload": "s3:PutObject",
+    "CopyObject": "s3:PutObject",
+    "ListParts": "s3:ListMultipartUploadParts",
+    "DeleteObjects": "s3:DeleteObject",
+}
+
+
+def permissions(op: str, bucket: str, key: str | None, headers: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(action, resource) pairs a request needs: ``s3:GetObject`` on ``arn:aws:s3:::bucket/key`` and the like; a
+    copy needs ``s3:GetObject`` on its source too. DeleteObjects is checked on ``bucket/*`` (every key it could
+    name)."""
+    action = _ACTIONS.get(op, f"s3:{op}")
+    if op == "ListBuckets":
+        return [(action, "*")]
+    if op == "DeleteObjects":
+        return [(action, f"arn:aws:s3:::{bucket}/*")]
+    needed = [(action, f"arn:aws:s3:::{bucket}" + (f"/{key}" if key is not None else ""))]
+    source = headers.get("x-amz-copy-source")
+    if source:
+        needed.append(("s3:GetObject", "arn:aws:s3:::" + unquote(source.split("?versionId=")[0]).lstrip("/")))
+    return needed
+
+
 def valid_bucket_name(name: str) -> bool:
     return (
         bool(_BUCKET.fullmatch(name))
@@ -131,6 +165,7 @@ class S3Service:
             if op is None or op.name not in self._ops:
                 name = op.name if op is not None else f"{method} {'object' if key else 'bucket'} request"
                 raise StoreError("NotImplemented", f"servekit's S3 does not implement {name}", 501)
+            self._authorize(signed, op.name, bucket, key, headers)
             params = wire.parameters(op, bucket, key, params_q, headers)
             if key is not None and len(key.encode()) > MAX_KEY_BYTES:
                 raise StoreError("KeyTooLongError", f"Your key is too long: at most {MAX_KEY_BYTES} bytes")
@@ -181,11 +216,19 @@ class S3Service:
             signed = S3Signed(key, "UNSIGNED-PAYLOAD", "", "", "", b"")
         else:
             signed = verify_s3(self.verifier, method, raw_path, headers)
+        return signed
+
+    @staticmethod
+    def _authorize(signed: S3Signed | None, op: str, bucket: str, key: str | None, headers: Mapping[str, str]) -> None:
+        """What the caller's key must be allowed for ``op`` (IAM's S3 actions on bucket and object ARNs; a role
+        session's key by its policy, the home's keys by their scope)."""
+        if signed is None:
+            return
         try:
-            authorize(signed.key, "admin", "s3:*")
+            for action, resource in permissions(op, bucket, key, headers):
+                authorize(signed.key, "admin", action, resource)
         except ApiError as exc:
             raise StoreError("AccessDenied", exc.message, 403) from None
-        return signed
 
     async def _stream_in(self, receive: Receive, headers: Mapping[str, str], signed: S3Signed | None) -> Any:
         path = self.store.temp_path()

@@ -40,6 +40,12 @@ class StsService:
         self.model = service_model("sts")
 
     def get_caller_identity(self, key: AccessKey | None) -> dict[str, Any]:
+        if key is not None and key.session_token is not None:  # a role session: the assumed role, as AWS answers
+            return {
+                "UserId": f"{key.access_key_id}:{key.name.rsplit('/', 1)[-1]}",
+                "Account": self.account.account_id,
+                "Arn": key.name,
+            }
         who = (key.name or key.access_key_id) if key is not None else "servekit"
         return {
             "UserId": key.access_key_id if key is not None else "servekit",

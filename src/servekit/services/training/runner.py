@@ -21,6 +21,8 @@ from servekit._utils.files import read_beneath
 from servekit._utils.processes import free_port
 from servekit.accelerators.inventory import VISIBLE_ENV
 from servekit.accelerators.placement import GpuPool, GpuShortage
+from servekit.aws.policy import PolicyError
+from servekit.aws.sessions import SessionKeys
 from servekit.errors import ConfigError
 from servekit.services.training import contract, sandbox
 from servekit.services.training.folder_sync import SYNC_S, FolderSync
@@ -43,6 +45,7 @@ from servekit.services.training.inputs import fetch_input
 from servekit.services.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 from servekit.services.training.metrics import POLL_S as METRICS_POLL_S
 from servekit.services.training.metrics import MetricFollower, MetricSink, evaluation_metrics, final_metrics
+from servekit.services.training.roles import role_policy
 from servekit.services.training.store import SageMakerJobs
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,7 @@ SITE = "/opt/servekit/site"  # what a job's requirements.txt installed, on its P
 INSTALL_LIMIT_S = 1800.0
 NO_INSTALLS = "start servekit up with --allow-installs to install a job's requirements.txt"
 XGBOOST_ALGORITHM = "servekit.services.training.algorithms.xgboost_algorithm"
+SESSION_SLACK_S = 3600.0  # a job's role session outlives MaxRuntimeInSeconds by this much, unless revoked first
 # What is read of the file a failed job wrote for SageMaker (/opt/ml/output/failure): enough for the 1,024
 # characters a FailureReason holds, in any UTF-8
 REASON_BYTES = 4 * 1024
@@ -152,8 +156,11 @@ class SandboxJobRunner:
         allow_installs: bool = False,
         launch: Launcher | None = None,
         gpus: GpuPool | None = None,
+        sessions: SessionKeys | None = None,
     ) -> None:
         self.jobs = jobs
+        # where each job's role session comes from; None: jobs get ``environment``'s keys (a test's fake plane)
+        self.sessions = sessions
         self.gpus = gpus  # the machine's GPUs, shared with the endpoints' instances (None: jobs get none here)
         self.launch = launch  # where hosts run: None = here; on Ray, no pinning to this machine's CPUs
         self.allow_installs = allow_installs  # pip install a script's requirements.txt (servekit up --allow-installs)
@@ -193,6 +200,34 @@ class SandboxJobRunner:
 
     def envelope(self, instance_type: str) -> JobEnvelope | None:
         return self.envelopes(instance_type) if instance_type else None
+
+    @contextlib.contextmanager
+    def role_session(self, req: Mapping[str, Any], name: str) -> Iterator[dict[str, str]]:
+        """The job's own credentials, for its environment while it runs: a session for its RoleArn allowed what the
+        role's policy allows (services.training.roles), revoked when the job ends. The home's admin key never
+        reaches a job's script; without a plane's keys to replace (jobs on another S3), nothing."""
+        if self.sessions is None or "AWS_ACCESS_KEY_ID" not in self.environment:
+            yield {}
+            return
+        role = str(req.get("RoleArn") or "")
+        try:
+            policy = role_policy(self.home, role, req)
+            limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+            key = self.sessions.mint(role, f"SageMaker-{name}"[:64], policy, limit + SESSION_SLACK_S)
+        except (PolicyError, ValueError) as exc:
+            raise JobFailed(f"ClientError: the job's role {role}: {exc}") from None
+        try:
+            yield {
+                "AWS_ACCESS_KEY_ID": key.access_key_id,
+                "AWS_SECRET_ACCESS_KEY": key.secret_access_key,
+                "AWS_SESSION_TOKEN": key.session_token or "",
+            }
+        finally:
+            self.sessions.revoke(key.access_key_id)
+
+    def keyless(self) -> dict[str, str]:
+        """``environment`` without the plane's keys (what a job's pip install runs with)."""
+        return {k: v for k, v in self.environment.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
 
     async def runtime(self, python: str) -> tuple[str, ...]:
         """The folders under /tmp or /opt that ``python`` needs in the sandbox (asked of it once, off the loop); a
@@ -470,6 +505,7 @@ class TrainingRunner(SandboxJobRunner):
         envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
         with contextlib.ExitStack() as stack:
             held = self.hold_gpus(stack, str(req["TrainingJobName"]), hosts, envelope)
+            creds = stack.enter_context(self.role_session(req, str(req["TrainingJobName"])))
             checkpoint = req.get("CheckpointConfig") or {}
             local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
             if not local.startswith("/") or ".." in local.split("/"):
@@ -498,7 +534,7 @@ class TrainingRunner(SandboxJobRunner):
                     sm[VISIBLE_ENV] = ",".join(str(i) for i in held[host])
                 if site is not None:  # what requirements.txt installed, after the source directory
                     sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
-                env = sandbox_env({**self.environment, **sm})
+                env = sandbox_env({**self.environment, **creds, **sm})
                 commands.append(
                     (self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log")
                 )
@@ -536,7 +572,7 @@ class TrainingRunner(SandboxJobRunner):
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]
         argv += ["-r", f"{contract.CODE}/requirements.txt"]
         log_path = job_dir / f"{host}.log"
-        env = sandbox_env({**self.environment, "PIP_NO_CACHE_DIR": "1"})
+        env = sandbox_env({**self.keyless(), "PIP_NO_CACHE_DIR": "1"})
         rc, stopped = await run_sandboxed(
             sandbox.command(layout, argv, bwrap), env, log_path, INSTALL_LIMIT_S, run, self.stop_grace_s
         )

@@ -4,8 +4,10 @@ that imports user code (no ``sys.path`` changes: files load through ``spec_from_
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping
@@ -57,10 +59,13 @@ def normalize_source(source: str) -> str:
     return source
 
 
-def load_pipeline(source: str) -> Pipeline:
-    """The pipeline ``source`` names (see the module's docstring); :class:`PipelineError` naming what is wrong."""
+def load_pipeline(source: str, *, import_code: bool = True) -> Pipeline:
+    """The pipeline ``source`` names (see the module's docstring); :class:`PipelineError` naming what is wrong.
+    ``import_code`` False (a definition file only) checks its functions without importing them."""
     if source.endswith(YAML_SUFFIXES):
-        return load_yaml(Path(source))
+        return load_yaml(Path(source), import_code=import_code)
+    if not import_code:
+        raise PipelineError(f"{source} is Python: only a definition document can be checked without running it")
     target = _load_object(source)
     if callable(target) and not isinstance(target, Pipeline):
         target = target()
@@ -114,19 +119,21 @@ def _load_file(path: Path) -> ModuleType:
 # ---- YAML ------------------------------------------------------------------------------------------------------
 
 
-def load_yaml(path: Path) -> Pipeline:
+def load_yaml(path: Path, *, import_code: bool = True) -> Pipeline:
     try:
         doc = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise PipelineError(f"cannot read {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path} is not valid YAML/JSON: {exc}") from None
-    return pipeline_from_document(doc, base=path.resolve().parent, where=str(path))
+    return pipeline_from_document(doc, base=path.resolve().parent, where=str(path), import_code=import_code)
 
 
-def pipeline_from_document(doc: Any, *, base: Path, where: str) -> Pipeline:
+def pipeline_from_document(doc: Any, *, base: Path, where: str, import_code: bool = True) -> Pipeline:
     """A pipeline from servekit's definition document (what :meth:`Pipeline.to_document` writes); relative paths
-    (``Code``, ``Function`` files) are taken from ``base``."""
+    (``Code``, ``Function`` files) are taken from ``base``. With ``import_code`` False no user code runs: each
+    ``Function`` is checked where it is written (its module found without importing it, the name bound at its top
+    level) and stands as a function that refuses to be called (what CreatePipeline checks a definition with)."""
     if not isinstance(doc, Mapping):
         raise PipelineError(f"{where}: a pipeline definition is a mapping with Name, Parameters and Steps")
     unknown = set(doc) - _TOP_KEYS
@@ -139,7 +146,7 @@ def pipeline_from_document(doc: Any, *, base: Path, where: str) -> Pipeline:
     if not isinstance(params_doc, list):
         raise PipelineError(f"{where}: Parameters must be a list of {{Name, Type, DefaultValue}}")
     params = [_parameter(p, f"{where}: Parameters[{i}]") for i, p in enumerate(params_doc)]
-    steps = [_step(s, base, f"{where}: Steps[{i}]") for i, s in enumerate(steps_doc)]
+    steps = [_step(s, base, f"{where}: Steps[{i}]", import_code) for i, s in enumerate(steps_doc)]
     extra: dict[str, Any] = {}
     if "MaxParallelExecutionSteps" in doc:
         extra["max_parallel"] = _number(doc["MaxParallelExecutionSteps"], f"{where}: MaxParallelExecutionSteps", int)
@@ -168,7 +175,7 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _step(doc: Any, base: Path, where: str) -> Step:
+def _step(doc: Any, base: Path, where: str, import_code: bool = True) -> Step:
     if not isinstance(doc, Mapping):
         raise PipelineError(f"{where}: a step is a mapping with Name and Type")
     where = f"{where} ({doc.get('Name', '?')})"
@@ -214,7 +221,7 @@ def _step(doc: Any, base: Path, where: str) -> Step:
         return Step(**fields)
     fields["arguments"] = from_json(dict(args), f"{where}.Arguments")
     if "Function" in doc:
-        fn, path = _function(doc["Function"], base, f"{where}.Function")
+        fn, path = _function(doc["Function"], base, f"{where}.Function", import_code)
         fields["function"], fields["function_path"] = fn, path
     if "Command" in doc:
         cmd = doc["Command"]
@@ -224,12 +231,15 @@ def _step(doc: Any, base: Path, where: str) -> Step:
     return Step(**fields)
 
 
-def _function(value: Any, base: Path, where: str) -> tuple[Callable[..., Any], str]:
+def _function(value: Any, base: Path, where: str, import_code: bool = True) -> tuple[Callable[..., Any], str]:
     if not isinstance(value, str) or ":" not in value:
         raise PipelineError(f"{where}: package.module:function or file.py:function, got {value!r}")
     target, _, name = value.rpartition(":")
     if target.endswith(".py"):
         target = str((base / target).resolve())
+    if not import_code:
+        _check_unimported(target, name, where)
+        return _Unloaded(f"{target}:{name}"), f"{target}:{name}"
     obj = _load_object(f"{target}:{name}")
     if isinstance(obj, Step):  # a decorated function: take the function it wraps
         if obj.function is None:
@@ -238,6 +248,67 @@ def _function(value: Any, base: Path, where: str) -> tuple[Callable[..., Any], s
     if not callable(obj):
         raise PipelineError(f"{where}: {value} is not a function")
     return obj, f"{target}:{name}"
+
+
+class _Unloaded:
+    """A step's function checked but not imported (CreatePipeline runs no user code): refuses to be called."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.__module__, _, self.__qualname__ = path.rpartition(":")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise PipelineError(f"{self.path} was checked, not imported: load the pipeline with its code to run it")
+
+
+def _check_unimported(target: str, name: str, where: str) -> None:
+    """``target`` (a file, or a module found on ``sys.path`` without importing it or its packages) binds ``name``'s
+    first part at its top level; :class:`PipelineError` naming what is missing. Nothing of it runs."""
+    if target.endswith(".py"):
+        origin = target
+        if not Path(origin).is_file():
+            raise PipelineError(f"{where}: no Python file {origin}")
+    elif target == "servekit" or target.startswith("servekit."):  # servekit's own (old names too): safe to import
+        try:
+            origin = getattr(importlib.import_module(target), "__file__", None) or ""
+        except ImportError:
+            origin = ""
+        if not origin.endswith(".py"):
+            raise PipelineError(f"{where}: no module {target!r} in servekit")
+    else:
+        spec, search = None, None
+        parts = target.split(".")
+        for i in range(len(parts)):
+            loaded = sys.modules.get(".".join(parts[: i + 1]))
+            if loaded is not None and loaded.__spec__ is not None:  # already imported (servekit's own): no code runs
+                spec = loaded.__spec__
+            else:
+                spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), search)
+            if spec is None:
+                raise PipelineError(f"{where}: no module {'.'.join(parts[: i + 1])!r} on this Python's path")
+            search = spec.submodule_search_locations
+        origin = spec.origin if spec is not None and spec.origin else ""
+        if not origin.endswith(".py"):
+            raise PipelineError(f"{where}: {target} is not a Python source module")
+    try:
+        tree = ast.parse(Path(origin).read_text(), origin)
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise PipelineError(f"{where}: {origin} cannot be read as Python: {exc}") from None
+    if name.split(".")[0] not in _top_level_names(tree):
+        raise PipelineError(f"{where}: {target} defines no {name.split('.')[0]!r} at its top level")
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def _retry(doc: Any, where: str) -> RetryPolicy:

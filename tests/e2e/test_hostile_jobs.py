@@ -6,7 +6,8 @@ with its own status and FailureReason, and the plane keeps answering. One job pe
 - a failure file of 5,000 characters: FailureReason holds 1,024, as AWS's does;
 - escapes from the sandbox (each a job that tries, and exits 1 with what it reached if it gets through): seeing the
   machine's processes, killing the plane, remounting the machine writable, unmounting the home's cover, writing
-  through ``/proc/<plane>/root``, and a double-forked process outliving its job.
+  through ``/proc/<plane>/root``, a double-forked process outliving its job, reaching a keyring, making a user
+  namespace (the last two refused by the sandbox's seccomp filter).
 """
 
 from __future__ import annotations
@@ -149,6 +150,19 @@ try:
     fail("wrote into the home through /proc")
 except OSError:
     pass
+""",
+    "keyring": """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for nr in ({"x86_64": 250, "aarch64": 219}.get(os.uname().machine, 250),):
+    if libc.syscall(nr, 0, -3, 0) >= 0:  # keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING)
+        fail("reached a keyring")
+""",
+    "user-namespace": """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: full capabilities inside a namespace of its own
+    fail("made a user namespace")
 """,
     "double-fork": """
 if os.fork() == 0:

@@ -106,6 +106,7 @@ class ProcessingRunner(SandboxJobRunner):
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         runtime = await self.runtime(python)
+        filter_file = sandbox.seccomp_file(job_dir / "etc")
         own = {str(k): str(v) for k, v in (req.get("Environment") or {}).items()}
         envelope = self.envelope(str(cluster.get("InstanceType") or ""))
         with contextlib.ExitStack() as stack:
@@ -129,6 +130,7 @@ class ProcessingRunner(SandboxJobRunner):
                     devices=gpu_device_nodes(held.get(host, ())),
                     runtime=runtime,
                     network=not (req.get("NetworkConfig") or {}).get("EnableNetworkIsolation"),
+                    seccomp=filter_file,
                 )
                 host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
                 commands.append(

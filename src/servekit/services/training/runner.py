@@ -491,6 +491,7 @@ class TrainingRunner(SandboxJobRunner):
         bin_dir = sandbox.python_wrappers(job_dir / "bin", python)
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         runtime = await self.runtime(python)
+        filter_file = sandbox.seccomp_file(job_dir / "etc")
         site = None
         if script is not None and (job_dir / "code" / "requirements.txt").is_file():
             if not self.allow_installs:
@@ -528,6 +529,7 @@ class TrainingRunner(SandboxJobRunner):
                     devices=gpu_device_nodes(held.get(host, ())),
                     runtime=runtime,
                     network=not req.get("EnableNetworkIsolation"),
+                    seccomp=filter_file,
                 )
                 sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
                 if host in held:
@@ -568,6 +570,7 @@ class TrainingRunner(SandboxJobRunner):
             bin=bin_dir,
             mounts=[(site, SITE, True)],
             runtime=runtime,
+            seccomp=sandbox.seccomp_file(job_dir / "etc"),
         )
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]
         argv += ["-r", f"{contract.CODE}/requirements.txt"]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servekit.services.training import seccomp
 from servekit.services.training.contract import CODE, DATA, ML
 
 INSTALL_HINT = (
@@ -81,6 +82,8 @@ class Layout:
     # False: EnableNetworkIsolation, a network namespace of its own with only loopback (no route anywhere, the plane
     # and every port of this machine's 127.0.0.1 included), as SageMaker's isolated containers have none
     network: bool = True
+    # the seccomp filter's file (:func:`seccomp_file`), read by the shell that execs bubblewrap: refused calls
+    seccomp: Path | None = None
 
 
 _PROBE = (
@@ -167,9 +170,28 @@ def python_wrappers(folder: Path, python: str) -> Path:
     return folder
 
 
+def seccomp_file(folder: Path) -> Path | None:
+    """The job's seccomp filter (:mod:`servekit.services.training.seccomp`) written into ``folder``; None on a
+    machine servekit has no table for."""
+    code = seccomp.program()
+    if code is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "seccomp.bpf"
+    path.write_bytes(code)
+    return path
+
+
+# bubblewrap reads its filter from a descriptor: a shell opens the file as fd 9 and execs bubblewrap in its place
+# (the same process, so stopping and signalling the sandbox are unchanged); it works the same on a Ray node
+_WITH_FILTER = 'exec 9<"$1" && shift && exec "$@"'
+
+
 def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
     """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
     out = [bwrap_path, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if layout.seccomp is not None:
+        out = ["/bin/sh", "-c", _WITH_FILTER, "servekit-sandbox", str(layout.seccomp), *out, "--seccomp", "9"]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/opt"]
     for where in layout.runtime:  # the job's Python, where it lives under /tmp or /opt
         out += ["--ro-bind", where, where]

@@ -74,3 +74,40 @@ def test_a_job_over_its_memory_fails_out_of_memory_and_the_next_job_runs(up: UpP
     sm.create_training_job(**job(s3, "after-1", TRAIN, ResourceConfig=small))
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="after-1", WaiterConfig=FAST)
     assert sm.describe_training_job(TrainingJobName="after-1")["TrainingJobStatus"] == "Completed"
+
+
+FILLS_TMP = textwrap.dedent(
+    """
+    import time
+    with open("/tmp/fill", "wb") as f:  # 1 GiB, 64 MiB at a time, in the private /tmp (a tmpfs: memory)
+        for _ in range(16):
+            f.write(b"x" * (64 << 20))
+            f.flush()
+            time.sleep(0.05)
+    time.sleep(600)  # then wait to be killed
+    """
+)
+
+
+def test_what_a_job_writes_to_its_tmp_counts_against_its_memory(up: UpProcess) -> None:
+    """The sandbox's /tmp is a tmpfs: its bytes are memory, and count with the processes' resident memory."""
+    sm, s3, _ = clients(up)
+    small = {"InstanceType": SMALL, "InstanceCount": 1, "VolumeSizeInGB": 10}
+    limit = {"MaxRuntimeInSeconds": 60}  # without the count, the job would sleep until this stops it
+    sm.create_training_job(**job(s3, "tmp-filler", FILLS_TMP, ResourceConfig=small, StoppingCondition=limit))
+    with pytest.raises(botocore.exceptions.WaiterError):
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="tmp-filler", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="tmp-filler")
+    assert d["TrainingJobStatus"] == "Failed" and "out of memory" in d["FailureReason"], d.get("FailureReason")
+    assert "(resident memory and its /tmp)" in d["FailureReason"]
+
+
+def test_a_jobs_tmp_holds_no_more_than_its_volume(up: UpProcess) -> None:
+    sm, s3, _ = clients(up)
+    one_gib = {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1}
+    script = "import os, sys\nst = os.statvfs('/tmp')\nprint('tmp bytes', st.f_blocks * st.f_frsize)\n"
+    script += "sys.exit(0 if st.f_blocks * st.f_frsize == 1 << 30 else 1)\n"
+    sm.create_training_job(**job(s3, "tmp-size", script, ResourceConfig=one_gib))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="tmp-size", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="tmp-size")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")

@@ -82,11 +82,36 @@ def rss_bytes(pid: int) -> int | None:
     return own + sum(_vm_rss(child) or 0 for child in descendants(pid))
 
 
-def out_of_memory(rss: int, limit: int, instance_type: str) -> str:
+def sandbox_memory(pid: int) -> int | None:
+    """What a sandbox (bubblewrap, ``pid``) holds in memory: its processes' resident memory and what its private
+    ``/tmp`` stores (a tmpfs: its pages are memory too); None when it is gone."""
+    rss = rss_bytes(pid)
+    return None if rss is None else rss + _private_tmp_bytes(pid)
+
+
+def _private_tmp_bytes(pid: int) -> int:
+    """Bytes in the ``/tmp`` a process under ``pid`` sees, when that is a tmpfs other than this process's /tmp."""
+    try:
+        ours = os.stat("/tmp").st_dev
+    except OSError:
+        ours = -1
+    for child in descendants(pid)[:4]:  # the sandbox's first processes: all see the same /tmp
+        where = f"/proc/{child}/root/tmp"
+        try:
+            if os.stat(where).st_dev == ours:
+                continue
+            st = os.statvfs(where)
+        except OSError:
+            continue
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+    return 0
+
+
+def out_of_memory(used: int, limit: int, instance_type: str) -> str:
     """A job host's FailureReason when its processes outgrew its instance type (here or on a Ray node)."""
     return (
-        f"OutOfMemoryError: out of memory: the job's processes held {rss / 2**30:.2f} GiB resident, over the "
-        f"{limit / 2**30:.2f} GiB of its instance type {instance_type}"
+        f"OutOfMemoryError: out of memory: the job's processes held {used / 2**30:.2f} GiB (resident memory and its "
+        f"/tmp), over the {limit / 2**30:.2f} GiB of its instance type {instance_type}"
     )
 
 

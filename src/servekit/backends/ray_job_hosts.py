@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from servekit._utils.processes import out_of_memory, rss_bytes, signal_sandbox
+from servekit._utils.processes import out_of_memory, sandbox_memory, signal_sandbox
 from servekit.backends.ray_actors import (
     NodeRoom,
     RayBackendConfig,
@@ -101,7 +101,7 @@ class HostActor:
             return None
 
     def _enforce_memory(self) -> None:
-        rss = rss_bytes(self._proc.pid) if self._memory else None
+        rss = sandbox_memory(self._proc.pid) if self._memory else None
         if self._memory is None or rss is None or rss <= self._memory or self._over:
             return
         self._over = out_of_memory(rss, self._memory, self._type)

@@ -31,7 +31,7 @@ from servekit.services.training.hosts import (
 )
 from servekit.services.training.images import Image
 from servekit.services.training.inputs import fetch_input
-from servekit.services.training.runner import REASON_BYTES, JobFailed, SandboxJobRunner
+from servekit.services.training.runner import REASON_BYTES, JobFailed, SandboxJobRunner, volume_bytes
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ class ProcessingRunner(SandboxJobRunner):
                     runtime=runtime,
                     network=not (req.get("NetworkConfig") or {}).get("EnableNetworkIsolation"),
                     seccomp=filter_file,
+                    tmp_bytes=volume_bytes(cluster),
                 )
                 host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
                 commands.append(

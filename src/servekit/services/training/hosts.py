@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from servekit._utils.files import tail_text
-from servekit._utils.processes import out_of_memory, rss_bytes, signal_sandbox
+from servekit._utils.processes import out_of_memory, sandbox_memory, signal_sandbox
 from servekit.accelerators.placement import GpuPool
 from servekit.services.training import contract, sandbox
 
@@ -26,7 +26,7 @@ STOP_GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL two minutes later
 @dataclass(frozen=True)
 class JobEnvelope:
     """What an instance type gives a job's host: its CPUs (``SM_NUM_CPUS``) and memory (a host whose processes
-    hold more resident memory is killed and the job fails "out of memory")."""
+    hold more resident memory, with what its private /tmp stores, is killed and the job fails "out of memory")."""
 
     instance_type: str
     vcpus: int
@@ -34,7 +34,7 @@ class JobEnvelope:
     gpus: int = 0  # GPUs each host gets to itself (a GPU instance type's)
 
 
-MEMORY_POLL_S = 0.25  # how often a host's resident memory is read against its envelope
+MEMORY_POLL_S = 0.25  # how often a host's memory (resident and its /tmp) is read against its envelope
 
 
 @dataclass
@@ -162,7 +162,7 @@ async def _watch_memory(proc: asyncio.subprocess.Process, envelope: JobEnvelope,
     limit = envelope.memory_bytes
     assert limit is not None
     while proc.returncode is None:
-        rss = rss_bytes(proc.pid)
+        rss = sandbox_memory(proc.pid)
         if rss is not None and rss > limit:
             run.out_of_memory = out_of_memory(rss, limit, envelope.instance_type)
             with contextlib.suppress(ProcessLookupError):

@@ -82,6 +82,12 @@ def _extract(archive: Path, dest: Path) -> None:
         tar.extractall(dest, filter="data")  # refuses absolute paths, .., links out of dest
 
 
+def volume_bytes(resources: Mapping[str, Any]) -> int | None:
+    """A job's ``VolumeSizeInGB`` in bytes: the size of its sandbox's private /tmp (None when not given)."""
+    size = resources.get("VolumeSizeInGB")
+    return int(size) * 2**30 if isinstance(size, int) and size > 0 else None
+
+
 def in_channel(path: str, channels: Mapping[str, Path]) -> Path | None:
     """Where ``path``, a path in the sandbox under ``/opt/ml/input/data/<channel>/``, is on this machine (None for
     any other value, an ``s3://`` URI say); a path outside its channel's folder or into a channel the job does not
@@ -530,6 +536,7 @@ class TrainingRunner(SandboxJobRunner):
                     runtime=runtime,
                     network=not req.get("EnableNetworkIsolation"),
                     seccomp=filter_file,
+                    tmp_bytes=volume_bytes(req.get("ResourceConfig") or {}),
                 )
                 sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
                 if host in held:

@@ -84,6 +84,9 @@ class Layout:
     network: bool = True
     # the seccomp filter's file (:func:`seccomp_file`), read by the shell that execs bubblewrap: refused calls
     seccomp: Path | None = None
+    # the private /tmp's size in bytes (the job's VolumeSizeInGB; None: as large as memory allows); what it holds
+    # counts against the instance type's memory with the processes' (servekit._utils.processes.sandbox_memory)
+    tmp_bytes: int | None = None
 
 
 _PROBE = (
@@ -192,6 +195,8 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
     out = [bwrap_path, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if layout.seccomp is not None:
         out = ["/bin/sh", "-c", _WITH_FILTER, "servekit-sandbox", str(layout.seccomp), *out, "--seccomp", "9"]
+    if layout.tmp_bytes is not None:
+        out += ["--size", str(layout.tmp_bytes)]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/opt"]
     for where in layout.runtime:  # the job's Python, where it lives under /tmp or /opt
         out += ["--ro-bind", where, where]

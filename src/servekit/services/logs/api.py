@@ -4,8 +4,9 @@ through the shipper (:mod:`servekit.services.logs.shipper`); both write the ``lo
 
 What clients rely on, as AWS does it:
 
-- **GetLogEvents** reads a stream in the order its events were ingested. ``nextForwardToken`` (``f/…``) reads on
-  after the last event answered, ``nextBackwardToken`` (``b/…``) before the first; a call that finds nothing
+- **GetLogEvents** reads a stream in time order (by timestamp, then by arrival), as AWS sorts it. ``nextForwardToken``
+  (``f/…``) reads on after the last event answered, ``nextBackwardToken`` (``b/…``) before the first (a token is
+  the position: timestamp and event id); a call that finds nothing
   answers the token it was given, so a reader polling ``nextForwardToken`` knows it has caught up when the token
   repeats (the SageMaker SDK's ``logs_for_job`` loop) and still gets what arrives later.
 - **DescribeLogStreams** answers ``nextToken`` only when more streams follow (the SDK asks again *without* the token
@@ -49,7 +50,7 @@ EVENT_OVERHEAD = 26
 TOO_OLD_MS = 14 * DAY_MS  # ... and events older than 14 days
 _NAME = re.compile(r"[\.\-_/#A-Za-z0-9]{1,512}")
 _STREAM_NAME = re.compile(r"[^:*]{1,512}")
-_TOKEN = re.compile(r"([fb])/(\d{1,20})")
+_TOKEN = re.compile(r"([fb])/(\d{1,20})(?:/(\d{1,20}))?")  # f/<timestamp>/<id>; f/<id> from before time order
 
 
 def _error(code: str, message: str) -> ApiError:
@@ -93,8 +94,12 @@ def _limit(p: dict[str, Any], default: int, most: int) -> int:
     return int(value)
 
 
-def _token(kind: str, event_id: int) -> str:
-    return f"{kind}/{event_id:020d}"
+def _token(kind: str, at: tuple[int, int]) -> str:
+    return f"{kind}/{at[0]:020d}/{at[1]:020d}"
+
+
+def _at(event: EventRow) -> tuple[int, int]:
+    return event.timestamp, event.id
 
 
 def _capped(events: list[EventRow], from_head: bool) -> list[EventRow]:
@@ -311,25 +316,28 @@ class LogsService:
             m = _TOKEN.fullmatch(token)
             if m is None:
                 raise _invalid("The specified nextToken is invalid.")
-            kind, at = m.group(1), int(m.group(2))
-            forward = kind == "f"
+            forward = m.group(1) == "f"
+            if m.group(3) is None:  # a token of the arrival-ordered reads: the event it named, where it now sorts
+                at = self.repo.position(stream.seq, int(m.group(2)))
+            else:
+                at = (int(m.group(2)), int(m.group(3)))
             events = self.repo.read(stream.seq, after=at if forward else None, before=None if forward else at,
                                     start=start, end=end, limit=limit, from_head=forward)  # fmt: skip
             events = _capped(events, forward)
             if events:
-                f_token, b_token = _token("f", events[-1].id), _token("b", events[0].id)
+                f_token, b_token = _token("f", _at(events[-1])), _token("b", _at(events[0]))
             elif forward:  # caught up: the same forward token again (readers stop when it repeats)
-                f_token, b_token = token, _token("b", at + 1)
+                f_token, b_token = token, _token("b", (at[0], at[1] + 1))
             else:
-                f_token, b_token = _token("f", max(at - 1, 0)), token
+                f_token, b_token = _token("f", (at[0], max(at[1] - 1, 0))), token
         else:
             from_head = bool(p.get("startFromHead"))
             events = _capped(self.repo.read(stream.seq, start=start, end=end, limit=limit, from_head=from_head),
                              from_head)  # fmt: skip
             if events:
-                f_token, b_token = _token("f", events[-1].id), _token("b", events[0].id)
+                f_token, b_token = _token("f", _at(events[-1])), _token("b", _at(events[0]))
             else:
-                f_token, b_token = _token("f", 0), _token("b", 0)
+                f_token, b_token = _token("f", (0, 0)), _token("b", (0, 0))
         return {
             "events": [{"timestamp": e.timestamp, "message": e.message, "ingestionTime": e.ingestion} for e in events],
             "nextForwardToken": f_token,

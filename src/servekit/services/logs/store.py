@@ -349,28 +349,43 @@ class Logs:
         self,
         stream_seq: int,
         *,
-        after: int | None = None,
-        before: int | None = None,
+        after: tuple[int, int] | None = None,
+        before: tuple[int, int] | None = None,
         start: int | None = None,
         end: int | None = None,
         limit: int = 10_000,
         from_head: bool = True,
     ) -> list[EventRow]:
-        """A stream's events in ingestion order: the first ``limit`` with ``id > after`` (``from_head``), or the
-        last ``limit`` with ``id < before``; ``start <= timestamp < end`` when given."""
+        """A stream's events in time order (timestamp, then id: arrival among equal times): the first ``limit``
+        after the position ``after`` (``from_head``), or the last ``limit`` before ``before``; ``start <=
+        timestamp < end`` when given."""
         where = ["stream_seq = ?"]
         args: list[Any] = [stream_seq]
-        for clause, value in (("id > ?", after), ("id < ?", before), ("timestamp >= ?", start), ("timestamp < ?", end)):
+        if after is not None:
+            where.append("(timestamp > ? OR (timestamp = ? AND id > ?))")
+            args += [after[0], after[0], after[1]]
+        if before is not None:
+            where.append("(timestamp < ? OR (timestamp = ? AND id < ?))")
+            args += [before[0], before[0], before[1]]
+        for clause, value in (("timestamp >= ?", start), ("timestamp < ?", end)):
             if value is not None:
                 where.append(clause)
                 args.append(value)
         direction = "ASC" if from_head else "DESC"
         rows = self.conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM logs_events WHERE {' AND '.join(where)} ORDER BY id {direction} LIMIT ?",
+            f"SELECT {_EVENT_COLUMNS} FROM logs_events WHERE {' AND '.join(where)} "
+            f"ORDER BY timestamp {direction}, id {direction} LIMIT ?",
             (*args, limit),
         ).fetchall()
         events = [_event(r) for r in rows]
         return events if from_head else events[::-1]
+
+    def position(self, stream_seq: int, event_id: int) -> tuple[int, int]:
+        """Where event ``event_id`` sorts in its stream (its timestamp and id); (0, id) when it is gone."""
+        row = self.conn.execute(
+            "SELECT timestamp FROM logs_events WHERE stream_seq = ? AND id = ?", (stream_seq, event_id)
+        ).fetchone()
+        return (int(row[0]), event_id) if row else (0, event_id)
 
     def scan(
         self,

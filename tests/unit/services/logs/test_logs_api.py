@@ -182,7 +182,8 @@ def test_get_log_events_pages_forward_and_answers_the_same_token_once_caught_up(
     assert [e["message"] for e in second["events"] + third["events"]] == ["line 2", "line 3", "line 4"]
     end = logs.get_log_events(logGroupName="g", logStreamName="s", nextToken=third["nextForwardToken"])
     assert end["events"] == [] and end["nextForwardToken"] == third["nextForwardToken"]
-    plane.lines("g", "s", ["line 5"])  # what arrives later is read with the same token
+    plane.clock.now += 1  # what arrives later (stamped later: a stream reads in time order) comes with the same token
+    plane.lines("g", "s", ["line 5"])
     later = logs.get_log_events(logGroupName="g", logStreamName="s", nextToken=end["nextForwardToken"])
     assert [e["message"] for e in later["events"]] == ["line 5"]
     back = logs.get_log_events(logGroupName="g", logStreamName="s", nextToken=third["nextBackwardToken"], limit=2)
@@ -332,3 +333,27 @@ def test_put_log_events_keeps_cloudwatchs_size_limits_and_never_echoes_the_batch
         logs.put_log_events(logGroupName="app", logStreamName="web", logEvents=many)
     assert len(str(exc.value)) < 1_000  # the message names the limit, not the 450 KB it was sent
     assert logs.get_log_events(logGroupName="app", logStreamName="web")["events"] == []
+
+
+def test_get_log_events_reads_in_time_order_not_arrival_order(plane: Plane) -> None:
+    """Events put out of time order (two writers, a late batch) read sorted by timestamp, as AWS answers them; a
+    token from before (an event id alone) still reads on from that event."""
+    logs = plane.client
+    logs.create_log_group(logGroupName="app")
+    logs.create_log_stream(logGroupName="app", logStreamName="web")
+    for batch in ([(T0_MS + 20, "c"), (T0_MS + 30, "d")], [(T0_MS, "a"), (T0_MS + 10, "b")], [(T0_MS + 20, "c2")]):
+        events = [{"timestamp": ts, "message": m} for ts, m in batch]
+        logs.put_log_events(logGroupName="app", logStreamName="web", logEvents=events)
+    head = logs.get_log_events(logGroupName="app", logStreamName="web", startFromHead=True)
+    assert [e["message"] for e in head["events"]] == ["a", "b", "c", "c2", "d"]
+    page = logs.get_log_events(logGroupName="app", logStreamName="web", startFromHead=True, limit=2)
+    rest = logs.get_log_events(logGroupName="app", logStreamName="web", nextToken=page["nextForwardToken"])
+    assert [e["message"] for e in page["events"] + rest["events"]] == ["a", "b", "c", "c2", "d"]
+    tail = logs.get_log_events(logGroupName="app", logStreamName="web", limit=2)
+    before = logs.get_log_events(logGroupName="app", logStreamName="web", nextToken=tail["nextBackwardToken"])
+    assert [e["message"] for e in before["events"] + tail["events"]] == ["a", "b", "c", "c2", "d"]
+    stream = plane.repo.stream("app", "web")
+    assert stream is not None
+    first_id = next(e.id for e in plane.repo.read(stream.seq) if e.message == "c")  # the first event put
+    old = logs.get_log_events(logGroupName="app", logStreamName="web", nextToken=f"f/{first_id:020d}")
+    assert [e["message"] for e in old["events"]] == ["c2", "d"]  # after "c" (the first put), where it sorts now

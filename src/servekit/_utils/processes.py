@@ -146,6 +146,26 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+TERM_AGAIN_S = 0.5  # during a stop's grace, how often SIGTERM goes to what started in the sandbox since
+
+
+def terminate_sandbox(pid: int, signalled: set[int]) -> None:
+    """SIGTERM to the processes inside a sandbox (``pid``) not signalled yet, adding them to ``signalled``; called
+    again during the grace, it reaches what started since (a stop that lands while the sandbox is still starting its
+    script would otherwise reach no one, and the job would run out its whole grace). With nothing inside yet, the
+    sandbox itself ends (there is nothing there to save)."""
+    inside = descendants(pid)
+    if not inside:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        return
+    for p in inside:
+        if p not in signalled:
+            signalled.add(p)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGTERM)
+
+
 def signal_sandbox(pid: int, sig: int) -> None:
     """``sig`` to what a sandbox (bubblewrap, started in a session of its own) runs. SIGTERM goes to the processes
     inside it, not to bubblewrap: killed, it would take its child down with SIGKILL (``--die-with-parent``) before

@@ -15,6 +15,7 @@ after the grace, as locally; ``servekit up`` stopping kills the actors, and the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import signal
 import subprocess
@@ -24,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from servekit._utils.processes import out_of_memory, sandbox_memory, signal_sandbox
+from servekit._utils.processes import (
+    TERM_AGAIN_S,
+    out_of_memory,
+    sandbox_memory,
+    signal_sandbox,
+    terminate_sandbox,
+)
 from servekit.backends.ray_actors import (
     NodeRoom,
     RayBackendConfig,
@@ -75,6 +82,7 @@ class HostActor:
         self._memory = memory_bytes
         self._type = instance_type
         self._over = ""
+        self._signalled: set[int] = set()
         node = str(_ray().get_runtime_context().get_node_id())
         with open(log_path, "ab") as out:  # the child keeps its own descriptor
             out.write(f"servekit: this host runs on Ray node {node}\n".encode())
@@ -108,7 +116,10 @@ class HostActor:
         self.signal(signal.SIGKILL)
 
     def signal(self, sig: int) -> None:
-        signal_sandbox(self._proc.pid, sig)
+        if sig == signal.SIGTERM:  # each time to what started inside since the last (see terminate_sandbox)
+            terminate_sandbox(self._proc.pid, self._signalled)
+        else:
+            signal_sandbox(self._proc.pid, sig)
 
 
 class RayJobHosts:
@@ -223,12 +234,17 @@ class RayJobHosts:
             return self._exit(waiter, run), False
         if not run.stop.is_set():
             run.reason = "MaxRuntimeExceeded"
-        await _wait_ref(actor.signal.remote(signal.SIGTERM))
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), grace_s)
-        except TimeoutError:
-            await _wait_ref(actor.signal.remote(signal.SIGKILL))
-            await waiter
+        loop = asyncio.get_running_loop()
+        end = loop.time() + grace_s
+        while not waiter.done():  # SIGTERM again to what started since, as a local host's stop does
+            await _wait_ref(actor.signal.remote(signal.SIGTERM))
+            left = end - loop.time()
+            if left <= 0:
+                await _wait_ref(actor.signal.remote(signal.SIGKILL))
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), min(TERM_AGAIN_S, left))
+        await waiter
         return self._exit(waiter, run), True
 
     @staticmethod

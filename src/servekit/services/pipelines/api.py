@@ -34,6 +34,7 @@ from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.offsets import offset_page
 from servekit.aws.timestamps import optional_epoch
+from servekit.services.pipelines.definition.nesting import MAX_DEPTH, nesting_depth
 from servekit.services.pipelines.execution.executor import DEFAULT_PARALLELISM, Executor
 from servekit.services.pipelines.execution.records import SOURCE
 from servekit.services.pipelines.execution.selective import SelectionError, select
@@ -76,35 +77,6 @@ _METADATA_KEYS = (
     "Condition",
     "Fail",
 )
-
-
-# How deep a definition may nest its JSON or YAML flow collections: real ones nest about ten levels; the parser and
-# the expression evaluator recurse once a level, so a deeper document would end in a RecursionError (a 500 with a
-# traceback thousands of lines long) instead of a clear refusal.
-MAX_DEPTH = 100
-
-
-def nesting_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` outside quoted strings (JSON, YAML flow style): one pass, no recursion."""
-    depth = deepest = 0
-    quote = ""
-    escaped = False
-    for ch in text:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\" and quote == '"':
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-    return deepest
 
 
 class PipelinesApi:

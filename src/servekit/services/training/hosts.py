@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from servekit._utils.files import tail_text
-from servekit._utils.processes import out_of_memory, sandbox_memory, signal_sandbox
+from servekit._utils.processes import (
+    TERM_AGAIN_S,
+    out_of_memory,
+    sandbox_memory,
+    signal_sandbox,
+    terminate_sandbox,
+)
 from servekit.accelerators.placement import GpuPool
 from servekit.services.training import contract, sandbox
 
@@ -209,15 +215,26 @@ async def run_sandboxed(
         return waiter.result(), False
     if not run.stop.is_set():
         run.reason = "MaxRuntimeExceeded"
-    with contextlib.suppress(ProcessLookupError):
-        signal_sandbox(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(asyncio.shield(waiter), grace_s)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            signal_sandbox(proc.pid, signal.SIGKILL)
-        await waiter
+    await _stop_sandbox(proc, waiter, grace_s)
     return proc.returncode or 0, True
+
+
+async def _stop_sandbox(proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], grace_s: float) -> None:
+    """SIGTERM to what runs in the sandbox, again every :data:`TERM_AGAIN_S` to what started since, SIGKILL to all
+    after ``grace_s``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + grace_s
+    signalled: set[int] = set()
+    while not waiter.done():
+        terminate_sandbox(proc.pid, signalled)
+        left = end - loop.time()
+        if left <= 0:
+            with contextlib.suppress(ProcessLookupError):
+                signal_sandbox(proc.pid, signal.SIGKILL)
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiter), min(TERM_AGAIN_S, left))
+    await waiter
 
 
 GPU_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")

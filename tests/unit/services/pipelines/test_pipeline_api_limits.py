@@ -11,7 +11,8 @@ import pytest
 
 from servekit.aws.errors import ApiError
 from servekit.services.database import StateDB
-from servekit.services.pipelines.api import MAX_DEPTH, PipelinesApi, nesting_depth
+from servekit.services.pipelines.api import PipelinesApi
+from servekit.services.pipelines.definition.nesting import MAX_DEPTH, nesting_depth
 
 
 def _create(tmp_path: Path, definition: str) -> ApiError:

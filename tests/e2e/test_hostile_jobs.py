@@ -22,6 +22,7 @@ import botocore.exceptions
 import pytest
 from tests.e2e.test_training_jobs import FAST, clients, job
 
+from servekit._utils.cgroups import pids_base
 from servekit.aws import Credentials
 from servekit.testing.hosting import UpProcess
 
@@ -300,3 +301,40 @@ def test_a_job_runs_with_its_roles_session_not_the_admin_key(up: UpProcess) -> N
     with pytest.raises(botocore.exceptions.ClientError) as exc:
         dead.list_objects_v2(Bucket="sagemaker-us-east-1-000000000000")
     assert exc.value.response["Error"]["Code"] == "InvalidAccessKeyId"
+
+
+FORK_BOMB = """
+import os, sys
+count = 0
+try:
+    while count < 20_000:
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", "600"])
+        count += 1
+except OSError as exc:
+    print("refused after", count, exc.strerror, flush=True)
+    sys.exit(0)
+print("ESCAPED: forked", count, flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.mark.skipif(
+    pids_base() is None,
+    reason="this machine lets servekit make no pids cgroup (needs cgroup v1 as root, or v2's pids controller)",
+)
+def test_a_fork_bomb_stops_at_the_hosts_process_limit(up: UpProcess) -> None:
+    """A host's processes are capped (a pids cgroup: 1,024 per vCPU of its instance type), so a fork bomb is refused
+    with EAGAIN inside the job and the machine keeps its process table."""
+    sm, s3, logs = clients(up)
+    name = "fork-bomb"
+    sm.create_training_job(**job(s3, name, FORK_BOMB))
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName=name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    streams = logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=f"{name}/")
+    events = logs.get_log_events(
+        logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=streams["logStreams"][0]["logStreamName"]
+    )
+    said = [e["message"] for e in events["events"] if e["message"].startswith("refused after")]
+    assert said and int(said[0].split()[2]) < 2 * 1024  # ml.m5.large: 2 vCPUs

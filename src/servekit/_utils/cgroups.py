@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
+
+STALE_S = 60.0  # a servekit-* group this old with no process left is a finished job's, removed at the next job
 
 
 def _own_groups() -> dict[str, str]:
@@ -59,6 +62,10 @@ def pids_group(name: str, limit: int) -> Path | None:
     base = pids_base()
     if base is None:
         return None
+    for old in base.glob("servekit-*"):  # groups a job left while its last processes were still being reaped
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_S:  # not one another plane has just made for its job
+                remove(old)
     path = base / name
     try:
         path.mkdir(exist_ok=True)
@@ -71,6 +78,7 @@ def pids_group(name: str, limit: int) -> Path | None:
 
 
 def remove(path: Path) -> None:
-    """Remove a group whose processes have all ended (a group still in use stays; nothing is raised)."""
+    """Remove a group whose processes have all ended (one still in use, or whose last processes the kernel is still
+    reaping, stays: the next :func:`pids_group` removes it; nothing is raised)."""
     with contextlib.suppress(OSError):
         path.rmdir()

@@ -132,6 +132,7 @@ class ProcessingRunner(SandboxJobRunner):
                     network=not (req.get("NetworkConfig") or {}).get("EnableNetworkIsolation"),
                     seccomp=filter_file,
                     tmp_bytes=volume_bytes(cluster),
+                    cgroup=self.process_group(stack, name, host, envelope),
                 )
                 host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
                 commands.append(

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from servekit._utils.cgroups import pids_group
+from servekit._utils.cgroups import remove as remove_cgroup
 from servekit._utils.files import read_beneath
 from servekit._utils.processes import free_port
 from servekit.accelerators.inventory import VISIBLE_ENV
@@ -134,6 +136,9 @@ SITE = "/opt/servekit/site"  # what a job's requirements.txt installed, on its P
 INSTALL_LIMIT_S = 1800.0
 NO_INSTALLS = "start servekit up with --allow-installs to install a job's requirements.txt"
 XGBOOST_ALGORITHM = "servekit.services.training.algorithms.xgboost_algorithm"
+# a job host's process limit, where a pids cgroup can be made for it: this many per vCPU of its instance type
+PROCESSES_PER_VCPU = 1024
+DEFAULT_VCPUS = 4  # a job without an instance type servekit knows
 SESSION_SLACK_S = 3600.0  # a job's role session outlives MaxRuntimeInSeconds by this much, unless revoked first
 # What is read of the file a failed job wrote for SageMaker (/opt/ml/output/failure): enough for the 1,024
 # characters a FailureReason holds, in any UTF-8
@@ -230,6 +235,20 @@ class SandboxJobRunner:
             }
         finally:
             self.sessions.revoke(key.access_key_id)
+
+    def process_group(
+        self, stack: contextlib.ExitStack, job: str, host: str, envelope: JobEnvelope | None
+    ) -> Path | None:
+        """The host's pids cgroup (:data:`PROCESSES_PER_VCPU` per vCPU of its instance type), removed when
+        ``stack`` closes; None on Ray nodes (the group would be this machine's) and where this machine lets servekit
+        make none."""
+        if self.launch is not None:
+            return None
+        limit = PROCESSES_PER_VCPU * (envelope.vcpus if envelope is not None else DEFAULT_VCPUS)
+        group = pids_group(f"servekit-{job}-{host}", limit)
+        if group is not None:
+            stack.callback(remove_cgroup, group)
+        return group
 
     def keyless(self) -> dict[str, str]:
         """``environment`` without the plane's keys (what a job's pip install runs with)."""
@@ -537,6 +556,7 @@ class TrainingRunner(SandboxJobRunner):
                     network=not req.get("EnableNetworkIsolation"),
                     seccomp=filter_file,
                     tmp_bytes=volume_bytes(req.get("ResourceConfig") or {}),
+                    cgroup=self.process_group(stack, str(req["TrainingJobName"]), host, envelope),
                 )
                 sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
                 if host in held:

@@ -87,6 +87,8 @@ class Layout:
     # the private /tmp's size in bytes (the job's VolumeSizeInGB; None: as large as memory allows); what it holds
     # counts against the instance type's memory with the processes' (servekit._utils.processes.sandbox_memory)
     tmp_bytes: int | None = None
+    # a pids cgroup (servekit._utils.cgroups) the shell that execs bubblewrap joins first: the host's process limit
+    cgroup: Path | None = None
 
 
 _PROBE = (
@@ -186,15 +188,25 @@ def seccomp_file(folder: Path) -> Path | None:
 
 
 # bubblewrap reads its filter from a descriptor: a shell opens the file as fd 9 and execs bubblewrap in its place
-# (the same process, so stopping and signalling the sandbox are unchanged); it works the same on a Ray node
-_WITH_FILTER = 'exec 9<"$1" && shift && exec "$@"'
+# (the same process, so stopping and signalling the sandbox are unchanged); it works the same on a Ray node. A shell
+# that joins a cgroup first puts bubblewrap and everything under it there before any of them starts.
+_JOIN_CGROUP = 'echo $$ > "$1/cgroup.procs" && shift'
+_WITH_FILTER = 'exec 9<"$1" && shift'
 
 
 def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
     """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
     out = [bwrap_path, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    steps, args = [], []
+    if layout.cgroup is not None:
+        steps.append(_JOIN_CGROUP)
+        args.append(str(layout.cgroup))
     if layout.seccomp is not None:
-        out = ["/bin/sh", "-c", _WITH_FILTER, "servekit-sandbox", str(layout.seccomp), *out, "--seccomp", "9"]
+        steps.append(_WITH_FILTER)
+        args.append(str(layout.seccomp))
+        out += ["--seccomp", "9"]
+    if steps:
+        out = ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "servekit-sandbox", *args, *out]
     if layout.tmp_bytes is not None:
         out += ["--size", str(layout.tmp_bytes)]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/opt"]

@@ -60,3 +60,11 @@ def test_the_filter_is_handed_to_bubblewrap_on_a_descriptor(tmp_path: Path) -> N
     assert argv[:5] == shell
     assert argv[5] == "bwrap" and argv[argv.index("--seccomp") + 1] == "9"
     assert command(Layout(tmp_path / "ml"), ["python3"], "bwrap")[0] == "bwrap"
+
+
+def test_the_shell_joins_the_hosts_cgroup_before_anything_starts(tmp_path: Path) -> None:
+    layout = Layout(tmp_path / "ml", seccomp=tmp_path / "f.bpf", cgroup=tmp_path / "cg")
+    argv = command(layout, ["python3"], "bwrap")
+    script = 'echo $$ > "$1/cgroup.procs" && shift && exec 9<"$1" && shift && exec "$@"'
+    assert argv[:6] == ["/bin/sh", "-c", script, "servekit-sandbox", str(tmp_path / "cg"), str(tmp_path / "f.bpf")]
+    assert argv[6] == "bwrap"

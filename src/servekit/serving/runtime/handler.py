@@ -333,9 +333,18 @@ class HandlerServable:
             raise
         except Exception as exc:
             raise _predict_failed(decoded, self._model, exc) from exc
-        if _streamed(prediction):  # predict_fn yields: each piece through output_fn, streamed as it comes
-            return _stream(prediction, lambda item: self._output(item, accept, ctx), "predict_fn")
+        if _streamed(prediction):  # predict_fn yields: streamed as it comes
+            return _stream(prediction, lambda item: self._streamed_piece(item, accept, ctx), "predict_fn")
         return self._output(prediction, accept, ctx)
+
+    def _streamed_piece(self, item: Any, accept: str, ctx: HandlerContext) -> tuple[bytes, str]:
+        """A piece predict_fn yielded: ``str`` (as UTF-8) or ``bytes`` go out as they are, with the Accept type (or
+        text/plain, octet-stream for bytes, when it asks for anything); any other piece through output_fn (the
+        default one JSON-encodes it)."""
+        if isinstance(item, str | bytes | bytearray):
+            plain = "application/octet-stream" if not isinstance(item, str) else "text/plain; charset=utf-8"
+            return _piece(item), accept if accept and accept != "*/*" else plain
+        return self._output(item, accept, ctx)
 
     def _output(self, prediction: Any, accept: str, ctx: HandlerContext) -> tuple[bytes, str]:
         try:

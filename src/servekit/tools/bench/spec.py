@@ -141,8 +141,10 @@ class BenchSpec:
             raise ConfigError("--binary is KServe V2's binary tensor extension: use it with --protocol kserve")
         if self.binary and self.body_file:
             raise ConfigError("--binary generates its bodies from the model's metadata; drop --body_file")
-        if self.csv and self.protocol != "sagemaker":
-            raise ConfigError("--csv sends SageMaker text/csv bodies: use it with --protocol sagemaker")
+        if self.csv and self.protocol != "sagemaker" and not self.endpoint_name:  # an endpoint speaks SageMaker
+            raise ConfigError(
+                "--csv sends SageMaker text/csv bodies: use it with --protocol sagemaker or --endpoint-name"
+            )
         if self.engine == "wrk":
             if self.loop != "closed":
                 raise ConfigError("--engine wrk drives a closed loop only (wrk has no fixed-rate mode); drop --rate")

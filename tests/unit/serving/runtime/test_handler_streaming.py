@@ -90,3 +90,34 @@ def test_transform_fn_pieces_are_sent_as_they_are_and_joined_for_callers_that_do
     assert whole(load(tmp_path, "u", YIELDING).invoke(b'{"n": 2}', "application/json", "")[0]) == (
         b'{"i": 0}\n{"i": 1}\n'
     )
+
+
+TEXT_PIECES = """
+import json
+
+def model_fn(model_dir):
+    return None
+
+def input_fn(body, content_type):
+    return json.loads(body)
+
+def predict_fn(data, model):
+    yield "Hello, "
+    yield b"world"
+    yield {"tokens": 2}
+"""
+
+
+def test_str_and_bytes_pieces_without_an_output_fn_go_out_as_they_are(tmp_path: Path) -> None:
+    """A predict_fn that yields text (an LLM's tokens) with no output_fn streams it as written, str as UTF-8, and
+    only other pieces go through the default output_fn (issue 46, item 11: it answered 500)."""
+    servable = load(tmp_path, "t", TEXT_PIECES)
+    answer, ctype = servable.invoke(b"{}", "application/json", "*/*")
+    assert ctype == "text/plain; charset=utf-8"
+    assert isinstance(answer, Iterator)
+    pieces = list(answer)
+    assert pieces[:2] == [b"Hello, ", b"world"]
+    assert json.loads(pieces[2]) == {"tokens": 2}
+    answer, ctype = servable.invoke(b"{}", "application/json", "text/event-stream")
+    assert isinstance(answer, Iterator)
+    assert ctype == "text/event-stream" and next(answer) + next(answer) == b"Hello, world"

@@ -261,3 +261,14 @@ def test_options_pick_the_loop_and_levels() -> None:
 def test_options_refuse_contradictions(kw: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         _options(**kw)
+
+
+def test_csv_goes_with_an_endpoint_name_which_is_invokeendpoint() -> None:
+    """``--endpoint-name NAME --csv``: an endpoint name means InvokeEndpoint, SageMaker's bodies (issue 46, item 10);
+    --csv against the TF Serving protocol is still refused, naming both ways to use it."""
+    from servekit.tools.bench.dynamic import invoke_endpoint
+
+    spec = BenchSpec(endpoint_name="churn", csv=True, engine="asyncio")
+    assert invoke_endpoint(spec)[1]["Content-Type"] == "text/csv"
+    with pytest.raises(ConfigError, match="--protocol sagemaker or --endpoint-name"):
+        BenchSpec(model="iris", csv=True)

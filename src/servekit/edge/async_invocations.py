@@ -100,7 +100,7 @@ class AsyncInvocations:
         endpoint = str(p["EndpointName"])
         config = self.config_of(endpoint)
         if self._hosting.get_endpoint(endpoint) is None:
-            raise validation_error(f"Endpoint {endpoint} of account local not found.")
+            raise validation_error(f"Endpoint {endpoint} of account {self._gateway.account_id} not found.")
         if config is None:
             raise validation_error(
                 f"Endpoint {endpoint} is not an asynchronous endpoint: its config has no AsyncInferenceConfig "

@@ -162,10 +162,12 @@ class Gateway:
         max_shadow_in_flight: int = 256,
         resolve_artifact: Resolve | None = None,
         spill_at: int = 8,
+        account_id: str = "000000000000",
     ) -> None:
         """``shadow_sink`` receives every mirrored request's two answers; copies beyond ``max_shadow_in_flight``
         are skipped (a slow shadow never holds memory or connections that the callers' requests need)."""
         self.table = table
+        self.account_id = account_id  # what an unknown endpoint's error names, as every ARN the plane issues does
         # multi-model endpoints: TargetModel -> local model directory (None: such endpoints are refused)
         self.model_loads = ModelLoads(resolve_artifact) if resolve_artifact is not None else None
         self._spill_at = spill_at  # requests in flight on an instance before its models' requests spill over
@@ -204,7 +206,7 @@ class Gateway:
         a multi-model fleet, the instance ``target_model`` hashes to unless that one is saturated."""
         variants = self.table.variants(endpoint)
         if variants is None:
-            raise GatewayError("ValidationError", 400, f"Endpoint {endpoint} of account local not found.")
+            raise GatewayError("ValidationError", 400, f"Endpoint {endpoint} of account {self.account_id} not found.")
         if target_variant is not None:
             named = [v for v in variants if v.name == target_variant]
             if not named:

@@ -65,6 +65,7 @@ def build_replica(
         random.Random(),
         shadow_sink=ShadowLog(home / "shadow"),  # one O_APPEND write per record: safe beside the leader's
         resolve_artifact=model_dir,
+        account_id=Account().account_id,
     )
     envelopes = TableEnvelopes(load_instance_types(instance_types_file))
     fleets = Orchestrator(  # runs nothing here: the leader's backend starts the instances

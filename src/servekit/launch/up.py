@@ -197,6 +197,7 @@ def build(
         random.Random(),
         shadow_sink=ShadowLog(home / "shadow"),
         resolve_artifact=model_dir,  # multi-model TargetModels
+        account_id=account.account_id,
     )
     # What InvokeEndpoint records; CloudWatch, alarms, the autoscaler and the utilization sampler read or fill it.
     # /metrics's series come first: hosting reports each instance's setup time there (and to CloudWatch's store).

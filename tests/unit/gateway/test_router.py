@@ -33,3 +33,15 @@ def test_the_fewest_outstanding_wins_and_ties_spread() -> None:
     picks = {least_outstanding([("i1", 0), ("i2", 0), ("i3", 5)], u / 100) for u in range(100)}
     assert picks == {"i1", "i2"}
     assert least_outstanding([], 0.1) is None
+
+
+def test_an_unknown_endpoint_is_named_with_the_planes_account() -> None:
+    """Not "account local": the account every ARN of the plane carries (issue 46, item 7)."""
+    from servekit.gateway.service import Gateway, GatewayError, RoutingTable
+
+    with pytest.raises(GatewayError) as err:
+        Gateway(RoutingTable()).choose("nope")
+    assert err.value.message == "Endpoint nope of account 000000000000 not found."
+    with pytest.raises(GatewayError) as err:
+        Gateway(RoutingTable(), account_id="123456789012").choose("nope")
+    assert "of account 123456789012 not found" in err.value.message

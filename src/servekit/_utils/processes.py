@@ -167,14 +167,12 @@ def terminate_sandbox(pid: int, signalled: set[int]) -> None:
 
 
 def signal_sandbox(pid: int, sig: int) -> None:
-    """``sig`` to what a sandbox (bubblewrap, started in a session of its own) runs. SIGTERM goes to the processes
-    inside it, not to bubblewrap: killed, it would take its child down with SIGKILL (``--die-with-parent``) before
-    the child could save anything; bubblewrap exits when its child does. Any other signal goes to the whole group and
-    every process inside."""
+    """``sig`` to a sandbox (bubblewrap, started in a session of its own): its whole group and every process inside
+    (SIGKILL, when a stop's grace is over or memory runs out). A stop's SIGTERM goes through
+    :func:`terminate_sandbox` instead, to the processes inside only."""
     targets = descendants(pid)
-    if sig != signal.SIGTERM:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
     for p in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, sig)

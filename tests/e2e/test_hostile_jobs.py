@@ -7,7 +7,9 @@ with its own status and FailureReason, and the plane keeps answering. One job pe
 - escapes from the sandbox (each a job that tries, and exits 1 with what it reached if it gets through): seeing the
   machine's processes, killing the plane, remounting the machine writable, unmounting the home's cover, writing
   through ``/proc/<plane>/root``, a double-forked process outliving its job, reaching a keyring, making a user
-  namespace (the last two refused by the sandbox's seccomp filter).
+  namespace (the last two refused by the sandbox's seccomp filter), being root outside its user namespace (root
+  inside is ``nobody`` outside when the plane runs as root, the plane's user otherwise), reading the plane user's
+  home folder (``~/.aws``, ``~/.ssh``: an empty tmpfs but for the job's Python).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -165,6 +168,18 @@ libc = ctypes.CDLL(None, use_errno=True)
 if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: full capabilities inside a namespace of its own
     fail("made a user namespace")
 """,
+    "root-outside": """
+inside, outside, _ = open("/proc/self/uid_map").read().split()
+if os.getuid() != 0 or inside != "0":
+    fail(f"not root inside its user namespace: uid {os.getuid()}")
+if outside == "0":
+    fail("root inside is root outside")
+""",
+    "users-home": """
+for name in os.listdir(USER_HOME):
+    if not os.path.isdir(os.path.join(USER_HOME, name)):  # only the folders that lead to the job's Python
+        fail(f"sees the plane user's home: {name}")
+""",
     "double-fork": """
 if os.fork() == 0:
     os.setsid()
@@ -177,6 +192,7 @@ os.wait()
 PRELUDE = """
 import os, signal, subprocess, sys
 PLANE, HOME, MARK = os.environ["PLANE_PID"], os.environ["HOME_DIR"], os.environ["MARK"]
+USER_HOME = os.environ["USER_HOME"]
 def fail(what):
     print("ESCAPED:", what, flush=True)
     sys.exit(1)
@@ -199,7 +215,7 @@ def _processes_with(mark: str) -> list[int]:
 def test_a_job_cannot_escape_its_sandbox(up: UpProcess, attack: str) -> None:
     sm, s3, _ = clients(up)
     mark = f"servekit-escape-{uuid.uuid4().hex}"
-    env = {"PLANE_PID": str(up.proc.pid), "HOME_DIR": str(up.home), "MARK": mark}
+    env = {"PLANE_PID": str(up.proc.pid), "HOME_DIR": str(up.home), "MARK": mark, "USER_HOME": str(Path.home())}
     name = f"escape-{attack}"
     sm.create_training_job(**job(s3, name, PRELUDE + ESCAPES[attack], Environment=env))
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)

@@ -45,8 +45,10 @@ def _run_in_sandbox(python: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     layout = Layout(ml, hidden=[home], bin=bin_dir, runtime=runtime_for(python, [home]))
     argv = ["python3", "-c", PROBE, str(home / "credentials.json"), str(home)]
     env = {"PATH": f"{sandbox.BIN}:/usr/bin:/bin"}
-    return subprocess.run(command(layout, argv, shutil.which("bwrap") or "bwrap"), env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    uid = sandbox.job_uid()  # as the runners do: nobody outside when this runs as root
+    sandbox.hand_over(layout, uid)
+    return subprocess.run(command(layout, argv, shutil.which("bwrap") or "bwrap", uid), env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 def test_a_virtualenv_under_tmp_runs_in_the_sandbox(tmp_path: Path) -> None:

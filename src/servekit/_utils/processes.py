@@ -152,9 +152,11 @@ TERM_AGAIN_S = 0.5  # during a stop's grace, how often SIGTERM goes to what star
 def terminate_sandbox(pid: int, signalled: set[int]) -> None:
     """SIGTERM to the processes inside a sandbox (``pid``) not signalled yet, adding them to ``signalled``; called
     again during the grace, it reaches what started since (a stop that lands while the sandbox is still starting its
-    script would otherwise reach no one, and the job would run out its whole grace). With nothing inside yet, the
-    sandbox itself ends (there is nothing there to save)."""
-    inside = descendants(pid)
+    script would otherwise reach no one, and the job would run out its whole grace). bubblewrap's own processes are
+    left out: an inner sandbox's bwrap (a plane run as root) would die of it and take the job down with SIGKILL
+    before it could save anything. With nothing inside yet, the sandbox itself ends (there is nothing there to
+    save)."""
+    inside = [p for p in descendants(pid) if _command_name(p) != "bwrap"]
     if not inside:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
@@ -164,6 +166,14 @@ def terminate_sandbox(pid: int, signalled: set[int]) -> None:
             signalled.add(p)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGTERM)
+
+
+def _command_name(pid: int) -> str:
+    """A process's name (``comm``); "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def signal_sandbox(pid: int, sig: int) -> None:

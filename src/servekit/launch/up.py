@@ -75,6 +75,7 @@ from servekit.services.training.hosts import JobEnvelope
 from servekit.services.training.images import ImageTable
 from servekit.services.training.metrics import NAMESPACE as TRAINING_METRICS
 from servekit.services.training.runner import TrainingRunner
+from servekit.services.training.sandbox import job_sandbox_problem
 from servekit.services.transform.api import TransformJobsApi
 from servekit.services.tuning.api import TuningJobsApi
 from servekit.storage import Storage
@@ -299,6 +300,9 @@ def build(
     # Images jobs may name: SageMaker's framework images, and the user's (<home>/images.yaml, then --images)
     images = ImageTable([home / "images.yaml", *([Path(images_file)] if images_file else [])])
     images.entries()  # a malformed file is an error now, not at the first job
+    jobs_problem = job_sandbox_problem(sys.executable, home)
+    if jobs_problem is not None:  # said once now; each job fails with the same reason
+        log.warning("training and processing jobs cannot run: %s", jobs_problem)
     hosting.image_mapped = lambda uri: images.resolve(uri) is not None  # CreateModel's Image check
 
     # With --backend ray, jobs' hosts are Ray actors on the cluster the endpoints' backend connected to

@@ -118,7 +118,7 @@ class ProcessingRunner(SandboxJobRunner):
                     self.logs.unregister(log_path)
                 raise
             env = sandbox_env({**self.environment, **creds, **own})
-            commands = []
+            commands, layouts = [], []
             for host in hosts:
                 layout = sandbox.Layout(
                     ml_dir(job_dir, host),
@@ -135,8 +135,9 @@ class ProcessingRunner(SandboxJobRunner):
                     cgroup=self.process_group(stack, name, host, envelope),
                 )
                 host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
+                layouts.append(layout)
                 commands.append(
-                    (self.pinned(sandbox.command(layout, argv, bwrap), envelope), host_env, job_dir / f"{host}.log")
+                    (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), host_env, job_dir / f"{host}.log")
                 )
             limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
             continuous = [
@@ -144,6 +145,7 @@ class ProcessingRunner(SandboxJobRunner):
             ]
             keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
             try:
+                await self.hand_over(layouts)
                 codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
             finally:
                 for keeper in keepers:

@@ -262,6 +262,19 @@ class SandboxJobRunner:
         except sandbox.SandboxUnavailable as exc:
             raise JobFailed(f"ClientError: {exc}") from None
 
+    def sandboxed(self, layout: sandbox.Layout, argv: Sequence[str], bwrap: str) -> list[str]:
+        """The sandbox command for ``argv`` (:func:`sandbox.command`), run as the jobs' user (:func:`sandbox.job_uid`);
+        a machine where it cannot be fails the job with the reason."""
+        try:
+            return sandbox.command(layout, argv, bwrap, sandbox.job_uid())
+        except sandbox.SandboxUnavailable as exc:
+            raise JobFailed(f"ClientError: {exc}") from None
+
+    async def hand_over(self, layouts: Sequence[sandbox.Layout]) -> None:
+        """The hosts' folders made the job's (:func:`sandbox.hand_over`), off the loop, just before they start."""
+        for layout in layouts:
+            await asyncio.to_thread(sandbox.hand_over, layout, sandbox.job_uid())
+
     def pinned(self, argv: list[str], envelope: JobEnvelope | None) -> list[str]:
         """``argv`` on the envelope's vCPUs of the CPUs this process may use (``taskset``), each host of each job
         starting where the last one ended, so that hosts spread over the machine; as is when the type has as many
@@ -536,7 +549,7 @@ class TrainingRunner(SandboxJobRunner):
             local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
             if not local.startswith("/") or ".." in local.split("/"):
                 raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
-            commands = []
+            commands, layouts = [], []
             for host in hosts:
                 ckpt = ml_dir(job_dir, host) / "checkpoints"
                 layout = sandbox.Layout(
@@ -564,8 +577,9 @@ class TrainingRunner(SandboxJobRunner):
                 if site is not None:  # what requirements.txt installed, after the source directory
                     sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
                 env = sandbox_env({**self.environment, **creds, **sm})
+                layouts.append(layout)
                 commands.append(
-                    (self.pinned(sandbox.command(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log")
+                    (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log")
                 )
             limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
             definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
@@ -574,7 +588,7 @@ class TrainingRunner(SandboxJobRunner):
                 logs = [job_dir / f"{host}.log" for host in hosts]
                 follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
             with self._following(follower):
-                return await self._run_with_checkpoints(req, job_dir, hosts, commands, limit, run, envelope)
+                return await self._run_with_checkpoints(req, job_dir, hosts, layouts, commands, limit, run, envelope)
 
     async def _install(
         self,
@@ -603,8 +617,9 @@ class TrainingRunner(SandboxJobRunner):
         argv += ["-r", f"{contract.CODE}/requirements.txt"]
         log_path = job_dir / f"{host}.log"
         env = sandbox_env({**self.keyless(), "PIP_NO_CACHE_DIR": "1"})
+        await asyncio.to_thread(sandbox.hand_over, layout, sandbox.job_uid())
         rc, stopped = await run_sandboxed(
-            sandbox.command(layout, argv, bwrap), env, log_path, INSTALL_LIMIT_S, run, self.stop_grace_s
+            self.sandboxed(layout, argv, bwrap), env, log_path, INSTALL_LIMIT_S, run, self.stop_grace_s
         )
         if stopped:
             if run.reason == "MaxRuntimeExceeded" and not run.stop.is_set():
@@ -641,6 +656,7 @@ class TrainingRunner(SandboxJobRunner):
         req: Mapping[str, Any],
         job_dir: Path,
         hosts: Sequence[str],
+        layouts: Sequence[sandbox.Layout],
         commands: Sequence[tuple[list[str], Mapping[str, str], Path]],
         limit: float,
         run: Running,
@@ -648,12 +664,14 @@ class TrainingRunner(SandboxJobRunner):
     ) -> tuple[list[tuple[int, bool]], bool]:
         checkpoint = req.get("CheckpointConfig") or {}
         if not checkpoint.get("S3Uri"):
+            await self.hand_over(layouts)
             return await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
         sync = FolderSync(self.files, str(checkpoint["S3Uri"]), [ml_dir(job_dir, h) / "checkpoints" for h in hosts])
         try:
             await asyncio.to_thread(sync.restore)
         except (OSError, ValueError) as exc:
             raise JobFailed(f"ClientError: CheckpointConfig.S3Uri {checkpoint['S3Uri']}: {exc}") from None
+        await self.hand_over(layouts)  # after the restore: the restored files become the job's
         keeper = asyncio.create_task(sync.keep_in_step(self.checkpoint_sync_s))
         try:
             return await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)

@@ -2,17 +2,27 @@
 channels are read-only, the servekit home is hidden, and the rest of the machine is read-only (a script that writes
 outside ``/opt/ml`` and ``/tmp`` fails with EROFS, as it would on a read-only container image).
 
-``/tmp`` and ``/opt`` are private, empty tmpfs mounts in the sandbox, so a Python that lives under either (a new
-user's virtualenv under ``/tmp``, ``/opt/conda``, ``/opt/venv``) is bound back read-only: the folders its
-interpreter, prefixes and import path need (:func:`interpreter_paths`), and nothing else of those trees."""
+``/tmp``, ``/opt`` and the home folder of the user servekit runs as (``/root``, ``/home/alice``: its ``.aws``,
+``.ssh``) are private, empty tmpfs mounts in the sandbox, so a Python that lives under one (a new user's virtualenv
+under ``/tmp`` or ``~``, ``/opt/conda``, ``/opt/venv``) is bound back read-only: the folders its interpreter,
+prefixes and import path need (:func:`interpreter_paths`), and nothing else of those trees.
+
+The job is root in a user namespace of its own, as in SageMaker's containers, and no one outside it: when servekit
+runs as an ordinary user, root inside is that user; when it runs as root (CI, a system service), root inside is
+:data:`JOB_UID` outside (``nobody``), which owns the job's writable folders (:func:`hand_over`) and nothing else on
+the machine. Building the mounts needs root's view of the home (often ``0700``), so then bubblewrap runs twice: the
+outer one, as root, mounts everything and keeps only CAP_SETUID/CAP_SETGID; ``setpriv`` becomes ``nobody``; the
+inner one makes the user namespace, drops every capability and loads the seccomp filter."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import pwd
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,7 +39,9 @@ INSTALL_HINT = (
 
 
 BIN = "/opt/servekit/bin"  # on PATH first in the sandbox
-PRIVATE = ("/tmp", "/opt")  # empty tmpfs mounts in every sandbox
+PRIVATE = ("/tmp", "/opt")  # empty tmpfs mounts in every sandbox, with the user's home folder (private_roots)
+JOB_UID = 65534  # nobody: who a job is outside its user namespace when servekit runs as root
+SETPRIV_HINT = "servekit runs as root, so a job becomes an unprivileged user with setpriv (util-linux): install it"
 # What every sandbox is, whoever starts it (root too: CI, a plane run as root):
 # - dies with the runner (``--die-with-parent``) and holds no terminal (``--new-session``: no TIOCSTI);
 # - its own pid namespace: the job sees and can signal only its own processes (not the plane: no kill, no
@@ -46,19 +58,47 @@ ISOLATION = (
     "--unshare-ipc",
     "--unshare-uts",
     "--unshare-cgroup-try",
-    "--cap-drop",
-    "ALL",
 )
+
+
+# inside the user namespace: root, as SageMaker's containers run their scripts
+_ROOT_INSIDE = ("--unshare-user", "--uid", "0", "--gid", "0")
 
 
 class SandboxUnavailable(RuntimeError):
     pass
 
 
+def job_uid() -> int | None:
+    """Who jobs are outside their user namespace: :data:`JOB_UID` when servekit runs as root, else None (the user
+    servekit runs as, who gains nothing by it)."""
+    return JOB_UID if os.geteuid() == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def private_roots() -> tuple[str, ...]:
+    """The folders every sandbox covers with an empty tmpfs: :data:`PRIVATE` and the home folder of the user
+    servekit runs as (where one exists and is not ``/``)."""
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        home = os.environ.get("HOME", "")
+    home = os.path.abspath(home) if home else ""
+    overlaps = any(_within(home, root) or _within(root, home) for root in PRIVATE)
+    extra = (home,) if home and home != "/" and os.path.isdir(home) and not overlaps else ()
+    return (*PRIVATE, *extra)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def bwrap() -> str:
     found = shutil.which("bwrap")
     if found is None:
         raise SandboxUnavailable(INSTALL_HINT)
+    if job_uid() is not None and shutil.which("setpriv") is None:
+        raise SandboxUnavailable(SETPRIV_HINT)
     return found
 
 
@@ -124,24 +164,75 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.abspath(p) for p in paths if p and os.path.isabs(p)))
 
 
-def runtime_binds(paths: Iterable[str]) -> tuple[str, ...]:
-    """The folders to bind back into a sandbox for ``paths``: those under ``/tmp`` or ``/opt`` (a file stands for
-    its folder), without one inside another, and not ``/tmp`` or ``/opt`` themselves."""
+def runtime_binds(paths: Iterable[str], roots: Sequence[str] = PRIVATE) -> tuple[str, ...]:
+    """The folders to bind back into a sandbox for ``paths``: those under one of ``roots`` (``/tmp``, ``/opt``,
+    the user's home; a file stands for its folder), without one inside another, and not the roots themselves."""
     folders = set()
     for path in paths:
         folder = path if os.path.isdir(path) else os.path.dirname(path)
-        if any(folder.startswith(root + "/") for root in PRIVATE) and os.path.exists(folder):
+        if any(folder.startswith(root + "/") for root in roots) and os.path.exists(folder):
             folders.add(folder)
     return tuple(f for f in sorted(folders) if not any(f.startswith(other + "/") for other in folders))
 
 
 def runtime_for(python: str, hidden: Iterable[Path]) -> tuple[str, ...]:
     """:func:`runtime_binds` for ``python``; raises :class:`SandboxUnavailable` when its executable lives inside a
-    folder the sandbox hides (the servekit home), which no bind can show without showing the home."""
+    folder the sandbox hides (the servekit home), which no bind can show without showing the home, or when the job's
+    unprivileged user (:func:`job_uid`) could not read it."""
+    hidden = list(hidden)
     problem = hidden_runtime(_symlink_chain(python), hidden)
+    if problem is None:
+        problem = unreadable_runtime(python)
     if problem is not None:
         raise SandboxUnavailable(problem)
-    return runtime_binds(interpreter_paths(python))
+    return runtime_binds(interpreter_paths(python), private_roots())
+
+
+@functools.lru_cache(maxsize=16)
+def unreadable_runtime(python: str) -> str | None:
+    """Where servekit runs as root, the first path of ``python``'s (:func:`interpreter_paths`) that a job, an
+    unprivileged user outside its namespace, could not reach (a folder it cannot enter, an import folder it cannot
+    list, an executable it cannot run), with the reason jobs cannot run from this install; else None. A folder
+    bound back into the sandbox (under a private root) is reached from its bind, not through the root above it."""
+    uid = job_uid()
+    if uid is None:
+        return None
+    roots = private_roots()
+    paths = interpreter_paths(python)
+    binds = runtime_binds(paths, roots)
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        start = next((b for b in binds if _within(path, b)), "/")
+        parts = Path(path).relative_to(start).parts if start != "/" else Path(path).parts[1:]
+        walked = Path(start)
+        steps = [walked] + [walked := walked / part for part in parts]
+        for i, step in enumerate(steps):
+            try:
+                st = os.stat(step)
+            except OSError:
+                break
+            last = i == len(steps) - 1
+            need = stat.S_IXOTH | (stat.S_IROTH if last and stat.S_ISDIR(st.st_mode) else 0)
+            if st.st_uid != uid and st.st_mode & need != need:
+                return (
+                    f"jobs cannot run from this install: servekit runs as root, so a job runs as the unprivileged "
+                    f"user {uid} (nobody), and its Python needs {step} (mode {stat.filemode(st.st_mode)}, owner "
+                    f"{st.st_uid}): install servekit where every user can read it, or run servekit up as an "
+                    "ordinary user"
+                )
+    return None
+
+
+def job_sandbox_problem(python: str, home: Path) -> str | None:
+    """Why no job can run from this install (bubblewrap or setpriv missing, ``python`` inside the home or
+    unreadable by the jobs' user), in one line; None when jobs can. What ``servekit up`` says when it starts."""
+    try:
+        bwrap()
+        runtime_for(python, [home])
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def hidden_runtime(paths: Iterable[str], hidden: Iterable[Path]) -> str | None:
@@ -194,24 +285,35 @@ _JOIN_CGROUP = 'echo $$ > "$1/cgroup.procs" && shift'
 _WITH_FILTER = 'exec 9<"$1" && shift'
 
 
-def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> list[str]:
-    """The bubblewrap command line that runs ``argv`` with ``layout`` mounted."""
-    out = [bwrap_path, *ISOLATION, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid: int | None = None) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` with ``layout`` mounted, as root in a user namespace that is
+    ``uid`` outside (:func:`job_uid`; None: the user servekit runs as)."""
+    caps = ["--cap-drop", "ALL"]
+    if uid is not None:  # the outer sandbox, as root: what setpriv needs to become ``uid``, nothing else
+        caps += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    out = [bwrap_path, *ISOLATION, *caps, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if uid is None:
+        out[1:1] = _ROOT_INSIDE
     steps, args = [], []
     if layout.cgroup is not None:
         steps.append(_JOIN_CGROUP)
         args.append(str(layout.cgroup))
+    seccomp_args: list[str] = []
     if layout.seccomp is not None:
         steps.append(_WITH_FILTER)
         args.append(str(layout.seccomp))
-        out += ["--seccomp", "9"]
+        seccomp_args = ["--seccomp", "9"]  # in the sandbox that runs the job (the inner one, as root)
+    if uid is None:
+        out += seccomp_args
     if steps:
         out = ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "servekit-sandbox", *args, *out]
-    if layout.tmp_bytes is not None:
-        out += ["--size", str(layout.tmp_bytes)]
-    out += ["--tmpfs", "/tmp", "--tmpfs", "/opt"]
-    for where in layout.runtime:  # the job's Python, where it lives under /tmp or /opt
-        out += ["--ro-bind", where, where]
+    for root in private_roots():  # /tmp writable by the job, as everyone's /tmp
+        if root == "/tmp" and layout.tmp_bytes is not None:
+            out += ["--size", str(layout.tmp_bytes)]
+        out += [*(["--perms", "1777"] if root == "/tmp" else []), "--tmpfs", root]
+    made: set[str] = set()
+    for where in layout.runtime:  # the job's Python, where it lives under a private root
+        out += [*_folders_to(where, made), "--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
     if not layout.network:
@@ -221,15 +323,94 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap") -> l
     if layout.hosts_file is not None:
         out += ["--ro-bind", str(layout.hosts_file), "/etc/hosts"]
     for folder in layout.hidden:
-        out += ["--tmpfs", str(folder)]
+        out += [*_folders_to(str(folder), made), "--tmpfs", str(folder)]
     out += ["--bind", str(layout.ml), ML]
     for name, folder in layout.channels.items():
         out += ["--ro-bind", str(folder), f"{DATA}/{name}"]
     if layout.code is not None:
         out += ["--ro-bind", str(layout.code), CODE]
     for source, target, writable in layout.mounts:
-        out += ["--bind" if writable else "--ro-bind", str(source), target]
+        out += [*_folders_to(target, made), "--bind" if writable else "--ro-bind", str(source), target]
     if layout.bin is not None:  # `python3 script.py` (a processing entrypoint) means servekit's Python
-        out += ["--ro-bind", str(layout.bin), BIN]
-    out += ["--chdir", CODE if layout.code is not None else ML, "--", *argv]
+        out += [*_folders_to(BIN, made), "--ro-bind", str(layout.bin), BIN]
+    where = CODE if layout.code is not None else ML
+    out += ["--chdir", where, "--"]
+    if uid is not None:
+        out += [*_become(uid), bwrap_path, *_ROOT_INSIDE, "--die-with-parent", "--cap-drop", "ALL", *seccomp_args]
+        # its own /dev: device nodes on the outer sandbox's mounts cannot be opened from a user namespace
+        out += ["--bind", "/", "/", "--dev", "/dev"]
+        for node in layout.devices:
+            out += ["--dev-bind-try", node, node]
+        out += ["--chdir", where, "--"]
+    return [*out, *argv]
+
+
+def _folders_to(target: str, made: set[str]) -> list[str]:
+    """``--dir`` for the folders above ``target`` on a private tmpfs, open to all (bubblewrap would make them
+    ``0700``, and a job that is not root outside could not pass them), each once; none inside ``/opt/ml`` (the job's
+    own folder: :func:`hand_over` makes its mount points)."""
+    out: list[str] = []
+    roots = private_roots()
+    parent = os.path.dirname(target.rstrip("/"))
+    chain = []
+    while parent not in ("/", "") and not _within(parent, ML):
+        if parent in roots:
+            break
+        chain.append(parent)
+        parent = os.path.dirname(parent)
+    else:
+        return out
+    for folder in reversed(chain):
+        if folder not in made:
+            made.add(folder)
+            out += ["--perms", "0755", "--dir", folder]
     return out
+
+
+def _become(uid: int) -> list[str]:
+    found = shutil.which("setpriv")
+    if found is None:
+        raise SandboxUnavailable(SETPRIV_HINT)
+    return [found, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+def hand_over(layout: Layout, uid: int | None) -> None:
+    """Make ``layout``'s folders usable by a job that is ``uid`` outside (:func:`job_uid`), just before it starts:
+    the writable ones (``/opt/ml``, writable mounts) become its own, the read-only ones (channels, code, inputs)
+    readable by all. In a writable folder a file linked from elsewhere (a checkpoint restored from S3 is a link to
+    the stored object) is first replaced by a copy, so the job never writes into another file in place (with
+    ``uid`` None too)."""
+    points = [*(f"{DATA}/{name}" for name in layout.channels), *([CODE] if layout.code else [])]
+    for target in [*points, *(target for _, target, _ in layout.mounts)]:
+        if _within(target, ML) and target != ML:  # made here, the job's, not by bubblewrap as root
+            (layout.ml / os.path.relpath(target, ML)).mkdir(parents=True, exist_ok=True)
+    writable = [layout.ml, *(source for source, _, rw in layout.mounts if rw)]
+    readable = [*layout.channels.values(), *(p for p in (layout.code, layout.bin) if p is not None)]
+    readable += [source for source, _, rw in layout.mounts if not rw]
+    for folder in writable:
+        for path in _tree(folder):
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                copy = path.with_name(f".{path.name}.copy")
+                shutil.copy2(path, copy)
+                os.replace(copy, path)
+            if uid is not None:
+                os.lchown(path, uid, uid)
+    if uid is None:
+        return
+    for folder in readable:
+        for path in _tree(folder):
+            st = os.lstat(path)
+            bits = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) or st.st_mode & stat.S_IXUSR else 0)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & bits != bits:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | bits)
+
+
+def _tree(folder: Path) -> Iterable[Path]:
+    """``folder`` and everything under it, links not followed."""
+    if not os.path.lexists(folder):
+        return
+    yield folder
+    for parent, dirs, files in os.walk(folder):
+        for name in (*dirs, *files):
+            yield Path(parent) / name

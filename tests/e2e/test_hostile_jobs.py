@@ -14,7 +14,9 @@ with its own status and FailureReason, and the plane keeps answering. One job pe
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 import boto3
 import botocore.exceptions
+import botocore.waiter
 import pytest
 from tests.e2e.test_training_jobs import FAST, clients, job
 
@@ -354,3 +357,99 @@ def test_a_fork_bomb_stops_at_the_hosts_process_limit(up: UpProcess) -> None:
     )
     said = [e["message"] for e in events["events"] if e["message"].startswith("refused after")]
     assert said and int(said[0].split()[2]) < 2 * 1024  # ml.m5.large: 2 vCPUs
+
+
+PIPELINE_STEP = """
+import json, os, sys
+MARK = {mark!r}
+try:  # module-level code runs when the step's process loads the pipeline: in the sandbox, never in the plane
+    open(MARK, "w").write("imported outside the sandbox")
+except OSError:
+    pass
+
+
+def probe(ctx):
+    home, plane = ctx.parameters["Home"], int(ctx.parameters["Plane"])
+    seen = []
+    if os.path.exists(os.path.join(home, "credentials.json")):
+        seen.append("the home's credentials")
+    try:
+        os.kill(plane, 0)
+        seen.append("the plane's process")
+    except ProcessLookupError:
+        pass
+    if open("/proc/self/uid_map").read().split()[1] == "0":
+        seen.append("root outside")
+    key = os.environ.get("AWS_ACCESS_KEY_ID", "")
+    if not key.startswith("ASIA") or not os.environ.get("AWS_SESSION_TOKEN"):
+        seen.append(f"a key that is no role session: {{key[:4]}}")
+    import boto3
+    who = boto3.client("sts").get_caller_identity()["Arn"]
+    if "assumed-role/pipeline-runner/SageMaker-Pipeline-" not in who:
+        seen.append(f"called the plane as {{who}}")
+    if seen:
+        raise RuntimeError("ESCAPED: " + ", ".join(seen))
+    return {{"caller": who}}
+"""
+LINK_PROPERTIES = "import os, sys; os.symlink(sys.argv[1], os.environ['SERVEKIT_PROPERTIES'])"
+
+
+def test_a_pipeline_step_runs_in_the_sandbox_with_the_pipelines_role(up: UpProcess, tmp_path: Path) -> None:
+    """servekit's own format through CreatePipeline: its Function step's module is imported only in the step's
+    sandbox (its module-level code cannot write outside), the step sees neither the home nor the plane, is not root
+    outside, and calls the plane with a session of the pipeline's role; a command step that links its properties
+    file to the home's credentials gets nothing read through it."""
+    sm = up.sm()
+    mark = tmp_path / "imported-here"
+    (tmp_path / "steps.py").write_text(PIPELINE_STEP.format(mark=str(mark)))
+    role = "arn:aws:iam::000000000000:role/pipeline-runner"
+    doc = {
+        "Name": "hostile",
+        "Parameters": [{"Name": "Home", "Type": "String"}, {"Name": "Plane", "Type": "String"}],
+        "Steps": [
+            {"Name": "probe", "Type": "Processing", "Function": f"{tmp_path / 'steps.py'}:probe"},
+            {
+                "Name": "link",
+                "Type": "Processing",
+                "Command": [sys.executable, "-c", LINK_PROPERTIES, str(up.home / "credentials.json")],
+                "DependsOn": ["probe"],
+            },
+        ],
+    }
+    sm.create_pipeline(PipelineName="hostile", PipelineDefinition=json.dumps(doc), RoleArn=role)
+    assert not mark.exists()  # CreatePipeline imported nothing
+    params = [{"Name": "Home", "Value": str(up.home)}, {"Name": "Plane", "Value": str(up.proc.pid)}]
+    arn = sm.start_pipeline_execution(PipelineName="hostile", PipelineParameters=params)["PipelineExecutionArn"]
+    waiter = botocore.waiter.create_waiter_with_client(
+        "Done",
+        botocore.waiter.WaiterModel(
+            {
+                "version": 2,
+                "waiters": {
+                    "Done": {
+                        "operation": "DescribePipelineExecution",
+                        "delay": 1,
+                        "maxAttempts": 180,
+                        "acceptors": [
+                            {
+                                "state": "success",
+                                "matcher": "path",
+                                "argument": "PipelineExecutionStatus",
+                                "expected": s,
+                            }
+                            for s in ("Succeeded", "Failed", "Stopped")
+                        ],
+                    }
+                },
+            }
+        ),
+        sm,
+    )
+    waiter.wait(PipelineExecutionArn=arn)
+    described = sm.describe_pipeline_execution(PipelineExecutionArn=arn)
+    steps = sm.list_pipeline_execution_steps(PipelineExecutionArn=arn)["PipelineExecutionSteps"]
+    assert described["PipelineExecutionStatus"] == "Succeeded", (described, steps)
+    assert not mark.exists()  # the step's module ran only in its sandbox, where this folder is read-only
+    everything = json.dumps([described, steps], default=str)
+    assert not any(secret in everything for secret in _secrets(up))
+    assert up.proc.poll() is None

@@ -123,8 +123,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "services.transform": _CORE | {"serving.codecs", "state", "aws", "services.hosting"},
     # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
     # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
-    # modules; a transform step runs services.transform's job in the step's own process.
-    "services.pipelines": BASE | {"config", "storage", "state", "services.transform", "aws"},
+    # modules; a transform step runs services.transform's job in the step's own process. The runs servekit up
+    # starts run Function and command steps in the jobs' sandbox, with a role session (services.training).
+    "services.pipelines": BASE | {"config", "storage", "state", "services.transform", "services.training", "aws"},
     # Drift and quality monitoring; its scheduling API (monitoring/schedules) speaks AWS on the control plane and
     # reads the endpoint metrics store.
     "services.monitoring": BASE

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,16 +53,30 @@ _EXIT = {"Succeeded": 0, "Failed": 1, "Stopped": 130}
 ENGINES = ("local", "ray")
 
 
+SandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sandbox",
+        hidden=True,
+        help="Run Function and command steps in the jobs' sandbox, importing no pipeline code here (servekit up's "
+        "runs; the steps' credentials come as JSON in $SERVEKIT_STEP_ENVIRONMENT).",
+    ),
+]
+
+
 @contextlib.contextmanager
-def _engine(kind: str, address: str | None) -> Iterator[Any]:
-    """The engine steps run on (None: the runner's local engine); a Ray started here is shut down after."""
+def _engine(kind: str, address: str | None, sandbox_home: Path | None = None) -> Iterator[Any]:
+    """The engine steps run on (None: the runner's local engine); a Ray started here is shut down after. With
+    ``sandbox_home``, the local engine runs steps in the jobs' sandbox, hiding that home."""
     if kind not in ENGINES:
         raise _fail(f"--engine must be one of {', '.join(ENGINES)}, got {kind!r}")
     if kind == "local":
         if address is not None:
             raise _fail("--ray-address goes with --engine ray")
-        yield None
+        yield None if sandbox_home is None else _sandboxed_engine(sandbox_home)
         return
+    if sandbox_home is not None:
+        raise _fail("--sandbox runs steps here: it goes with --engine local")
     from servekit.services.pipelines.engine.ray_engine import RayEngine
 
     engine = RayEngine(address=address)
@@ -69,6 +84,24 @@ def _engine(kind: str, address: str | None) -> Iterator[Any]:
         yield engine
     finally:
         engine.close()
+
+
+def _sandboxed_engine(home: Path) -> Any:
+    import orjson
+
+    from servekit.services.pipelines.engine.local_engine import LocalEngine
+    from servekit.services.pipelines.engine.step_sandbox import STEP_ENVIRONMENT, StepSandbox
+    from servekit.services.training.sandbox import SandboxUnavailable, bwrap
+
+    try:
+        bwrap()
+        environment = orjson.loads(os.environ.get(STEP_ENVIRONMENT) or "{}")
+    except (SandboxUnavailable, orjson.JSONDecodeError) as exc:
+        raise _fail(f"steps cannot run in the sandbox: {exc}") from None
+    env = {k: v for k, v in os.environ.items() if k != STEP_ENVIRONMENT}
+    return LocalEngine(
+        env=env, sandbox=StepSandbox(home, sys.executable, {str(k): str(v) for k, v in environment.items()})
+    )
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -119,10 +152,10 @@ def _open(home: Path | None) -> tuple[Path, Any]:
         raise _fail(str(exc)) from None
 
 
-def _runner(root: Path, db: Any, url: str, engine: Any = None) -> Any:
+def _runner(root: Path, db: Any, url: str, engine: Any = None, import_code: bool = True) -> Any:
     from servekit.services.pipelines.engine.runner import PipelineRunner
 
-    return PipelineRunner(db, home=root, engine=engine, control=_ControlPlane(root, url))
+    return PipelineRunner(db, home=root, engine=engine, control=_ControlPlane(root, url), import_code=import_code)
 
 
 def _report(result: Any, db: Any, as_json: bool) -> None:
@@ -151,6 +184,7 @@ def run_cmd(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    sandbox: SandboxOpt = False,
 ) -> None:
     """Run a pipeline in the foreground; Ctrl-C stops it (resume continues it)."""
     from servekit.services.pipelines.definition.loading import load_pipeline
@@ -160,12 +194,12 @@ def run_cmd(
     if run_id is not None and not re.fullmatch(r"[a-z0-9]{1,64}", run_id):
         raise _fail(f"--run-id takes lower-case letters and digits (as a run id is), got {run_id!r}")
     root, db = _open(home)
-    with db, _engine(engine, ray_address) as step_engine:
+    with db, _engine(engine, ray_address, root if sandbox else None) as step_engine:
         if run_id is not None and db.pipelines.get_run(run_id) is not None:
             raise _fail(f"run {run_id} exists already in {db.path}")
         try:
-            pipeline = load_pipeline(source)
-            runner = _runner(root, db, url, step_engine)
+            pipeline = load_pipeline(source, import_code=not sandbox)
+            runner = _runner(root, db, url, step_engine, import_code=not sandbox)
             typer.echo(f"running pipeline {pipeline.name} ...", err=True)
             result = runner.start(
                 pipeline,
@@ -187,14 +221,15 @@ def resume_cmd(
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
     as_json: JsonOpt = False,
+    sandbox: SandboxOpt = False,
 ) -> None:
     """Continue a stopped or failed run: succeeded steps keep their outputs, the others run again."""
     from servekit.services.pipelines.errors import PipelineError, RunConflict, RunNotFound
 
     root, db = _open(home)
-    with db, _engine(engine, ray_address) as step_engine:
+    with db, _engine(engine, ray_address, root if sandbox else None) as step_engine:
         try:
-            result = _runner(root, db, url, step_engine).resume(run_id)
+            result = _runner(root, db, url, step_engine, import_code=not sandbox).resume(run_id)
         except (PipelineError, RunConflict, RunNotFound) as exc:
             raise _fail(str(exc)) from None
         _report(result, db, as_json)

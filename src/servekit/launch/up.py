@@ -289,6 +289,7 @@ def build(
         plane_url=lambda: _leader_url(routes),
         executor=pipeline_executor,
         read_object=plane_objects.read,
+        sessions=sessions,
     )
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
     # (their s3:// input and output in the plane's own store, unless servekit up itself was pointed at another S3)

@@ -129,6 +129,8 @@ class Layout:
     tmp_bytes: int | None = None
     # a pids cgroup (servekit._utils.cgroups) the shell that execs bubblewrap joins first: the host's process limit
     cgroup: Path | None = None
+    # where the command starts (default /opt/ml/code when there is code, else /opt/ml)
+    chdir: str | None = None
 
 
 _PROBE = (
@@ -312,8 +314,9 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
             out += ["--size", str(layout.tmp_bytes)]
         out += [*(["--perms", "1777"] if root == "/tmp" else []), "--tmpfs", root]
     made: set[str] = set()
+    roots = (*private_roots(), *(str(h) for h in layout.hidden))
     for where in layout.runtime:  # the job's Python, where it lives under a private root
-        out += [*_folders_to(where, made), "--ro-bind", where, where]
+        out += [*_folders_to(where, made, roots), "--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
     if not layout.network:
@@ -323,17 +326,17 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
     if layout.hosts_file is not None:
         out += ["--ro-bind", str(layout.hosts_file), "/etc/hosts"]
     for folder in layout.hidden:
-        out += [*_folders_to(str(folder), made), "--tmpfs", str(folder)]
+        out += [*_folders_to(str(folder), made, roots), "--tmpfs", str(folder)]
     out += ["--bind", str(layout.ml), ML]
     for name, folder in layout.channels.items():
         out += ["--ro-bind", str(folder), f"{DATA}/{name}"]
     if layout.code is not None:
         out += ["--ro-bind", str(layout.code), CODE]
     for source, target, writable in layout.mounts:
-        out += [*_folders_to(target, made), "--bind" if writable else "--ro-bind", str(source), target]
+        out += [*_folders_to(target, made, roots), "--bind" if writable else "--ro-bind", str(source), target]
     if layout.bin is not None:  # `python3 script.py` (a processing entrypoint) means servekit's Python
-        out += [*_folders_to(BIN, made), "--ro-bind", str(layout.bin), BIN]
-    where = CODE if layout.code is not None else ML
+        out += [*_folders_to(BIN, made, roots), "--ro-bind", str(layout.bin), BIN]
+    where = layout.chdir or (CODE if layout.code is not None else ML)
     out += ["--chdir", where, "--"]
     if uid is not None:
         out += [*_become(uid), bwrap_path, *_ROOT_INSIDE, "--die-with-parent", "--cap-drop", "ALL", *seccomp_args]
@@ -345,12 +348,12 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
     return [*out, *argv]
 
 
-def _folders_to(target: str, made: set[str]) -> list[str]:
-    """``--dir`` for the folders above ``target`` on a private tmpfs, open to all (bubblewrap would make them
-    ``0700``, and a job that is not root outside could not pass them), each once; none inside ``/opt/ml`` (the job's
-    own folder: :func:`hand_over` makes its mount points)."""
+def _folders_to(target: str, made: set[str], roots: Sequence[str]) -> list[str]:
+    """``--dir`` for the folders above ``target`` on a tmpfs the sandbox mounts (``roots``: the private ones, the
+    hidden home), open to all (bubblewrap would make them ``0700``, and a job that is not root outside could not
+    pass them), each once; none inside ``/opt/ml`` (the job's own folder: :func:`hand_over` makes its mount
+    points)."""
     out: list[str] = []
-    roots = private_roots()
     parent = os.path.dirname(target.rstrip("/"))
     chain = []
     while parent not in ("/", "") and not _within(parent, ML):

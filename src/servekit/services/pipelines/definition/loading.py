@@ -238,8 +238,8 @@ def _function(value: Any, base: Path, where: str, import_code: bool = True) -> t
     if target.endswith(".py"):
         target = str((base / target).resolve())
     if not import_code:
-        _check_unimported(target, name, where)
-        return _Unloaded(f"{target}:{name}"), f"{target}:{name}"
+        origin = _check_unimported(target, name, where)
+        return Unloaded(f"{target}:{name}", origin), f"{target}:{name}"
     obj = _load_object(f"{target}:{name}")
     if isinstance(obj, Step):  # a decorated function: take the function it wraps
         if obj.function is None:
@@ -250,20 +250,35 @@ def _function(value: Any, base: Path, where: str, import_code: bool = True) -> t
     return obj, f"{target}:{name}"
 
 
-class _Unloaded:
-    """A step's function checked but not imported (CreatePipeline runs no user code): refuses to be called."""
+class Unloaded:
+    """A step's function checked but not imported (CreatePipeline, and the runs servekit up starts, run no user code
+    outside the sandbox): refuses to be called; its :meth:`source` is read from its file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, origin: str = "") -> None:
         self.path = path
+        self.origin = origin  # the file it is defined in
         self.__module__, _, self.__qualname__ = path.rpartition(":")
+
+    def source(self) -> str:
+        """The function's source as ``inspect.getsource`` gives an imported one (decorators included), read from
+        its file; the whole file when the name is bound otherwise (an import, an assignment)."""
+        text = Path(self.origin).read_text()
+        name = self.__qualname__.split(".")[0]
+        for node in ast.parse(text, self.origin).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                lines = text.splitlines(keepends=True)
+                return "".join(lines[first - 1 : node.end_lineno])
+        return text
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise PipelineError(f"{self.path} was checked, not imported: load the pipeline with its code to run it")
 
 
-def _check_unimported(target: str, name: str, where: str) -> None:
+def _check_unimported(target: str, name: str, where: str) -> str:
     """``target`` (a file, or a module found on ``sys.path`` without importing it or its packages) binds ``name``'s
-    first part at its top level; :class:`PipelineError` naming what is missing. Nothing of it runs."""
+    first part at its top level; :class:`PipelineError` naming what is missing. Nothing of it runs. The file it is
+    in."""
     if target.endswith(".py"):
         origin = target
         if not Path(origin).is_file():
@@ -296,6 +311,7 @@ def _check_unimported(target: str, name: str, where: str) -> None:
         raise PipelineError(f"{where}: {origin} cannot be read as Python: {exc}") from None
     if name.split(".")[0] not in _top_level_names(tree):
         raise PipelineError(f"{where}: {target} defines no {name.split('.')[0]!r} at its top level")
+    return origin
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

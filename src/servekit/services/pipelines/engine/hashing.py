@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from servekit.services.pipelines.definition.loading import Unloaded
 from servekit.services.pipelines.definition.pipeline import step_document
 from servekit.services.pipelines.definition.steps import Step
 from servekit.services.pipelines.runs.repo import ArtifactFile
@@ -59,7 +60,9 @@ def code_hash(step: Step) -> str:
     digest = hashlib.sha256()
     if step.function is not None:
         try:
-            digest.update(textwrap.dedent(inspect.getsource(step.function)).encode())
+            fn = step.function
+            text = fn.source() if isinstance(fn, Unloaded) else inspect.getsource(fn)  # checked, not imported
+            digest.update(textwrap.dedent(text).encode())
         except (OSError, TypeError):
             code = step.function.__code__
             digest.update(code.co_code + repr(code.co_consts).encode())

@@ -14,17 +14,22 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from servekit._utils.files import tail_text
+from servekit._utils.files import read_beneath, tail_text
+from servekit._utils.processes import terminate_sandbox
 from servekit.services.pipelines.definition.steps import METRICS_FILE, METRICS_OUTPUT, StepKind
+
+if TYPE_CHECKING:
+    from servekit.services.pipelines.engine.step_sandbox import StepSandbox
 
 RESULT_FILE = "result.json"
 TASK_FILE = "task.json"
 LOG_FILE = "log.txt"
 LOG_TAIL_BYTES = 2000
+RESULT_BYTES = 16 << 20  # what a step's result, properties or metrics file may hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,18 +112,25 @@ class Engine(Protocol):
         ...
 
 
-def read_result(task: StepTask, returncode: int) -> StepOutcome:
-    """The outcome a worker or a command left behind."""
-    path = task.workdir / RESULT_FILE
+def read_result(task: StepTask, returncode: int, log_fd: int | None = None) -> StepOutcome:
+    """The outcome a worker or a command left behind, its files read beneath the attempt's folder without following
+    a link (a step may have made ``result.json`` a link to a file it could not read itself); the log's tail from
+    ``log_fd`` when given (the file the step wrote, whatever it renamed)."""
     if task.command:
-        return _command_result(task, returncode)
-    if path.exists():
-        return outcome_of(task, orjson.loads(path.read_bytes()))
+        return _command_result(task, returncode, log_fd)
+    text = read_beneath(task.workdir, RESULT_FILE, RESULT_BYTES)
+    if text is not None:
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict):
+            return outcome_of(task, doc)
     return StepOutcome(
         task.step,
         task.attempt,
         False,
-        message=f"the step's process ended with status {returncode} without a result{_log_tail(task)}",
+        message=f"the step's process ended with status {returncode} without a result{_log_tail(task, log_fd)}",
         error_types=(f"ExitCode.{returncode}",) if returncode >= 0 else ("Killed",),
     )
 
@@ -147,24 +159,31 @@ def command_env(task: StepTask, base: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def _command_result(task: StepTask, returncode: int) -> StepOutcome:
+def _command_result(task: StepTask, returncode: int, log_fd: int | None = None) -> StepOutcome:
     if returncode != 0:
         return StepOutcome(
             task.step,
             task.attempt,
             False,
-            message=f"the command exited with status {returncode}{_log_tail(task)}",
+            message=f"the command exited with status {returncode}{_log_tail(task, log_fd)}",
             error_types=(f"ExitCode.{returncode}",),
         )
     props: Any = {}
-    props_file = task.workdir / "properties.json"
     try:
-        if props_file.exists():
-            props = orjson.loads(props_file.read_bytes())
+        text = read_beneath(task.workdir, "properties.json", RESULT_BYTES)
+        if text is not None:
+            props = orjson.loads(text)
         metrics: Any = {}
         if task.kind is StepKind.EVALUATION:
             metrics_file = Path(task.outputs[METRICS_OUTPUT].removeprefix("file://")) / METRICS_FILE
-            metrics = orjson.loads(metrics_file.read_bytes()) if metrics_file.exists() else None
+            prefix = Path(task.write_prefix.removeprefix("file://"))
+            # from the step's own prefix down: no part of the way is a link the step made
+            under = prefix in metrics_file.parents
+            root, rel = (
+                (prefix, str(metrics_file.relative_to(prefix))) if under else (metrics_file.parent, METRICS_FILE)
+            )
+            text = read_beneath(root, rel, RESULT_BYTES)
+            metrics = orjson.loads(text) if text is not None else None
             if not isinstance(metrics, dict):
                 return StepOutcome(
                     task.step,
@@ -179,9 +198,13 @@ def _command_result(task: StepTask, returncode: int) -> StepOutcome:
     return StepOutcome(task.step, task.attempt, True, props, metrics)
 
 
-def _log_tail(task: StepTask) -> str:
+def _log_tail(task: StepTask, log_fd: int | None = None) -> str:
     log = task.workdir / LOG_FILE
-    tail = tail_text(log, LOG_TAIL_BYTES).strip()
+    if log_fd is None:
+        tail = tail_text(log, LOG_TAIL_BYTES).strip()
+    else:
+        end = os.fstat(log_fd).st_size
+        tail = os.pread(log_fd, LOG_TAIL_BYTES, max(0, end - LOG_TAIL_BYTES)).decode("utf-8", "replace").strip()
     return f"; log ({log}) ends: {tail}" if tail else ""
 
 
@@ -190,16 +213,20 @@ def env_name(output: str) -> str:
 
 
 class _ProcessHandle:
-    def __init__(self, proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], grace_s: float, sandboxed: bool = False) -> None:
         self._proc = proc
         self._grace_s = grace_s
+        self._sandboxed = sandboxed
         self._killed = threading.Event()
 
     def kill(self) -> None:
         if self._killed.is_set():
             return
         self._killed.set()
-        _signal_group(self._proc, signal.SIGTERM)
+        if self._sandboxed:  # to the step's processes: bubblewrap's own would end the sandbox with SIGKILL
+            terminate_sandbox(self._proc.pid, set())
+        else:
+            _signal_group(self._proc, signal.SIGTERM)
         threading.Thread(target=self._finish, daemon=True, name="servekit-step-kill").start()
 
     def _finish(self) -> None:
@@ -218,9 +245,12 @@ class LocalEngine:
     """Each attempt a process: ``python -m servekit.services.pipelines.engine.worker TASK`` for functions and transform
     jobs, the argv itself for commands; stdout and stderr go to the attempt's ``log.txt``."""
 
-    def __init__(self, *, kill_grace_s: float = 5.0, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, *, kill_grace_s: float = 5.0, env: Mapping[str, str] | None = None, sandbox: StepSandbox | None = None
+    ) -> None:
         self._grace_s = kill_grace_s
         self._env = dict(os.environ if env is None else env)
+        self._sandbox = sandbox  # Function and command steps in the jobs' sandbox (runs servekit up started)
 
     def start(self, task: StepTask, done: Callable[[StepOutcome], None]) -> StepHandle:
         task.workdir.mkdir(parents=True, exist_ok=True)
@@ -231,14 +261,29 @@ class LocalEngine:
         else:
             argv = [sys.executable, "-m", "servekit.services.pipelines.engine.worker", str(task.workdir / TASK_FILE)]
             env = {**self._env, "SERVEKIT_RUN_ID": task.run_id, "SERVEKIT_STEP": task.step}
-        with (task.workdir / LOG_FILE).open("ab") as log:  # the child keeps its own descriptor
+        sandboxed = self._sandbox is not None and task.kind is not StepKind.TRANSFORM
+        log = (task.workdir / LOG_FILE).open("a+b")  # kept open: the tail is read from this file, whatever its name
+        try:
+            if sandboxed:
+                assert self._sandbox is not None
+                layout = self._sandbox.layout(task.workdir, task.source, [task.write_prefix], task.reads)
+                argv, env = self._sandbox.command(layout, argv), self._sandbox.env(env)
             proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
             )
+        except BaseException:
+            log.close()
+            raise
 
         def watch() -> None:
             code = proc.wait()
-            done(read_result(task, code))
+            try:
+                outcome = read_result(task, code, log.fileno() if sandboxed else None)
+            except (OSError, ValueError) as exc:  # the run must hear of every attempt, or it waits forever
+                outcome = StepOutcome(task.step, task.attempt, False, message=f"the step's result: {exc}")
+            finally:
+                log.close()
+            done(outcome)
 
         threading.Thread(target=watch, daemon=True, name=f"servekit-step-{task.step}").start()
-        return _ProcessHandle(proc, self._grace_s)
+        return _ProcessHandle(proc, self._grace_s, sandboxed)

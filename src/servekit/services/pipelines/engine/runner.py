@@ -87,7 +87,10 @@ class PipelineRunner:
         sleep: Callable[[float], None] = time.sleep,
         wall: Callable[[], float] = time.time,
         stop_poll_s: float = STOP_POLL_S,
+        import_code: bool = True,
     ) -> None:
+        # False: the pipeline's code is never imported here (a run servekit up started: its steps run it, sandboxed)
+        self.import_code = import_code
         self.store = RunStore(db)
         self.home = home
         self.engine: Engine = engine or LocalEngine()
@@ -135,7 +138,7 @@ class PipelineRunner:
         """Continue a Stopped or Failed run (or one whose process died): succeeded steps keep their outputs, the
         others run again as new attempts. The definition must be the one the run started with."""
         row = self.store.get(run_id)
-        pipeline = load_pipeline(row.source)
+        pipeline = load_pipeline(row.source, import_code=self.import_code)
         if pipeline.to_document() != row.definition:
             raise RunConflict(
                 f"pipeline {row.pipeline!r} at {row.source} has changed since run {row.run_id} started; "

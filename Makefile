@@ -4,10 +4,12 @@ PIP := $(PYTHON) -m pip
 .PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
 .PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk install-locust test-locust
 
-# Training jobs run in a bubblewrap sandbox (Debian's bubblewrap): installed here when apt can (CI runs as root).
+# Training jobs run in a bubblewrap sandbox (Debian's bubblewrap); a job's network reaches the internet through
+# slirp4netns where servekit runs as root: both installed here when apt can (CI runs as root).
 install:
-	command -v bwrap >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap) \
-		|| echo "servekit: training jobs need bubblewrap (apt-get install bubblewrap); its tests fail without it"
+	(command -v bwrap >/dev/null && command -v slirp4netns >/dev/null) || (apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap slirp4netns) \
+		|| echo "servekit: training jobs need bubblewrap (apt-get install bubblewrap slirp4netns); its tests fail without it"
 	$(PIP) install -q -e '.[test]'
 
 install-demo:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -231,13 +232,15 @@ def test_a_job_cannot_escape_its_sandbox(up: UpProcess, attack: str) -> None:
 
 REACH_THE_PLANE = """
 import json, os, socket, sys
-try:
-    socket.create_connection(("127.0.0.1", int(os.environ["PLANE_PORT"])), timeout=5).close()
-    reached = True
-except OSError:
-    reached = False
-print("reached the plane:", reached)
-sys.exit(0 if reached == json.loads(os.environ["EXPECT"]) else 1)
+def reaches(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return True
+    except OSError:
+        return False
+reached, other = reaches(int(os.environ["PLANE_PORT"])), reaches(int(os.environ["OTHER_PORT"]))
+print("reached the plane:", reached, "another port of this machine:", other)
+sys.exit(0 if reached == json.loads(os.environ["EXPECT"]) and not other else 1)
 """
 
 
@@ -247,9 +250,9 @@ def test_network_isolation_means_no_network_and_the_code_comes_as_a_channel(up: 
     ``sagemaker_submit_directory`` pointing into it; the isolated job cannot reach even 127.0.0.1."""
     sm, s3, _ = clients(up)
     name = f"isolated-{str(isolated).lower()}"
-    request = job(
-        s3, name, REACH_THE_PLANE, Environment={"PLANE_PORT": str(up.port), "EXPECT": str(not isolated).lower()}
-    )
+    other = socket.create_server(("127.0.0.1", 0))  # a port of this machine's loopback that is not the plane
+    env = {"PLANE_PORT": str(up.port), "OTHER_PORT": str(other.getsockname()[1]), "EXPECT": str(not isolated).lower()}
+    request = job(s3, name, REACH_THE_PLANE, Environment=env)
     if isolated:
         source = f"s3://sagemaker-us-east-1-000000000000/{name}/source"
         request["EnableNetworkIsolation"] = True
@@ -257,9 +260,49 @@ def test_network_isolation_means_no_network_and_the_code_comes_as_a_channel(up: 
         request["InputDataConfig"].append(
             {"ChannelName": "code", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": source}}}
         )
-    sm.create_training_job(**request)
-    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    with other:
+        sm.create_training_job(**request)
+        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
     d = sm.describe_training_job(TrainingJobName=name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+
+
+RENDEZVOUS = """
+import os, socket, sys, time
+port = 29611
+if os.environ["SM_CURRENT_HOST"] == "algo-1":
+    with socket.create_server(("0.0.0.0", port)) as server:
+        conn, _ = server.accept()
+        print("algo-1 heard:", conn.recv(16).decode())
+else:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("algo-1", port), timeout=5) as conn:
+                conn.sendall(b"hello")
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                sys.exit("algo-2 never reached algo-1")
+            time.sleep(0.1)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hosts share a namespace where servekit runs as root")
+def test_the_hosts_of_an_isolated_job_reach_one_another(up: UpProcess) -> None:
+    """With EnableNetworkIsolation the job's hosts still talk (SageMaker lets a job's own containers), in one
+    network namespace that holds nothing else."""
+    sm, s3, _ = clients(up)
+    request = job(
+        s3,
+        "isolated-pair",
+        RENDEZVOUS,
+        ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 2, "VolumeSizeInGB": 10},
+        EnableNetworkIsolation=True,
+    )
+    sm.create_training_job(**request)
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="isolated-pair", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="isolated-pair")
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
 
 

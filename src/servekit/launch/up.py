@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import random
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ from servekit.services.training.api import TrainingJobsApi
 from servekit.services.training.hosts import JobEnvelope
 from servekit.services.training.images import ImageTable
 from servekit.services.training.metrics import NAMESPACE as TRAINING_METRICS
+from servekit.services.training.network import SLIRP_HINT
+from servekit.services.training.network import available as job_networks_available
 from servekit.services.training.runner import TrainingRunner
 from servekit.services.training.sandbox import job_sandbox_problem
 from servekit.services.transform.api import TransformJobsApi
@@ -125,9 +128,11 @@ def external_s3(given: str | None, env: Mapping[str, str], own_url: str | None) 
 
 
 def s3_environment(url: str, key: AccessKey, account: Account) -> dict[str, str]:
-    """What a job process needs to reach the plane's S3 with boto3 or s3fs."""
+    """What a job process needs to reach the plane with boto3 or s3fs: its S3, and every other service of the
+    port (``AWS_ENDPOINT_URL``: a script's SageMaker, STS, CloudWatch clients reach this plane, not AWS)."""
     return {
         "AWS_ENDPOINT_URL_S3": url,
+        "AWS_ENDPOINT_URL": url,
         "AWS_ACCESS_KEY_ID": key.access_key_id,
         "AWS_SECRET_ACCESS_KEY": key.secret_access_key,
         "AWS_DEFAULT_REGION": account.region,
@@ -304,6 +309,8 @@ def build(
     jobs_problem = job_sandbox_problem(sys.executable, home)
     if jobs_problem is not None:  # said once now; each job fails with the same reason
         log.warning("training and processing jobs cannot run: %s", jobs_problem)
+    elif job_networks_available() and shutil.which("slirp4netns") is None:
+        log.warning("jobs without EnableNetworkIsolation reach this plane but not the internet: %s", SLIRP_HINT)
     hosting.image_mapped = lambda uri: images.resolve(uri) is not None  # CreateModel's Image check
 
     # With --backend ray, jobs' hosts are Ray actors on the cluster the endpoints' backend connected to

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
 import sys
 from collections.abc import Callable
@@ -29,19 +28,18 @@ import orjson
 import yaml
 
 from servekit._utils.files import tail_text
-from servekit._utils.processes import owner_alive, pid_alive, stop_children
+from servekit._utils.processes import owner_alive, pid_alive
 from servekit.aws.errors import conflict, resource_not_found, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.offsets import offset_page
-from servekit.aws.policy import PolicyError
 from servekit.aws.sessions import SessionKeys
 from servekit.aws.timestamps import optional_epoch
 from servekit.services.pipelines.definition.nesting import MAX_DEPTH, nesting_depth
-from servekit.services.pipelines.engine.step_sandbox import STEP_ENVIRONMENT
 from servekit.services.pipelines.execution.executor import DEFAULT_PARALLELISM, Executor
 from servekit.services.pipelines.execution.records import SOURCE
 from servekit.services.pipelines.execution.selective import SelectionError, select
+from servekit.services.pipelines.run_processes import RunProcesses
 from servekit.services.pipelines.runs.repo import (
     ApiExecutionRow,
     DefinitionExists,
@@ -58,16 +56,13 @@ from servekit.services.pipelines.sagemaker import (
     resolve_parameters,
 )
 from servekit.services.pipelines.sagemaker.model import VERSION
-from servekit.services.training.roles import role_policy
 from servekit.state.paging import InvalidNextToken
 
 log = logging.getLogger(__name__)
 
 VALIDATE_TIMEOUT_S = 60.0
-STOP_GRACE_S = 10.0
 LOG_TAIL_BYTES = 1500
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-RUN_SESSION_S = 7 * 86400.0  # an execution's role session, unless revoked first (when its run process ends)
 _FORMAT = (
     "SageMaker's pipeline definition JSON (Version 2020-12-01, as the SDK's Pipeline.definition() writes) or "
     "servekit's (JSON or YAML with Name, Parameters and Steps, as docs/pipelines.md describes)"
@@ -110,8 +105,7 @@ class PipelinesApi:
         self._plane_url = plane_url
         self._python = python
         self._new_id = new_id or (lambda: "".join(secrets.choice(_ID_ALPHABET) for _ in range(12)))
-        self._children: dict[str, asyncio.subprocess.Process] = {}
-        self._waiters: set[asyncio.Task[None]] = set()
+        self.runs = RunProcesses(repo, home, self._account, plane_url, python, sessions)
         self.executor = executor
         self._read_object = read_object
 
@@ -144,7 +138,7 @@ class PipelinesApi:
     async def close(self) -> None:
         """Stop the executions of servekit's format this plane started (SIGINT: each run stops its steps and ends
         Stopped); SageMaker executions stay Executing for the next plane to adopt."""
-        await stop_children(self._children.values(), STOP_GRACE_S, group=True)
+        await self.runs.close()
         if self.executor is not None:
             await self.executor.close()
 
@@ -382,7 +376,7 @@ class PipelinesApi:
         execution = self._record_execution(row, p, run_id, str(log_path))
         if execution.run_id != run_id:  # a retry with the same ClientRequestToken: the execution it started
             return {"PipelineExecutionArn": execution.arn}
-        await self._spawn(row.name, execution, log_path, row.role_arn)
+        await self.runs.spawn(self.definition_file(row.name), execution, log_path, row.role_arn)
         return {"PipelineExecutionArn": execution.arn}
 
     def _record_execution(self, row: DefinitionRow, p: dict[str, Any], run_id: str, log: str) -> ApiExecutionRow:
@@ -458,74 +452,6 @@ class PipelinesApi:
             )
         return source.run_id, source.arn, tuple(str(s["StepName"]) for s in config.get("SelectedSteps") or [])
 
-    async def _spawn(self, pipeline: str, execution: ApiExecutionRow, log_path: Path, role_arn: str = "") -> None:
-        definition = self.definition_file(pipeline)
-        argv = [self._python, "-m", "servekit.cli.main", "pipeline", "run", str(definition)]
-        argv += ["--home", str(self.home), "--run-id", execution.run_id, "--json"]
-        url = self._plane_url()
-        if url:
-            argv += ["--url", url]
-        argv += [f"--param={k}={v}" for k, v in execution.parameters.items()]
-        env, key = dict(os.environ), None
-        if self.sessions is not None:  # its steps in the jobs' sandbox, with the pipeline role's session
-            key, steps = self._role_session(role_arn, definition, execution.run_id, url)
-            argv += ["--sandbox"]
-            env[STEP_ENVIRONMENT] = orjson.dumps(steps).decode()
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as out:  # the child keeps its own descriptor
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
-                start_new_session=True,
-                env=env,
-            )
-        self._children[execution.run_id] = proc
-        self.repo.set_api_execution_process(execution.run_id, pid=proc.pid)
-
-        async def reap() -> None:
-            code = await proc.wait()
-            if key is not None and self.sessions is not None:
-                self.sessions.revoke(key)  # the session ends with the run
-            self.repo.set_api_execution_process(execution.run_id, exit_code=code)
-            self._children.pop(execution.run_id, None)
-
-        task = asyncio.create_task(reap())
-        self._waiters.add(task)
-        task.add_done_callback(self._waiters.discard)
-
-    def _role_session(
-        self, role_arn: str, definition: Path, run_id: str, url: str | None
-    ) -> tuple[str | None, dict[str, str]]:
-        """A session for the pipeline's role (its policy as a job's role has it: services.training.roles, the
-        definition's ``s3://`` URIs standing for a job's request) and the variables its steps get: the session's
-        keys, this plane's endpoint and region. The key's id, to revoke when the run ends."""
-        region = self._account.region
-        steps = {"AWS_DEFAULT_REGION": region, "AWS_REGION": region}
-        if url:
-            steps["AWS_ENDPOINT_URL"] = url
-        if self.sessions is None or not role_arn:
-            return None, steps
-        try:
-            document = orjson.loads(definition.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            document = {}
-        try:
-            policy = role_policy(self.home, role_arn, document if isinstance(document, dict) else {})
-            key = self.sessions.mint(role_arn, f"SageMaker-Pipeline-{run_id}"[:64], policy, RUN_SESSION_S)
-        except (PolicyError, ValueError) as exc:
-            log.warning(
-                "pipeline execution %s runs its steps without a session: its role %s: %s", run_id, role_arn, exc
-            )
-            return None, steps
-        steps |= {
-            "AWS_ACCESS_KEY_ID": key.access_key_id,
-            "AWS_SECRET_ACCESS_KEY": key.secret_access_key,
-            "AWS_SESSION_TOKEN": key.session_token or "",
-        }
-        return key.access_key_id, steps
-
     def _execution(self, ref: str) -> tuple[ApiExecutionRow | None, RunRow | None]:
         api = self.repo.get_api_execution(ref)
         run = self.repo.get_run(api.run_id if api is not None else ref)
@@ -539,7 +465,7 @@ class PipelinesApi:
         # recorded is a process being started
         ended = (
             api is not None
-            and api.run_id not in self._children
+            and api.run_id not in self.runs.children
             and (api.exit_code is not None or (api.pid is not None and not pid_alive(api.pid)))
         )
         if run is not None and (RunStatus(run.status).finished or not ended):

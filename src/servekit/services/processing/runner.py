@@ -31,7 +31,8 @@ from servekit.services.training.hosts import (
 )
 from servekit.services.training.images import Image
 from servekit.services.training.inputs import fetch_input
-from servekit.services.training.runner import REASON_BYTES, JobFailed, SandboxJobRunner, volume_bytes
+from servekit.services.training.job_files import volume_bytes
+from servekit.services.training.runner import REASON_BYTES, JobFailed, SandboxJobRunner
 
 log = logging.getLogger(__name__)
 
@@ -109,51 +110,55 @@ class ProcessingRunner(SandboxJobRunner):
         filter_file = sandbox.seccomp_file(job_dir / "etc")
         own = {str(k): str(v) for k, v in (req.get("Environment") or {}).items()}
         envelope = self.envelope(str(cluster.get("InstanceType") or ""))
-        with contextlib.ExitStack() as stack:
-            try:
-                held = self.hold_gpus(stack, name, hosts, envelope)
-                creds = stack.enter_context(self.role_session(req, name))
-            except JobFailed:
-                for log_path in logs:
-                    self.logs.unregister(log_path)
-                raise
-            env = sandbox_env({**self.environment, **creds, **own})
-            commands, layouts = [], []
-            for host in hosts:
-                layout = sandbox.Layout(
-                    ml_dir(job_dir, host),
-                    hidden=[self.home],
-                    mounts=mounts[host],
-                    bin=bin_dir,
-                    hostname=host,
-                    hosts_file=hosts_file,
-                    devices=gpu_device_nodes(held.get(host, ())),
-                    runtime=runtime,
-                    network=not (req.get("NetworkConfig") or {}).get("EnableNetworkIsolation"),
-                    seccomp=filter_file,
-                    tmp_bytes=volume_bytes(cluster),
-                    cgroup=self.process_group(stack, name, host, envelope),
-                )
-                host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
-                layouts.append(layout)
-                commands.append(
-                    (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), host_env, job_dir / f"{host}.log")
-                )
-            limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-            continuous = [
-                FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"
-            ]
-            keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
-            try:
-                await self.hand_over(layouts)
-                codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
-            finally:
-                for keeper in keepers:
-                    keeper.cancel()
-                await asyncio.gather(*keepers, return_exceptions=True)
-                for log_path, stream in logs.items():
-                    await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
-                    self.logs.unregister(log_path)
+        isolated = bool((req.get("NetworkConfig") or {}).get("EnableNetworkIsolation"))
+        async with self.network(isolated, job_dir) as net:  # every host in it
+            with contextlib.ExitStack() as stack:
+                try:
+                    held = self.hold_gpus(stack, name, hosts, envelope)
+                    creds = stack.enter_context(self.role_session(req, name))
+                except JobFailed:
+                    for log_path in logs:
+                        self.logs.unregister(log_path)
+                    raise
+                env = sandbox_env({**self.environment, **creds, **own})
+                commands, layouts = [], []
+                for host in hosts:
+                    layout = sandbox.Layout(
+                        ml_dir(job_dir, host),
+                        hidden=[self.home],
+                        mounts=mounts[host],
+                        bin=bin_dir,
+                        hostname=host,
+                        hosts_file=hosts_file,
+                        devices=gpu_device_nodes(held.get(host, ())),
+                        runtime=runtime,
+                        network=not isolated,
+                        netns=net.netns if net is not None else None,
+                        resolv_conf=net.resolv_conf if net is not None else None,
+                        seccomp=filter_file,
+                        tmp_bytes=volume_bytes(cluster),
+                        cgroup=self.process_group(stack, name, host, envelope),
+                    )
+                    host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
+                    layouts.append(layout)
+                    commands.append(
+                        (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), host_env, job_dir / f"{host}.log")
+                    )
+                limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+                continuous = [
+                    FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"
+                ]
+                keepers = [asyncio.create_task(sync.keep_in_step(self.sync_s)) for sync in continuous]
+                try:
+                    await self.hand_over(layouts)
+                    codes, stopped = await run_hosts(commands, limit, run, self.stop_grace_s, envelope, self.launch)
+                finally:
+                    for keeper in keepers:
+                        keeper.cancel()
+                    await asyncio.gather(*keepers, return_exceptions=True)
+                    for log_path, stream in logs.items():
+                        await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log_path)
+                        self.logs.unregister(log_path)
         for sync in continuous:  # whatever the end, as SageMaker's continuous upload has it
             await asyncio.to_thread(self._sync, sync)
         ended = self.clock()

@@ -44,9 +44,11 @@ from servekit.services.training.hosts import (
 )
 from servekit.services.training.images import Image, ImageTable, framework_check, unknown_image
 from servekit.services.training.inputs import fetch_input
+from servekit.services.training.job_files import copy_into, extract, in_channel, tar_folders, volume_bytes
 from servekit.services.training.lifecycle import SecondaryStatus, TrainingJobStatus, check_transition
 from servekit.services.training.metrics import POLL_S as METRICS_POLL_S
 from servekit.services.training.metrics import MetricFollower, MetricSink, evaluation_metrics, final_metrics
+from servekit.services.training.network import JobNetwork, job_network, loopback_address
 from servekit.services.training.roles import role_policy
 from servekit.services.training.store import SageMakerJobs
 
@@ -77,58 +79,6 @@ class JobLogs(Protocol):
 
 class JobFailed(Exception):
     """The job cannot go on; the message is its FailureReason."""
-
-
-def _extract(archive: Path, dest: Path) -> None:
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")  # refuses absolute paths, .., links out of dest
-
-
-def volume_bytes(resources: Mapping[str, Any]) -> int | None:
-    """A job's ``VolumeSizeInGB`` in bytes: the size of its sandbox's private /tmp (None when not given)."""
-    size = resources.get("VolumeSizeInGB")
-    return int(size) * 2**30 if isinstance(size, int) and size > 0 else None
-
-
-def in_channel(path: str, channels: Mapping[str, Path]) -> Path | None:
-    """Where ``path``, a path in the sandbox under ``/opt/ml/input/data/<channel>/``, is on this machine (None for
-    any other value, an ``s3://`` URI say); a path outside its channel's folder or into a channel the job does not
-    have is a ValueError."""
-    prefix = f"{contract.DATA}/"
-    if not path.startswith(prefix):
-        return None
-    name, _, rest = path[len(prefix) :].partition("/")
-    if name not in channels:
-        raise ValueError(f"the job has no channel {name!r}")
-    if any(part in ("", ".", "..") for part in rest.split("/")) and rest:
-        raise ValueError("the path must name a file or folder inside the channel")
-    return channels[name] / rest if rest else channels[name]
-
-
-def copy_into(source: Path, folder: Path) -> None:
-    """``source`` (a file, or a folder's files) into ``folder``, links not followed."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if source.is_symlink():
-        raise ValueError(f"{source.name} is a link")
-    if source.is_dir():
-        shutil.copytree(source, folder, symlinks=True, dirs_exist_ok=True)
-    elif source.is_file():
-        shutil.copy2(source, folder / source.name, follow_symlinks=False)
-    else:
-        raise ValueError(f"{source.name} is not in the channel")
-
-
-def _tar(folders: Sequence[Path], archive: Path) -> None:
-    """The files of ``folders`` in one archive; where several hold the same path, the first one's."""
-    seen: set[str] = set()
-    with tarfile.open(archive, "w:gz") as tar:
-        for folder in folders:
-            for item in sorted(folder.rglob("*")):
-                arcname = item.relative_to(folder).as_posix()
-                if arcname in seen:
-                    continue
-                seen.add(arcname)
-                tar.add(item, arcname=arcname, recursive=False)
 
 
 CHECKPOINTS = f"{contract.ML}/checkpoints"
@@ -269,6 +219,15 @@ class SandboxJobRunner:
             return sandbox.command(layout, argv, bwrap, sandbox.job_uid())
         except sandbox.SandboxUnavailable as exc:
             raise JobFailed(f"ClientError: {exc}") from None
+
+    def network(self, isolated: bool, job_dir: Path) -> contextlib.AbstractAsyncContextManager[JobNetwork | None]:
+        """The job's network namespace (:func:`job_network`) while it runs: the plane's signed API at its
+        ``AWS_ENDPOINT_URL`` (or S3's) unless ``isolated``; None for hosts on Ray nodes (each sandbox makes its own)."""
+        env = self.environment
+        plane = loopback_address(env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3") or "")
+        if self.launch is not None:
+            return contextlib.nullcontext(None)
+        return job_network(plane, isolated, job_dir / "etc")
 
     async def hand_over(self, layouts: Sequence[sandbox.Layout]) -> None:
         """The hosts' folders made the job's (:func:`sandbox.hand_over`), off the loop, just before they start."""
@@ -488,7 +447,7 @@ class TrainingRunner(SandboxJobRunner):
             archives = [p for p in source_dir.rglob("*") if p.is_file()]
             for archive in archives:
                 try:
-                    _extract(archive, code)
+                    extract(archive, code)
                 except (tarfile.TarError, OSError) as exc:
                     raise JobFailed(
                         f"ClientError: the source archive {archive.name} cannot be unpacked: {exc}"
@@ -530,65 +489,71 @@ class TrainingRunner(SandboxJobRunner):
         hosts_file = sandbox.hosts_file(job_dir / "etc" / "hosts", hosts)
         runtime = await self.runtime(python)
         filter_file = sandbox.seccomp_file(job_dir / "etc")
-        site = None
-        if script is not None and (job_dir / "code" / "requirements.txt").is_file():
-            if not self.allow_installs:
+        isolated = bool(req.get("EnableNetworkIsolation"))
+        async with self.network(isolated, job_dir) as net:  # every host in it, and the install before them
+            site = None
+            if script is not None and (job_dir / "code" / "requirements.txt").is_file():
+                if not self.allow_installs:
+                    for host in hosts:
+                        with (job_dir / f"{host}.log").open("a") as f:
+                            f.write(f"servekit: {contract.CODE}/requirements.txt not installed ({NO_INSTALLS})\n")
+                else:
+                    site = job_dir / "site"
+                    if await self._install(job_dir, hosts[0], python, bwrap, bin_dir, site, run, runtime, net):
+                        return [(0, True)] * len(hosts), True
+            port = free_port()
+            envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
+            with contextlib.ExitStack() as stack:
+                held = self.hold_gpus(stack, str(req["TrainingJobName"]), hosts, envelope)
+                creds = stack.enter_context(self.role_session(req, str(req["TrainingJobName"])))
+                checkpoint = req.get("CheckpointConfig") or {}
+                local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
+                if not local.startswith("/") or ".." in local.split("/"):
+                    raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
+                commands, layouts = [], []
                 for host in hosts:
-                    with (job_dir / f"{host}.log").open("a") as f:
-                        f.write(f"servekit: {contract.CODE}/requirements.txt not installed ({NO_INSTALLS})\n")
-            else:
-                site = job_dir / "site"
-                if await self._install(job_dir, hosts[0], python, bwrap, bin_dir, site, run, runtime):
-                    return [(0, True)] * len(hosts), True
-        port = free_port()
-        envelope = self.envelope(str((req.get("ResourceConfig") or {}).get("InstanceType") or ""))
-        with contextlib.ExitStack() as stack:
-            held = self.hold_gpus(stack, str(req["TrainingJobName"]), hosts, envelope)
-            creds = stack.enter_context(self.role_session(req, str(req["TrainingJobName"])))
-            checkpoint = req.get("CheckpointConfig") or {}
-            local = str(checkpoint.get("LocalPath") or CHECKPOINTS)
-            if not local.startswith("/") or ".." in local.split("/"):
-                raise JobFailed(f"ClientError: CheckpointConfig.LocalPath {local!r} must be an absolute path")
-            commands, layouts = [], []
-            for host in hosts:
-                ckpt = ml_dir(job_dir, host) / "checkpoints"
-                layout = sandbox.Layout(
-                    ml_dir(job_dir, host),
-                    channels[host],
-                    job_dir / "code",
-                    hidden=[self.home],
-                    bin=bin_dir,
-                    hostname=host,
-                    hosts_file=hosts_file,
-                    mounts=[
-                        *([(ckpt, local, True)] if local != CHECKPOINTS else []),
-                        *([(site, SITE, False)] if site is not None else []),
-                    ],
-                    devices=gpu_device_nodes(held.get(host, ())),
-                    runtime=runtime,
-                    network=not req.get("EnableNetworkIsolation"),
-                    seccomp=filter_file,
-                    tmp_bytes=volume_bytes(req.get("ResourceConfig") or {}),
-                    cgroup=self.process_group(stack, str(req["TrainingJobName"]), host, envelope),
-                )
-                sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
-                if host in held:
-                    sm[VISIBLE_ENV] = ",".join(str(i) for i in held[host])
-                if site is not None:  # what requirements.txt installed, after the source directory
-                    sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
-                env = sandbox_env({**self.environment, **creds, **sm})
-                layouts.append(layout)
-                commands.append(
-                    (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log")
-                )
-            limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
-            definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
-            follower = None
-            if self.metrics is not None and definitions:
-                logs = [job_dir / f"{host}.log" for host in hosts]
-                follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
-            with self._following(follower):
-                return await self._run_with_checkpoints(req, job_dir, hosts, layouts, commands, limit, run, envelope)
+                    ckpt = ml_dir(job_dir, host) / "checkpoints"
+                    layout = sandbox.Layout(
+                        ml_dir(job_dir, host),
+                        channels[host],
+                        job_dir / "code",
+                        hidden=[self.home],
+                        bin=bin_dir,
+                        hostname=host,
+                        hosts_file=hosts_file,
+                        mounts=[
+                            *([(ckpt, local, True)] if local != CHECKPOINTS else []),
+                            *([(site, SITE, False)] if site is not None else []),
+                        ],
+                        devices=gpu_device_nodes(held.get(host, ())),
+                        runtime=runtime,
+                        network=not isolated,
+                        netns=net.netns if net is not None else None,
+                        resolv_conf=net.resolv_conf if net is not None else None,
+                        seccomp=filter_file,
+                        tmp_bytes=volume_bytes(req.get("ResourceConfig") or {}),
+                        cgroup=self.process_group(stack, str(req["TrainingJobName"]), host, envelope),
+                    )
+                    sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
+                    if host in held:
+                        sm[VISIBLE_ENV] = ",".join(str(i) for i in held[host])
+                    if site is not None:  # what requirements.txt installed, after the source directory
+                        sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
+                    env = sandbox_env({**self.environment, **creds, **sm})
+                    layouts.append(layout)
+                    commands.append(
+                        (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), env, job_dir / f"{host}.log")
+                    )
+                limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+                definitions = (req.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
+                follower = None
+                if self.metrics is not None and definitions:
+                    logs = [job_dir / f"{host}.log" for host in hosts]
+                    follower = MetricFollower(str(req["TrainingJobName"]), definitions, logs, self.metrics)
+                with self._following(follower):
+                    return await self._run_with_checkpoints(
+                        req, job_dir, hosts, layouts, commands, limit, run, envelope
+                    )
 
     async def _install(
         self,
@@ -600,6 +565,7 @@ class TrainingRunner(SandboxJobRunner):
         site: Path,
         run: Running,
         runtime: tuple[str, ...],
+        net: JobNetwork | None = None,
     ) -> bool:
         """``pip install -r requirements.txt`` into ``site`` in the sandbox (its output in the first host's log, as
         the containers print it), for every host to import; True when the job was stopped meanwhile."""
@@ -611,6 +577,8 @@ class TrainingRunner(SandboxJobRunner):
             bin=bin_dir,
             mounts=[(site, SITE, True)],
             runtime=runtime,
+            netns=net.netns if net is not None else None,
+            resolv_conf=net.resolv_conf if net is not None else None,
             seccomp=sandbox.seccomp_file(job_dir / "etc"),
         )
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]
@@ -690,11 +658,11 @@ class TrainingRunner(SandboxJobRunner):
         base = str((req.get("OutputDataConfig") or {}).get("S3OutputPath", "")).rstrip("/")
         model_uri = f"{base}/{name}/output/model.tar.gz"
         archive = job_dir / "model.tar.gz"
-        _tar([ml_dir(job_dir, h) / "model" for h in hosts], archive)
+        tar_folders([ml_dir(job_dir, h) / "model" for h in hosts], archive)
         self.files.put_file(model_uri, archive, "application/x-tar")
         outputs = [ml_dir(job_dir, h) / "output" / "data" for h in hosts]
         if any(any(o.iterdir()) for o in outputs):
             out_archive = job_dir / "output.tar.gz"
-            _tar(outputs, out_archive)
+            tar_folders(outputs, out_archive)
             self.files.put_file(f"{base}/{name}/output/output.tar.gz", out_archive, "application/x-tar")
         return model_uri

@@ -131,6 +131,10 @@ class Layout:
     cgroup: Path | None = None
     # where the command starts (default /opt/ml/code when there is code, else /opt/ml)
     chdir: str | None = None
+    # the job's network namespace (services.training.network: all its hosts in one), entered with nsenter before
+    # anything else; None: the sandbox makes its own for an isolated job, else shares this machine's
+    netns: str | None = None
+    resolv_conf: Path | None = None  # that namespace's /etc/resolv.conf (its DNS forwarder)
 
 
 _PROBE = (
@@ -309,6 +313,8 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
         out += seccomp_args
     if steps:
         out = ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "servekit-sandbox", *args, *out]
+    if layout.netns is not None:
+        out = [shutil.which("nsenter") or "nsenter", f"--net={layout.netns}", "--", *out]
     for root in private_roots():  # /tmp writable by the job, as everyone's /tmp
         if root == "/tmp" and layout.tmp_bytes is not None:
             out += ["--size", str(layout.tmp_bytes)]
@@ -319,8 +325,10 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
         out += [*_folders_to(where, made, roots), "--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
-    if not layout.network:
+    if not layout.network and layout.netns is None:
         out += ["--unshare-net"]
+    if layout.resolv_conf is not None:
+        out += ["--ro-bind", str(layout.resolv_conf), os.path.realpath("/etc/resolv.conf")]
     if layout.hostname is not None:
         out += ["--hostname", layout.hostname]
     if layout.hosts_file is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from servekit.services.training.runner import copy_into, in_channel
+from servekit.services.training.job_files import copy_into, in_channel
 from servekit.services.training.sandbox import Layout, command
 
 

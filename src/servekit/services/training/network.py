@@ -1,0 +1,209 @@
+"""A job's network: one network namespace for all its hosts (they rendezvous on its loopback, as a job's
+containers talk to one another), holding nothing of this machine's.
+
+- Without ``EnableNetworkIsolation`` the job reaches the plane only through its signed API: its
+  ``AWS_ENDPOINT_URL`` (``http://127.0.0.1:<port>``) answers in the namespace, and this process carries each
+  connection to the plane; no other port of this machine's loopback (the console, the endpoints' instances, other
+  jobs) is there. The internet is reached through slirp4netns, user-mode NAT that refuses this machine's loopback
+  (``--disable-host-loopback``), with its DNS forwarder as the namespace's resolver.
+- With it, the namespace has nothing but its loopback: the hosts still reach one another, nothing else.
+
+Made where servekit runs as root (a namespace needs CAP_SYS_ADMIN): a thread unshares its network namespace, makes
+the plane's listening socket there and keeps a descriptor of it; the hosts' sandboxes enter it with ``nsenter``.
+Elsewhere (an ordinary user, hosts on Ray nodes) :func:`job_network` gives None: the sandbox makes a namespace of
+its own per host for an isolated job, and a job without isolation shares this machine's network."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import shutil
+import socket
+import struct
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder, in its default network
+SLIRP_READY_S = 10.0
+SLIRP_HINT = "install slirp4netns (apt-get install slirp4netns) for jobs without EnableNetworkIsolation to reach it"
+
+
+@dataclass(frozen=True)
+class JobNetwork:
+    """A job's namespace, as its hosts' sandboxes enter it."""
+
+    netns: str  # a path nsenter opens: /proc/<this process>/fd/<descriptor of the namespace>
+    resolv_conf: Path | None  # the namespace's /etc/resolv.conf (slirp4netns's DNS), None without internet
+
+    def enter(self) -> list[str]:
+        """The command prefix that runs a host's sandbox in the namespace."""
+        return [shutil.which("nsenter") or "nsenter", f"--net={self.netns}", "--"]
+
+
+def loopback_address(url: str) -> tuple[str, int] | None:
+    """The host and port of ``url`` (the plane's endpoint a job is given) when it is on this machine's loopback;
+    None otherwise (a plane elsewhere is reached as the internet is)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not parts.port or not (host == "localhost" or host == "::1" or host.startswith("127.")):
+        return None
+    return host, parts.port
+
+
+def available() -> bool:
+    """Whether jobs' hosts can share a namespace made here: root, with nsenter."""
+    return os.geteuid() == 0 and shutil.which("nsenter") is not None
+
+
+def _lo_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s.fileno(), _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+
+
+def _make_namespace(port: int | None) -> tuple[int, socket.socket | None]:
+    """In a thread of its own (unshare moves only the calling thread): a new network namespace with its loopback
+    up, a descriptor of it, and a socket listening on its ``127.0.0.1:port``."""
+    out: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(CLONE_NEWNET) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
+            _lo_up()
+            out["fd"] = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            if port is not None:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen(128)
+                sock.setblocking(False)
+                out["sock"] = sock
+        except BaseException as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=work, name="servekit-job-netns")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        if "fd" in out:
+            os.close(int(str(out["fd"])))
+        raise out["error"]  # type: ignore[misc]
+    sock = out.get("sock")
+    return int(str(out["fd"])), sock if isinstance(sock, socket.socket) else None
+
+
+async def _carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(1 << 16):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Process, Path]:
+    """slirp4netns on the namespace (its NAT to the internet, not this machine's loopback), once it says ready."""
+    binary = shutil.which("slirp4netns")
+    if binary is None:
+        raise FileNotFoundError(SLIRP_HINT)
+    ready_r, ready_w = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            binary,
+            "--configure",
+            "--mtu=65520",
+            "--disable-host-loopback",
+            f"--ready-fd={ready_w}",
+            "--netns-type=path",
+            f"/proc/{os.getpid()}/fd/{fd}",
+            "tap0",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(ready_w,),
+        )
+        os.close(ready_w)
+        ready_w = -1
+        said = await asyncio.wait_for(asyncio.to_thread(os.read, ready_r, 1), SLIRP_READY_S)
+    finally:
+        os.close(ready_r)
+        if ready_w >= 0:
+            os.close(ready_w)
+    if said != b"1":
+        err = await proc.stderr.read() if proc.stderr else b""
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise OSError(f"slirp4netns did not start: {err.decode(errors='replace').strip()}")
+    folder.mkdir(parents=True, exist_ok=True)
+    resolv = folder / "resolv.conf"
+    resolv.write_text(f"nameserver {SLIRP_DNS}\n")
+    return proc, resolv
+
+
+@contextlib.asynccontextmanager
+async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Path) -> AsyncIterator[JobNetwork | None]:
+    """The job's namespace while the block runs (see the module's docstring), or None where none is made here.
+    ``plane``: where the plane listens (its host and port), carried into the namespace unless ``isolated``;
+    ``folder``: where the namespace's resolv.conf is written."""
+    if not available():
+        yield None
+        return
+    port = None if isolated or plane is None else plane[1]
+    try:
+        fd, sock = await asyncio.to_thread(_make_namespace, port)
+    except OSError as exc:  # root without CAP_SYS_ADMIN (a container's): each sandbox makes its own, as for a user
+        log.warning("a job's hosts get no shared network namespace: %s", exc)
+        yield None
+        return
+    server = slirp = None
+    try:
+        resolv = None
+        if sock is not None and plane is not None:
+            target = plane
+
+            async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                try:
+                    up_reader, up_writer = await asyncio.open_connection(*target)
+                except OSError:
+                    writer.close()
+                    return
+                await asyncio.gather(_carry(reader, up_writer), _carry(up_reader, writer))
+
+            server = await asyncio.start_server(forward, sock=sock)
+        if not isolated:
+            try:
+                slirp, resolv = await _start_slirp(fd, folder)
+            except (OSError, TimeoutError) as exc:  # the plane is still there; the internet is not
+                log.warning("a job has no internet: %s", exc)
+        yield JobNetwork(f"/proc/{os.getpid()}/fd/{fd}", resolv)
+    finally:
+        if server is not None:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+        elif sock is not None:
+            sock.close()
+        if slirp is not None:
+            with contextlib.suppress(ProcessLookupError):
+                slirp.kill()
+            await slirp.wait()
+        os.close(fd)

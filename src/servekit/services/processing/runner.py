@@ -138,6 +138,7 @@ class ProcessingRunner(SandboxJobRunner):
                         seccomp=filter_file,
                         tmp_bytes=volume_bytes(cluster),
                         cgroup=self.process_group(stack, name, host, envelope),
+                        nproc=self.process_limit(envelope),
                     )
                     host_env = {**env, VISIBLE_ENV: ",".join(map(str, held[host]))} if host in held else env
                     layouts.append(layout)

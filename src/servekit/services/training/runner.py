@@ -194,11 +194,14 @@ class SandboxJobRunner:
         make none."""
         if self.launch is not None:
             return None
-        limit = PROCESSES_PER_VCPU * (envelope.vcpus if envelope is not None else DEFAULT_VCPUS)
-        group = pids_group(f"servekit-{job}-{host}", limit)
+        group = pids_group(f"servekit-{job}-{host}", self.process_limit(envelope))
         if group is not None:
             stack.callback(remove_cgroup, group)
         return group
+
+    def process_limit(self, envelope: JobEnvelope | None) -> int:
+        """A host's process limit: :data:`PROCESSES_PER_VCPU` per vCPU of its instance type."""
+        return PROCESSES_PER_VCPU * (envelope.vcpus if envelope is not None else DEFAULT_VCPUS)
 
     def keyless(self) -> dict[str, str]:
         """``environment`` without the plane's keys (what a job's pip install runs with)."""
@@ -533,6 +536,7 @@ class TrainingRunner(SandboxJobRunner):
                         seccomp=filter_file,
                         tmp_bytes=volume_bytes(req.get("ResourceConfig") or {}),
                         cgroup=self.process_group(stack, str(req["TrainingJobName"]), host, envelope),
+                        nproc=self.process_limit(envelope),
                     )
                     sm = contract.environment(req, script, self.cpus(envelope), host, port, len(held.get(host, ())))
                     if host in held:

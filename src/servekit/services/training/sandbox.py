@@ -129,6 +129,9 @@ class Layout:
     tmp_bytes: int | None = None
     # a pids cgroup (servekit._utils.cgroups) the shell that execs bubblewrap joins first: the host's process limit
     cgroup: Path | None = None
+    # the process limit where no cgroup holds one and the job runs as JOB_UID (servekit as root): RLIMIT_NPROC,
+    # which counts every process of that user on the machine (all such jobs together)
+    nproc: int | None = None
     # where the command starts (default /opt/ml/code when there is code, else /opt/ml)
     chdir: str | None = None
     # the job's network namespace (services.training.network: all its hosts in one), entered with nsenter before
@@ -347,6 +350,9 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
     where = layout.chdir or (CODE if layout.code is not None else ML)
     out += ["--chdir", where, "--"]
     if uid is not None:
+        prlimit = shutil.which("prlimit")
+        if layout.cgroup is None and layout.nproc is not None and prlimit is not None:
+            out += [prlimit, f"--nproc={layout.nproc}:{layout.nproc}", "--"]  # kept through setpriv and exec
         out += [*_become(uid), bwrap_path, *_ROOT_INSIDE, "--die-with-parent", "--cap-drop", "ALL", *seccomp_args]
         # its own /dev: device nodes on the outer sandbox's mounts cannot be opened from a user namespace
         out += ["--bind", "/", "/", "--dev", "/dev"]

@@ -26,6 +26,7 @@ from servekit._utils.processes import free_port as free_port  # where the backen
 from servekit._utils.processes import rss_bytes
 from servekit.accelerators.inventory import VISIBLE_ENV, detect_gpus, visible
 from servekit.accelerators.placement import GpuPool
+from servekit.backends.isolation import IsolatedNetwork, isolate
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class InstanceSpec:
     extra_args: tuple[str, ...] = ()  # further `servekit serve` flags (capture, batching...)
     multi_model: bool = False  # a multi-model instance: starts with no model, loads them as the gateway asks
     gpus: int = 0  # GPUs of its own (a GPU instance type's): CUDA_VISIBLE_DEVICES names them, 0 hides every card
+    isolated: bool = False  # the model's EnableNetworkIsolation: a network namespace of its own (backends.isolation)
 
 
 @dataclass(slots=True)
@@ -92,6 +94,7 @@ class LocalProcessBackend:
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._killed: set[str] = set()  # instances stopped for their memory (their exit reason says so)
+        self._isolated: dict[str, IsolatedNetwork] = {}  # instances with a network namespace of their own
 
     def command(self, spec: InstanceSpec, port: int) -> list[str]:
         if spec.multi_model:
@@ -135,9 +138,11 @@ class LocalProcessBackend:
             "PYTHONUNBUFFERED": "1",
             PARENT_PID_ENV: str(os.getpid()),
         }
+        net = await isolate(spec.instance_id, port) if spec.isolated else None
         try:
             with open(log_path, "ab") as log:  # the child keeps its own descriptor
                 proc = await asyncio.create_subprocess_exec(
+                    *(net.enter() if net is not None else []),
                     *self.command(spec, port),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log,
@@ -147,7 +152,12 @@ class LocalProcessBackend:
                 )
         except BaseException:
             self.gpus.release(spec.instance_id)
+            if net is not None:
+                await net.close()
             raise
+        if net is not None:
+            self._isolated[spec.instance_id] = net
+            port = net.port  # where the gateway reaches it
         if spec.cpus:  # set before the interpreter has started any thread, so every thread inherits it
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(proc.pid, spec.cpus)
@@ -206,6 +216,9 @@ class LocalProcessBackend:
         if watcher is not None:
             await asyncio.gather(watcher, return_exceptions=True)
         self._killed.discard(handle.spec.instance_id)
+        net = self._isolated.pop(handle.spec.instance_id, None)
+        if net is not None:
+            await net.close()
 
     def _over_limit(self, handle: InstanceHandle, proc: asyncio.subprocess.Process) -> bool:
         """Kill the instance (and say why) when its resident memory passes its envelope; True if it did."""

@@ -55,6 +55,7 @@ class VariantPlan:
     preload: tuple[str, ...] = ()  # TargetModels loaded (and pinned) on each instance before it takes traffic
     serverless: ServerlessSpec | None = None  # a serverless variant: count is its provisioned concurrency
     gpus: int = 0  # GPUs each instance gets to itself (a GPU instance type's)
+    isolated: bool = False  # the model's EnableNetworkIsolation: each instance in a network namespace of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -616,6 +617,7 @@ class EndpointController:
             extra_args=v.extra_args,
             multi_model=v.multi_model,
             gpus=v.gpus,
+            isolated=v.isolated,
         )
         try:
             handle = await self._backend.start(spec)

@@ -291,6 +291,7 @@ class Orchestrator:
             model_cache=_model_cache(model.record),
             preload=_preload(model.container.environment) if multi_model else (),
             serverless=spec,
+            isolated=bool(model.record.get("EnableNetworkIsolation")),
         )
 
     def _check_oversubscription(self, plan: EndpointPlan) -> None:

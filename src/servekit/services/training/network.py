@@ -17,23 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import fcntl
 import logging
 import os
 import shutil
-import socket
-import struct
-import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from servekit._utils import netns
+
 log = logging.getLogger(__name__)
 
-CLONE_NEWNET = 0x40000000
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder, in its default network
 SLIRP_READY_S = 10.0
 SLIRP_HINT = "install slirp4netns (apt-get install slirp4netns) for jobs without EnableNetworkIsolation to reach it"
@@ -45,10 +40,6 @@ class JobNetwork:
 
     netns: str  # a path nsenter opens: /proc/<this process>/fd/<descriptor of the namespace>
     resolv_conf: Path | None  # the namespace's /etc/resolv.conf (slirp4netns's DNS), None without internet
-
-    def enter(self) -> list[str]:
-        """The command prefix that runs a host's sandbox in the namespace."""
-        return [shutil.which("nsenter") or "nsenter", f"--net={self.netns}", "--"]
 
 
 def loopback_address(url: str) -> tuple[str, int] | None:
@@ -63,60 +54,7 @@ def loopback_address(url: str) -> tuple[str, int] | None:
 
 def available() -> bool:
     """Whether jobs' hosts can share a namespace made here: root, with nsenter."""
-    return os.geteuid() == 0 and shutil.which("nsenter") is not None
-
-
-def _lo_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), _SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(s.fileno(), _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
-
-
-def _make_namespace(port: int | None) -> tuple[int, socket.socket | None]:
-    """In a thread of its own (unshare moves only the calling thread): a new network namespace with its loopback
-    up, a descriptor of it, and a socket listening on its ``127.0.0.1:port``."""
-    out: dict[str, object] = {}
-
-    def work() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.unshare(CLONE_NEWNET) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
-            _lo_up()
-            out["fd"] = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            if port is not None:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind(("127.0.0.1", port))
-                sock.listen(128)
-                sock.setblocking(False)
-                out["sock"] = sock
-        except BaseException as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=work, name="servekit-job-netns")
-    thread.start()
-    thread.join()
-    if "error" in out:
-        if "fd" in out:
-            os.close(int(str(out["fd"])))
-        raise out["error"]  # type: ignore[misc]
-    sock = out.get("sock")
-    return int(str(out["fd"])), sock if isinstance(sock, socket.socket) else None
-
-
-async def _carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(1 << 16):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
+    return netns.available()
 
 
 async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Process, Path]:
@@ -169,7 +107,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
         return
     port = None if isolated or plane is None else plane[1]
     try:
-        fd, sock = await asyncio.to_thread(_make_namespace, port)
+        fd, sock = await asyncio.to_thread(netns.make, port)
     except OSError as exc:  # root without CAP_SYS_ADMIN (a container's): each sandbox makes its own, as for a user
         log.warning("a job's hosts get no shared network namespace: %s", exc)
         yield None
@@ -186,7 +124,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
                 except OSError:
                     writer.close()
                     return
-                await asyncio.gather(_carry(reader, up_writer), _carry(up_reader, writer))
+                await netns.splice(reader, writer, up_reader, up_writer)
 
             server = await asyncio.start_server(forward, sock=sock)
         if not isolated:
@@ -194,7 +132,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
                 slirp, resolv = await _start_slirp(fd, folder)
             except (OSError, TimeoutError) as exc:  # the plane is still there; the internet is not
                 log.warning("a job has no internet: %s", exc)
-        yield JobNetwork(f"/proc/{os.getpid()}/fd/{fd}", resolv)
+        yield JobNetwork(netns.path(fd), resolv)
     finally:
         if server is not None:
             server.close()

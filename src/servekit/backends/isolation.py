@@ -1,0 +1,74 @@
+"""An instance of a model created with ``EnableNetworkIsolation`` (as SageMaker runs its container with no network):
+it runs in a network namespace of its own, which holds only its loopback, where it listens; the gateway reaches it at
+a port of this machine's loopback, from which this process carries each connection into the namespace. Where
+namespaces cannot be made (servekit not root), the instance shares this machine's network and the plane says so."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+
+from servekit._utils import netns
+from servekit._utils.processes import free_port
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IsolatedNetwork:
+    """One instance's namespace: the prefix that starts its command there, the port it is reached at here."""
+
+    fd: int
+    port: int  # on this machine's 127.0.0.1
+    server: asyncio.Server
+
+    def enter(self) -> list[str]:
+        return netns.enter(self.fd)
+
+    async def close(self) -> None:
+        self.server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.server.wait_closed(), 1.0)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+async def isolate(instance_id: str, inner_port: int) -> IsolatedNetwork | None:
+    """A namespace for the instance, whose server will listen on ``127.0.0.1:inner_port`` in it; None (logged) where
+    none can be made."""
+    if not netns.available():
+        log.warning(
+            "instance %s: EnableNetworkIsolation needs servekit up run as root; it shares the network", instance_id
+        )
+        return None
+    try:
+        fd, _ = await asyncio.to_thread(netns.make)
+    except OSError as exc:
+        log.warning("instance %s: no network namespace (%s); it shares the network", instance_id, exc)
+        return None
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            sock = await asyncio.to_thread(netns.socket_in, fd)
+        except OSError:
+            writer.close()
+            return
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", inner_port))
+            up_reader, up_writer = await asyncio.open_connection(sock=sock)
+        except OSError:
+            sock.close()
+            writer.close()
+            return
+        await netns.splice(reader, writer, up_reader, up_writer)
+
+    try:
+        port = free_port()
+        server = await asyncio.start_server(forward, "127.0.0.1", port)
+    except OSError:
+        os.close(fd)
+        raise
+    return IsolatedNetwork(fd, port, server)

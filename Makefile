@@ -2,7 +2,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
 .PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
-.PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk install-locust test-locust
+.PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk install-locust test-locust docs
 
 # Training jobs run in a bubblewrap sandbox (Debian's bubblewrap); a job's network reaches the internet through
 # slirp4netns where servekit runs as root: both installed here when apt can (CI runs as root).
@@ -15,8 +15,11 @@ install:
 install-demo:
 	$(PIP) install -q -e '.[demo,fast]'
 
+# make demo PORT=9501 SAGEMAKER_PORT=9080 when 8501 or 8080 is taken
+PORT ?= 8501
+SAGEMAKER_PORT ?= 8080
 demo: install-demo
-	servekit demo --dir demo-models --port 8501 --sagemaker-port 8080
+	servekit demo --dir demo-models --port $(PORT) --sagemaker-port $(SAGEMAKER_PORT)
 
 lint:
 	$(PYTHON) -m ruff check src tests
@@ -88,6 +91,14 @@ install-locust: install
 
 test-locust: install-locust
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m locust
+
+# The documentation site (mkdocs, Material theme) from docs/, into build/site: --strict, so a broken link, a
+# missing page or an unknown anchor fails. mkdocs in a virtualenv of its own (its pins stay out of servekit's).
+DOCS_VENV ?= build/docs-venv
+docs:
+	test -x $(DOCS_VENV)/bin/mkdocs || ($(PYTHON) -m venv $(DOCS_VENV) && \
+		$(DOCS_VENV)/bin/python -m pip install -q 'mkdocs-material>=9.5,<10')
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 # Performance suite (minutes; never part of `make test`). Peers: make bench BENCH_ARGS="--peers mlserver,torchserve"
 bench:

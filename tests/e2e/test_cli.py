@@ -149,6 +149,38 @@ def test_demo_build_only_builds_models_and_prints_working_curl_examples(
             assert res.stdout.strip() == "200", cmd
 
 
+def test_demo_prints_its_requests_once_the_server_answers_and_says_how_to_stop(tmp_path: Path) -> None:
+    """``make demo`` (issue 46): the requests come after the server listens, with a line saying it is ready and
+    how to stop it; the first printed request works the moment that line is read."""
+    port, sm_port = _free_port(), _free_port()
+    argv = [sys.executable, "-m", "servekit.cli.main", "demo", "--dir", str(tmp_path / "demo-models")]
+    argv += ["--port", str(port), "--sagemaker-port", str(sm_port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        for line in proc.stdout:  # the test's timeout bounds this read
+            lines.append(line.rstrip("\n"))
+            if line.startswith("servekit demo is ready"):
+                break
+        assert lines[-1] == "servekit demo is ready: the requests above work now. Ctrl-C stops it."
+        starting = next(i for i, ln in enumerate(lines) if ln.startswith("starting the server"))
+        tour = lines.index("# TF Serving REST")
+        assert starting < tour, "the requests are printed only once the server listens"
+        first = requests.get(f"http://127.0.0.1:{port}/v1/models/iris", timeout=10)
+        assert first.status_code == 200, first.text
+        assert requests.get(f"http://127.0.0.1:{sm_port}/ping", timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 # ---- serve: argument checks ------------------------------------------------------------------------------------
 
 

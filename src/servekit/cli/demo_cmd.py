@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Annotated
 
@@ -31,7 +35,37 @@ def demo(
         )
         raise typer.Exit(2) from None
     typer.echo(f"built example models under {directory.resolve()} (config: {config_path})\n")
-    typer.echo(tour(port, sagemaker_port))
     if build_only:
+        typer.echo(tour(port, sagemaker_port))
         return
+    typer.echo(f"starting the server on {host}:{port} and {host}:{sagemaker_port} ...")
+
+    def announce() -> None:  # the requests, once both ports answer: pasted earlier they would be refused
+        if _wait_ready(host, port, sagemaker_port, READY_TIMEOUT_S):
+            typer.echo(tour(port, sagemaker_port))
+            typer.echo("servekit demo is ready: the requests above work now. Ctrl-C stops it.")
+
+    threading.Thread(target=announce, daemon=True, name="servekit-demo-ready").start()
     serve(model_config_file=str(config_path), rest_api_port=port, sagemaker_port=sagemaker_port, host=host)
+
+
+READY_TIMEOUT_S = 300.0
+
+
+def _wait_ready(host: str, port: int, sagemaker_port: int, timeout_s: float) -> bool:
+    """Whether the server says it is ready within ``timeout_s`` (it listens, then loads the models): KServe's
+    ``/v2/health/ready`` on the REST port and SageMaker's ``/ping``, both 200."""
+    deadline = time.monotonic() + timeout_s
+    address = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host
+    for url in (f"http://{address}:{port}/v2/health/ready", f"http://{address}:{sagemaker_port}/ping"):
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except (OSError, urllib.error.URLError):
+                pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)  # polling a server this process is starting: there is no event to wait on
+    return True

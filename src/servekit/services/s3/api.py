@@ -681,7 +681,13 @@ def _encoder(p: Mapping[str, Any]) -> Callable[[str], str]:
 
 
 def _checksum_fields(checksums: Mapping[str, str]) -> dict[str, str]:
-    names = {"crc32": "ChecksumCRC32", "crc32c": "ChecksumCRC32C", "sha1": "ChecksumSHA1", "sha256": "ChecksumSHA256"}
+    names = {
+        "crc32": "ChecksumCRC32",
+        "crc32c": "ChecksumCRC32C",
+        "crc64nvme": "ChecksumCRC64NVME",
+        "sha1": "ChecksumSHA1",
+        "sha256": "ChecksumSHA256",
+    }
     return {names[a]: v for a, v in checksums.items() if a in names}
 
 

@@ -73,7 +73,7 @@ class ObjectInfo:
     content_type: str = "binary/octet-stream"
     headers: dict[str, str] = field(default_factory=dict)  # Content-Encoding, Cache-Control, … as given
     metadata: dict[str, str] = field(default_factory=dict)  # x-amz-meta-*
-    checksums: dict[str, str] = field(default_factory=dict)  # CRC32/CRC32C/SHA1/SHA256 -> base64
+    checksums: dict[str, str] = field(default_factory=dict)  # CRC32/CRC32C/CRC64NVME/SHA1/SHA256 -> base64
     parts: int = 0  # multipart uploads: how many parts
 
     def extra(self) -> str:

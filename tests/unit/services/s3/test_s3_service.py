@@ -107,6 +107,19 @@ def test_checksums_are_verified_stored_and_returned(s3: Any) -> None:
     assert head["ChecksumSHA256"] == out["ChecksumSHA256"]
 
 
+def test_crc64nvme_is_verified_stored_and_returned(s3: Any) -> None:
+    """CRC-64/NVME, the AWS SDKs' default checksum (pyarrow's S3 client sends it in a trailer): the check value of
+    ``123456789`` is 0xAE8B14860A799888; a wrong one is refused."""
+    check = base64.b64encode((0xAE8B14860A799888).to_bytes(8, "big")).decode()
+    out = s3.put_object(Bucket="data", Key="n", Body=b"123456789", ChecksumCRC64NVME=check)
+    assert out["ChecksumCRC64NVME"] == check
+    head = s3.head_object(Bucket="data", Key="n", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC64NVME"] == check
+    with pytest.raises(botocore.exceptions.ClientError) as bad:
+        s3.put_object(Bucket="data", Key="m", Body=b"123456780", ChecksumCRC64NVME=check)
+    assert code(bad) == "BadDigest"
+
+
 def test_a_body_that_does_not_match_its_signed_hash_is_refused(s3: Any) -> None:
     def swap(request: Any, **_: Any) -> None:
         request.body = b"other bytes"

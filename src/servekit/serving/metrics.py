@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import glob
+import os
+import struct
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -366,14 +369,45 @@ class Metrics:
         self.flush()
         if self._multiprocess_dir is None:
             return generate_latest(self.registry)
-        from prometheus_client import multiprocess
-
-        merged = CollectorRegistry()
-        multiprocess.MultiProcessCollector(merged, path=self._multiprocess_dir)  # type: ignore[no-untyped-call]
-        metrics = list(merged.collect())
+        metrics = _merged(self._multiprocess_dir)
         out = CollectorRegistry()
         out.register(_Fixed(metrics))
         out.register(_TfRequestCount(lambda: metrics))
         for collector in self._watched:  # read by whichever worker answers the scrape
             out.register(collector)
         return generate_latest(out)
+
+
+def _merged(folder: str) -> list[Metric]:
+    """Every worker's values from the multiprocess folder, merged. A file a worker is still creating (it restarts
+    while the scrape reads: empty, or shorter than its header) is left out of this scrape, not an error: the others'
+    values are answered, and it counts from the next one."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    files = sorted(glob.glob(os.path.join(folder, "*.db")))
+    while True:
+        ready = [f for f in files if _initialised(f)]
+        try:
+            return list(MultiProcessCollector.merge(ready, accumulate=True))  # type: ignore[no-untyped-call]
+        except (struct.error, FileNotFoundError, ValueError) as exc:  # one changed between the check and the read
+            bad = next((f for f in ready if not _readable(f)), None)
+            if bad is None:
+                raise exc from None
+            files.remove(bad)
+
+
+def _initialised(path: str) -> bool:
+    try:
+        return os.path.getsize(path) >= 8  # prometheus_client's header: the used size, then the first entry
+    except OSError:
+        return False
+
+
+def _readable(path: str) -> bool:
+    from prometheus_client.mmap_dict import MmapedDict
+
+    try:
+        list(MmapedDict.read_all_values_from_file(path))  # type: ignore[no-untyped-call]
+    except (struct.error, OSError, ValueError):
+        return False
+    return True

@@ -56,7 +56,8 @@ def test_deploy_list_describe_invoke_and_delete(up: UpProcess, tmp_path: Path) -
     out = result.stdout
     assert "endpoint dbl is InService" in out
     assert 'curl --aws-sigv4 "aws:amz:us-east-1:sagemaker"' in out and f"{up.url}/endpoints/dbl/invocations" in out
-    assert 'boto3.client(\n      "sagemaker-runtime"' in out and 'invoke_endpoint(EndpointName="dbl"' in out
+    assert 'boto3.client("sagemaker-runtime")' in out and 'invoke_endpoint(EndpointName="dbl"' in out
+    assert '--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"' in out and 'eval "$(servekit env --home' in out
     secret = json.loads((up.home / "credentials.json").read_text())["keys"][0]["secret_access_key"]
     assert secret not in out + result.stderr  # the secret file is named, the secret never printed
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 from datetime import datetime
 from enum import StrEnum
@@ -537,9 +538,10 @@ def example_body(base: Path) -> str | None:
     from servekit.serving.runtime.registry import RuntimeRegistry
 
     versions = [p for p in base.iterdir() if p.is_dir() and p.name.isdigit()] if base.is_dir() else []
-    if not versions:
+    if not versions and not base.is_dir():
         return None
-    newest = max(versions, key=lambda p: int(p.name))
+    # a flat directory (a SageMaker model.tar.gz's files: model.joblib at its top) is the model itself
+    newest = max(versions, key=lambda p: int(p.name)) if versions else base
     registry = RuntimeRegistry()
     try:
         if registry.choose(newest).name == "python":
@@ -596,19 +598,19 @@ def how_to_invoke(name: str, url: str, access_key_id: str, credentials_file: Pat
         else "\n(servekit cannot tell this model's inputs: send the JSON your inference.py reads)\n"
     )
     body = body if body is not None else '["<your input>"]'
+    home = credentials_file.parent
     return f"""endpoint {name} is InService: {invocations}
 {note}
+In your shell, once (the plane's address, and the key {access_key_id} from {credentials_file}):
+  eval "$(servekit env --home {shlex.quote(str(home))} --url {url})"
+
 curl (7.75 or later signs requests with SigV4):
-  curl --aws-sigv4 "aws:amz:{REGION}:sagemaker" \\
-       --user "{access_key_id}:<secret of {access_key_id} in {credentials_file}>" \\
+  curl --aws-sigv4 "aws:amz:{REGION}:sagemaker" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \\
        -H 'Content-Type: application/json' -d '{body}' {invocations}
 
-boto3:
+boto3 (the same environment):
   import boto3
-  runtime = boto3.client(
-      "sagemaker-runtime", endpoint_url="{url}", region_name="{REGION}",
-      aws_access_key_id="{access_key_id}", aws_secret_access_key="<its secret>",
-  )
+  runtime = boto3.client("sagemaker-runtime")
   response = runtime.invoke_endpoint(EndpointName="{name}", ContentType="application/json", Body=b'{body}')
   print(response["Body"].read())
 

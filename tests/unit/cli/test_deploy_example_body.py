@@ -23,6 +23,20 @@ def test_a_four_feature_model_gets_one_row_of_four_values(tmp_path: Path) -> Non
     assert [t.shape for t in tensors.values()] == [(1, 4)]  # what the model's signature takes: one row of 4
 
 
+def test_a_flat_joblib_model_gets_its_width_and_the_example_uses_the_environment(tmp_path: Path) -> None:
+    """A directory holding model.joblib itself (a SageMaker model.tar.gz's files, no version folder): the estimator
+    knows its width (n_features_in_); the printed curl line takes the key from ``servekit env``'s environment, so it
+    can be pasted as it is (issue 46, item 7)."""
+    iris_sklearn(tmp_path / "flat")  # model.joblib at the top of the folder
+    body = example_body(tmp_path / "flat")
+    assert body == "[[0.0, 0.0, 0.0, 0.0]]"
+    home = tmp_path / "my home"
+    text = how_to_invoke("iris", "http://127.0.0.1:9000", "AKID", home / "credentials.json", body)
+    assert f"eval \"$(servekit env --home '{home}' --url http://127.0.0.1:9000)\"" in text
+    assert '--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"' in text and "<secret" not in text
+    assert 'boto3.client("sagemaker-runtime")' in text
+
+
 def test_bodies_follow_width_dtype_and_several_inputs() -> None:
     assert example_json_body([TensorSpec("x", "INT64", (-1, 3))]) == "[[0, 0, 0]]"
     assert example_json_body([TensorSpec("x", "FP32", (-1,))]) == "[0.0]"

@@ -98,7 +98,10 @@ def run(
     spec_file: Annotated[
         Path | None, typer.Option("--spec", help="YAML/JSON shaped like CreateTransformJob; flags override it.")
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model version directory, run in process.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model directory (a base: its newest version) or version directory, in process."),
+    ] = None,
     endpoint_url: Annotated[
         str | None, typer.Option("--endpoint-url", help="Or any server with POST /invocations.")
     ] = None,
@@ -160,7 +163,7 @@ def run(
     try:
         doc = _read_spec_file(spec_file) if spec_file else {}
         _put(doc, ("TransformJobName",), job_name)
-        _put(doc, ("ModelName",), _abs(model))
+        _put(doc, ("ModelName",), _newest_version(_abs(model)))
         _put(doc, ("EndpointUrl",), endpoint_url)
         _put(doc, ("TransformInput", "DataSource", "S3DataSource", "S3Uri"), input_uri)
         _put(doc, ("TransformInput", "DataSource", "S3DataSource", "S3DataType"), data_type)
@@ -211,6 +214,16 @@ def run(
         raise _fail(str(exc)) from None
     typer.echo(summary_text(summary))
     raise typer.Exit(_EXIT.get(summary.status.value, 1))
+
+
+def _newest_version(path: str | None) -> str | None:
+    """``path`` itself, or its newest version when it is a model base (integer-named folders, as ``servekit deploy``
+    and ``servekit serve`` take): both forms name a model."""
+    if path is None or "://" in path:
+        return path
+    base = Path(path)
+    versions = [d for d in base.iterdir() if d.is_dir() and d.name.isdigit()] if base.is_dir() else []
+    return str(max(versions, key=lambda d: int(d.name))) if versions else path
 
 
 @transform_app.command("status")

@@ -95,11 +95,12 @@ def _when(ts: float | None) -> str:
 
 def summary_text(s: JobSummary) -> str:
     rate = s.records / s.elapsed_s if s.elapsed_s > 0 else 0.0
+    shown = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2f}"  # 3 records in 8 s: 0.38, not 0
     lines = [
         f"job {s.name}: {s.status}",
         f"  objects: {s.objects_done} done, {s.objects_failed} failed, {s.objects_skipped} skipped "
         f"(already done) of {s.objects_total}",
-        f"  records: {s.records:,} out, {s.errors:,} in errors files; {s.elapsed_s:.1f}s ({rate:,.0f} records/s)",
+        f"  records: {s.records:,} out, {s.errors:,} in errors files; {s.elapsed_s:.1f}s ({shown} records/s)",
         f"  output: {s.output_path}",
     ]
     if s.failure_reason:

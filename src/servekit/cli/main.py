@@ -9,9 +9,11 @@ scripts: ``servekit inspect`` (``servekit model inspect``) and ``servekit bench 
 
 from __future__ import annotations
 
+import shutil
 from typing import Annotated
 
 import typer
+import typer.core
 
 from servekit._version import __version__
 from servekit.cli.lazy import Lazy, LazyGroup
@@ -176,7 +178,14 @@ def _root(
     pass
 
 
+# Below this width rich's option tables cut long names and values with "…" (--max-concurrent-tran…): help is then
+# click's plain text, which wraps and never cuts (also when piped: rich would lay it out at 80 columns).
+WIDE_HELP_COLUMNS = 100
+
+
 def main() -> None:
+    if shutil.get_terminal_size((80, 24)).columns < WIDE_HELP_COLUMNS:
+        typer.core.HAS_RICH = False  # read by every command when it renders its help
     app()
 
 

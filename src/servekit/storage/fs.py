@@ -46,7 +46,7 @@ class Storage:
             scheme = uri.split("://", 1)[0]
             raise ConfigError(
                 f"cannot open {uri!r}: no filesystem for scheme {scheme!r} ({exc}); "
-                f"install the matching fsspec package (e.g. servekit[s3] for s3://)"
+                f"install the matching fsspec package (s3fs, a dependency of servekit, for s3://)"
             ) from exc
         return fs, str(path)
 

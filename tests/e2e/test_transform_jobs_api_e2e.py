@@ -163,3 +163,25 @@ def test_stop_ends_a_running_job_stopped_and_the_cli_jobs_are_listed_too(up: UpP
     described = sm.describe_transform_job(TransformJobName="by-cli")
     assert described["TransformJobStatus"] == "Completed"
     assert described["ModelName"].endswith("triple/1")
+
+
+def test_a_job_on_the_planes_own_bucket_reads_and_writes_it(up: UpProcess, tmp_path: Path) -> None:
+    """Input and output on the plane's own S3 (issue 46, item 5: it failed with "no filesystem for scheme 's3'"
+    where s3fs was not installed, as after make demo's install)."""
+    sm, s3 = up.sm(), up.client("s3")
+    bucket = "sagemaker-us-east-1-000000000000"
+    sm.create_model(
+        ModelName="triple",
+        PrimaryContainer={"Image": "servekit", "ModelDataUrl": str(scaling_model(tmp_path / "models", "t", 3.0))},
+    )
+    s3.put_object(Bucket=bucket, Key="batch/in/rows.jsonl", Body=b"[1.0]\n[2.0]\n")
+    request = job("triple-s3", "triple", tmp_path, tmp_path)
+    request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] = f"s3://{bucket}/batch/in"
+    request["TransformOutput"]["S3OutputPath"] = f"s3://{bucket}/batch/out"
+    sm.create_transform_job(**request)
+    wait_ended(sm, up, "triple-s3")
+    described = sm.describe_transform_job(TransformJobName="triple-s3")
+    assert described["TransformJobStatus"] == "Completed", described.get("FailureReason")
+    assert described["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{bucket}/batch/in"
+    body = s3.get_object(Bucket=bucket, Key="batch/out/rows.jsonl.out")["Body"].read().decode()
+    assert [json.loads(line) for line in body.splitlines()] == [{"out": [3.0]}, {"out": [6.0]}]

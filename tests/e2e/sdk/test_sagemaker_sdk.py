@@ -41,7 +41,9 @@ def model_tar(path: Path) -> Path:
     return path
 
 
-def run_sdk(tmp_path: Path, script: str, *args: object) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def run_sdk(
+    tmp_path: Path, script: str | Path, *args: object, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """``script`` (in this folder) run with ``args`` by the SDK's interpreter after ``eval "$(servekit env)"``, against
     a ``servekit up`` of its own; the run (it must succeed) and the STEP lines it printed."""
     python = os.environ.get("SERVEKIT_SDK_PYTHON")
@@ -56,6 +58,7 @@ def run_sdk(tmp_path: Path, script: str, *args: object) -> tuple[subprocess.Comp
         command = " ".join(shlex.quote(str(a)) for a in (python, HERE / script, *args))
         run = subprocess.run(
             ["bash", "-c", f'eval "$({servekit} env)" && exec {command}'],
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
@@ -83,6 +86,24 @@ def test_the_sdk_runs_unchanged_after_servekit_env(tmp_path: Path) -> None:
     # Transformer.transform(wait=True, logs=True) printed the job's own log (read from CloudWatch Logs): the
     # run's summary lines, which nothing else in this process prints
     assert "objects: 1 done, 0 failed" in run.stdout and "records: 3 out" in run.stdout, run.stdout
+
+
+@pytest.mark.timeout(600)
+def test_the_readmes_sdk_quickstart_runs_as_written(tmp_path: Path) -> None:
+    """The README's SageMaker SDK block (marked ``<!-- sdk-example``), in a folder holding what it names: data/ with
+    a training CSV, rows/ with feature rows, and train.py (this folder's script-mode script)."""
+    text = (HERE.parents[2] / "README.md").read_text()
+    match = re.search(r"<!-- sdk-example[^\n]*-->\n```python\n(.*?)\n```\n", text, re.DOTALL)
+    assert match, "the README marks its SDK quickstart with <!-- sdk-example"
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "train.csv").write_text("".join(f"{2 * x + 1},{x}\n" for x in range(20)))
+    (work / "rows").mkdir()
+    (work / "rows" / "rows.csv").write_text("5\n6\n")
+    (work / "train.py").write_text((HERE / "train.py").read_text())
+    (work / "quickstart.py").write_text(match.group(1) + '\nprint("STEP done true")\n')
+    run, steps = run_sdk(tmp_path, work / "quickstart.py", cwd=work)
+    assert steps["done"] is True, run.stdout[-3000:]
 
 
 @pytest.mark.timeout(600)

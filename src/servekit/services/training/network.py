@@ -57,12 +57,15 @@ def available() -> bool:
     return netns.available()
 
 
-async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Process, Path]:
-    """slirp4netns on the namespace (its NAT to the internet, not this machine's loopback), once it says ready."""
+async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Process, Path, int]:
+    """slirp4netns on the namespace (its NAT to the internet, not this machine's loopback), once it says ready;
+    with the pipe end whose closing ends it (this process's exit closes it too, a kill included)."""
     binary = shutil.which("slirp4netns")
     if binary is None:
         raise FileNotFoundError(SLIRP_HINT)
     ready_r, ready_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    proc = None
     try:
         proc = await asyncio.create_subprocess_exec(
             binary,
@@ -70,31 +73,36 @@ async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Proces
             "--mtu=65520",
             "--disable-host-loopback",
             f"--ready-fd={ready_w}",
+            f"--exit-fd={exit_r}",
             "--netns-type=path",
             f"/proc/{os.getpid()}/fd/{fd}",
             "tap0",
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
-            pass_fds=(ready_w,),
+            pass_fds=(ready_w, exit_r),
         )
         os.close(ready_w)
         ready_w = -1
         said = await asyncio.wait_for(asyncio.to_thread(os.read, ready_r, 1), SLIRP_READY_S)
+        if said != b"1":
+            err = await proc.stderr.read() if proc.stderr else b""
+            raise OSError(f"slirp4netns did not start: {err.decode(errors='replace').strip()}")
+    except BaseException:
+        os.close(exit_w)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        raise
     finally:
-        os.close(ready_r)
-        if ready_w >= 0:
-            os.close(ready_w)
-    if said != b"1":
-        err = await proc.stderr.read() if proc.stderr else b""
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        raise OSError(f"slirp4netns did not start: {err.decode(errors='replace').strip()}")
+        for end in (ready_r, ready_w, exit_r):
+            if end >= 0:
+                os.close(end)
     folder.mkdir(parents=True, exist_ok=True)
     resolv = folder / "resolv.conf"
     resolv.write_text(f"nameserver {SLIRP_DNS}\n")
-    return proc, resolv
+    return proc, resolv, exit_w
 
 
 @contextlib.asynccontextmanager
@@ -113,6 +121,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
         yield None
         return
     server = slirp = None
+    slirp_exit = -1
     try:
         resolv = None
         if sock is not None and plane is not None:
@@ -129,7 +138,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
             server = await asyncio.start_server(forward, sock=sock)
         if not isolated:
             try:
-                slirp, resolv = await _start_slirp(fd, folder)
+                slirp, resolv, slirp_exit = await _start_slirp(fd, folder)
             except (OSError, TimeoutError) as exc:  # the plane is still there; the internet is not
                 log.warning("a job has no internet: %s", exc)
         yield JobNetwork(netns.path(fd), resolv)
@@ -141,6 +150,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
         elif sock is not None:
             sock.close()
         if slirp is not None:
+            os.close(slirp_exit)  # it exits on its own; the kill is for one that does not
             with contextlib.suppress(ProcessLookupError):
                 slirp.kill()
             await slirp.wait()

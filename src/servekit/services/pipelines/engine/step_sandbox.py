@@ -60,6 +60,8 @@ class StepSandbox:
             task_workdir,
             hidden=[self.home],
             mounts=mounts,
+            # `python3 script.py` in a command step means servekit's Python, as in a job
+            bin=sandbox.python_wrappers(task_workdir / FOLDER / "bin", self.python),
             runtime=sandbox.runtime_for(self.python, [self.home]),
             seccomp=sandbox.seccomp_file(task_workdir / FOLDER),
             chdir=str(task_workdir),
@@ -75,7 +77,8 @@ class StepSandbox:
         """A step's environment: the job's basics, the run's kept variables, ``environment``, its own."""
         kept = {k: v for k, v in own.items() if k in KEPT}
         step = {k: v for k, v in own.items() if k.startswith("SERVEKIT_") and k != STEP_ENVIRONMENT}
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "LANG": "C.UTF-8"}
+        path = f"{sandbox.BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        base = {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8"}
         return {**base, **kept, **self.environment, **step}
 
 

@@ -405,8 +405,9 @@ JOB_HOST = textwrap.dedent(
     """
     import json, os
     host = os.environ["SM_CURRENT_HOST"]
-    # in its own pid namespace the script's parent is the namespace's first process: who started the sandbox (a Ray
-    # worker or servekit up) is out of its sight, so the nodes are told by the actors' log lines below
+    # in its own pid namespace the script's parent is one of the namespace's first processes (bubblewrap's): who
+    # started the sandbox (a Ray worker or servekit up) is out of its sight, so the nodes are told by the actors' log
+    # lines below
     seen = {"parent": os.getppid(), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
     json.dump(seen, open(os.path.join(os.environ["SM_MODEL_DIR"], host + ".json"), "w"))
     """
@@ -426,7 +427,7 @@ def test_a_two_host_training_job_runs_its_hosts_as_ray_actors_on_both_nodes(up: 
     with tarfile.open(fileobj=io.BytesIO(body)) as tar:
         seen = {n: json.load(tar.extractfile(n)) for n in tar.getnames()}  # type: ignore[arg-type]
     assert sorted(seen) == ["algo-1.json", "algo-2.json"]
-    assert all(s["parent"] == 1 and len(s["pids"]) < 5 for s in seen.values()), seen  # each host sees only itself
+    assert all(s["parent"] in s["pids"] and len(s["pids"]) < 5 for s in seen.values()), seen  # only itself
     nodes = set()
     group = "/aws/sagemaker/TrainingJobs"
     for stream in logs.describe_log_streams(logGroupName=group, logStreamNamePrefix="ray-hosts-1/")["logStreams"]:

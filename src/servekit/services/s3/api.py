@@ -31,6 +31,7 @@ from servekit.aws.protocol import request_id
 from servekit.aws.sigv2 import is_v2_presigned, verify_v2_query
 from servekit.aws.sigv4 import S3Signed, Verifier, verify_s3
 from servekit.services.s3 import wire
+from servekit.services.s3.body import CHECKSUMS
 from servekit.services.s3.body import receive as receive_body
 from servekit.services.s3.store import ObjectInfo, ObjectStore, StoreError, Upload
 from servekit.services.s3.transfer import (
@@ -681,14 +682,7 @@ def _encoder(p: Mapping[str, Any]) -> Callable[[str], str]:
 
 
 def _checksum_fields(checksums: Mapping[str, str]) -> dict[str, str]:
-    names = {
-        "crc32": "ChecksumCRC32",
-        "crc32c": "ChecksumCRC32C",
-        "crc64nvme": "ChecksumCRC64NVME",
-        "sha1": "ChecksumSHA1",
-        "sha256": "ChecksumSHA256",
-    }
-    return {names[a]: v for a, v in checksums.items() if a in names}
+    return {f"Checksum{a.upper()}": v for a, v in checksums.items() if a in CHECKSUMS}  # ChecksumCRC64NVME, ...
 
 
 def _check_md5(claimed: str | None, md5: bytes, path: Path) -> None:

@@ -342,11 +342,11 @@ def test_a_missing_remote_object(work: Path) -> None:
         ArtifactResolver(work / "cache", storage=InMemoryStorage()).resolve("s3://bucket/nothing.tar.gz")
 
 
-def test_s3_without_its_extra_says_what_to_install(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_without_s3fs_says_what_to_install(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     registry = importlib.import_module("fsspec.registry")  # the module (fsspec.registry is also a mapping)
-    # s3fs is a test dependency: hide it (a None in sys.modules makes its import fail, as on a plain install) and
+    # s3fs is a dependency: hide it (a None in sys.modules makes its import fail, as where it was removed) and
     # drop fsspec's cached s3 class, so the test runs everywhere instead of skipping where the extra is installed
     monkeypatch.setitem(sys.modules, "s3fs", None)
     monkeypatch.delitem(registry._registry, "s3", raising=False)
-    with pytest.raises(ArtifactError, match=r"servekit\[s3\]"):
+    with pytest.raises(ArtifactError, match=r"install the matching fsspec package \(s3fs"):
         ArtifactResolver(work / "cache").resolve("s3://bucket/model.tar.gz")

@@ -1,7 +1,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install install-demo demo test lint typecheck pytest bench fuzz install-extras test-extras monitor-power
+.PHONY: install install-demo demo test test-slow lint typecheck pytest bench fuzz install-extras test-extras monitor-power
 .PHONY: install-browser test-browser install-postgres test-postgres install-sdk test-sdk install-locust test-locust docs
 
 # Training jobs run in a bubblewrap sandbox (Debian's bubblewrap); a job's network reaches the internet through
@@ -32,7 +32,12 @@ typecheck:
 # `make test-browser`, the PostgreSQL tests (marked postgres) in `make test-postgres`, not here: the default suite
 # needs none of them.
 pytest:
-	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres and not sdk and not locust"
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "not extras and not browser and not postgres and not sdk and not locust and not slow"
+
+# The end-to-end cases of 10 s or more (marked slow: autoscaling, rollouts, monitoring schedules, recommend, the
+# example pipeline), kept out of `make test` so that it stays within 15 minutes; CI runs them.
+test-slow: install
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "slow and not extras and not browser and not postgres and not sdk and not locust"
 
 test: install lint typecheck pytest
 

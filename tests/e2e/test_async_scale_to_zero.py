@@ -147,6 +147,7 @@ def most(up: UpProcess, metric: str, since: float | None = None) -> float:
     return max((p["Maximum"] for p in points), default=-1.0)
 
 
+@pytest.mark.slow  # make test-slow
 @pytest.mark.timeout(300)
 def test_a_backlog_scales_an_async_variant_from_zero_to_one_and_back(tmp_path: Path, hooks: Webhook) -> None:
     up = UpProcess(

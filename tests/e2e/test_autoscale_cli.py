@@ -24,6 +24,7 @@ def counts(up: UpProcess) -> tuple[str, int, int]:
     return desc["EndpointStatus"], v["CurrentInstanceCount"], v["DesiredInstanceCount"]
 
 
+@pytest.mark.slow  # make test-slow
 def test_endpoint_scale_and_autoscale_commands(up: UpProcess, tmp_path: Path) -> None:
     deployed = servekit(up, "deploy", str(handler_model(tmp_path, "doubler", 2.0)), "--name", "dbl")
     assert deployed.returncode == 0, deployed.stderr

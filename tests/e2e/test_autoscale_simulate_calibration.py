@@ -66,6 +66,7 @@ def play(up: UpProcess, rps: float, seconds: float, threads: int = 2) -> int:
     return sum(sent)
 
 
+@pytest.mark.slow  # make test-slow
 @pytest.mark.timeout(240)
 def test_simulated_counts_match_the_real_autoscaler(fast_up: UpProcess, tmp_path: Path) -> None:
     up = fast_up

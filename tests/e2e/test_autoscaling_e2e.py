@@ -25,7 +25,7 @@ from botocore.config import Config
 from servekit.aws import Credentials
 from servekit.testing.hosting import UpProcess, scaling_model
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # make test-slow: over 20 s in all
 RID = "endpoint/auto/variant/AllTraffic"
 DIM = "sagemaker:variant:DesiredInstanceCount"
 KEY = {"ServiceNamespace": "sagemaker", "ResourceId": RID, "ScalableDimension": DIM}

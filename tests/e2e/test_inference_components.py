@@ -26,7 +26,7 @@ import requests
 from servekit.services.hosting.instance_types import load_instance_types
 from servekit.testing.hosting import UpProcess, scaling_model
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # make test-slow: over 20 s in all
 
 HANDLER = """
 import json, os

@@ -178,6 +178,7 @@ def test_a_job_the_analyzer_cannot_run_fails_with_the_reason(up: UpProcess) -> N
     assert "record_preprocessor_script is not supported" in preprocess["FailureReason"]
 
 
+@pytest.mark.slow  # make test-slow
 def test_a_schedule_judges_captured_traffic_against_the_baselining_jobs_output(up: UpProcess, tmp_path: Path) -> None:
     sm, rt = up.sm(), up.rt()
     d = suggest_baseline(up, "baseline-2")

@@ -21,7 +21,7 @@ import pytest
 from servekit.services.database import StateDB
 from servekit.testing.hosting import UpProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # make test-slow: over 20 s in all
 FAST = {"Delay": 1, "MaxAttempts": 120}
 HOUR_S = 2  # each schedule hour lasts two seconds: a 12-hour analysis window is 24 s of capture
 ROLE = "arn:aws:iam::000000000000:role/monitor"

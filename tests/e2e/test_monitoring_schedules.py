@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from servekit.testing.hosting import UpProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # make test-slow: over 20 s in all
 FAST = {"Delay": 1, "MaxAttempts": 120}
 HOUR_S = 3  # each hour of the schedules lasts three seconds (a 24-hour window: 72 s)
 ROLE = "arn:aws:iam::000000000000:role/monitor"

@@ -60,6 +60,7 @@ def predictions(up: UpProcess) -> list[int]:
     return [int(p) for p in json.loads(answer["Body"].read())["predictions"]]
 
 
+@pytest.mark.slow  # make test-slow
 def test_a_deploy_step_creates_then_updates_the_endpoint(up: UpProcess, tmp_path: Path) -> None:
     sm = up.sm()
     first = run(up, tmp_path / "artifacts")

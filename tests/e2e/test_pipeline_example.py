@@ -67,6 +67,7 @@ def steps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["StepName"]: s for s in doc["Steps"]}
 
 
+@pytest.mark.slow  # make test-slow
 def test_example_pipeline_registers_deploys_and_traces(up: UpProcess, tmp_path: Path) -> None:
     root = tmp_path / "artifacts"
     code, doc = run_pipeline(up, root, "ModelPackageGroup=iris-e2e")

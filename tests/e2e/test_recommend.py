@@ -19,6 +19,8 @@ from botocore.exceptions import ClientError
 
 from servekit.testing.hosting import UpProcess
 
+pytestmark = pytest.mark.slow  # make test-slow: its module's servers and measurements take over 30 s
+
 TYPES = textwrap.dedent(
     """
     instance_types:

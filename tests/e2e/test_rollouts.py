@@ -111,6 +111,7 @@ def watch(
     raise AssertionError(f"no such state within {timeout_s} s; last: {seen[-1]}")
 
 
+@pytest.mark.slow  # make test-slow
 def test_a_linear_rollout_shows_each_step_and_completes_under_load(up1: UpProcess, tmp_path: Path) -> None:
     sm, cw = up1.sm(), up1.client("cloudwatch")
     config(sm, "v1", "m1", scaling_model(tmp_path, "m1", 1.0))
@@ -177,6 +178,7 @@ def test_a_linear_rollout_shows_each_step_and_completes_under_load(up1: UpProces
     assert set(load.answers) == {1.0, 2.0} and load.answers[-1] == 2.0
 
 
+@pytest.mark.slow  # make test-slow
 def test_a_canary_to_a_failing_model_is_rolled_back_by_its_alarm(up1: UpProcess, tmp_path: Path) -> None:
     sm, cw = up1.sm(), up1.client("cloudwatch")
     config(sm, "good", "m-good", scaling_model(tmp_path, "m-good", 1.0))

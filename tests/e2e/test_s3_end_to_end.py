@@ -81,6 +81,7 @@ def up(s3_server: S3Server, tmp_path: Path) -> Iterator[UpProcess]:
         u.stop()
 
 
+@pytest.mark.slow  # make test-slow
 def test_model_capture_transform_and_monitor_on_s3(s3_server: S3Server, up: UpProcess, tmp_path: Path) -> None:
     s3 = s3_server.client()
     for bucket in ("models", "capture", "batch"):

@@ -501,6 +501,7 @@ def test_an_execution_survives_a_kill_of_its_plane_and_ends_on_the_restarted_one
         second.stop()
 
 
+@pytest.mark.slow  # make test-slow
 def test_parallelism_configuration_of_the_pipeline_bounds_its_steps(up: UpProcess) -> None:
     sm, s3 = clients(up)
     upload(s3)

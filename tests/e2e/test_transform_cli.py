@@ -197,6 +197,7 @@ def test_endpoint_url_against_servekit_serve(
     assert (tmp_path / "r" / "a.jsonl.out").read_bytes().splitlines()[:3] == [b"0", b"1", b"2"]
 
 
+@pytest.mark.slow  # make test-slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the ray extra")
 def test_ray_engine_matches_the_local_engine(tmp_path: Path, sum_model: Path) -> None:
     write_inputs(tmp_path / "in", files=3, records=40)

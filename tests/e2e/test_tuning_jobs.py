@@ -234,6 +234,7 @@ def test_early_stopping_stops_a_job_worse_than_the_median_of_the_earlier_ones(up
     assert d["BestTrainingJob"]["TunedHyperParameters"] == {"alpha": "0.3"}
 
 
+@pytest.mark.slow  # make test-slow
 def test_hyperband_stops_the_weak_early_and_the_rest_at_max_resource(up: UpProcess) -> None:
     sm, s3 = clients(up)
     p = per_epoch(s3, "tune-hyperband", "Hyperband", jobs=6, epochs=20, pace=0.4)

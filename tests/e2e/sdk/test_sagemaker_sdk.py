@@ -107,6 +107,16 @@ def test_the_readmes_sdk_quickstart_runs_as_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(600)
+def test_an_estimator_with_network_isolation_runs_unchanged(tmp_path: Path) -> None:
+    """enable_network_isolation=True (issue 44): the code comes as the `code` channel, the script reaches nothing."""
+    run, steps = run_sdk(tmp_path, "sdk_isolated.py", HERE / "isolated_train.py", tmp_path / "work")
+    assert steps["status"] == "Completed" and steps["isolated"] is True
+    assert steps["channels"] == ["code", "train"]
+    assert str(steps["model_data"]).endswith("/output/model.tar.gz")
+    assert "isolated: reached the plane False" in run.stdout  # fit(logs="All") printed the script's line
+
+
+@pytest.mark.timeout(600)
 def test_an_sklearn_processor_and_estimator_run_unchanged(tmp_path: Path) -> None:
     args = (HERE / "train.py", HERE / "preprocess.py", HERE / "tune.py", tmp_path / "work")
     run, steps = run_sdk(tmp_path, "sdk_training.py", *args)

@@ -431,14 +431,17 @@ def test_a_deployed_packages_lineage_names_its_pipeline_run_and_the_endpoints_se
     model made from that package. The version's page shows the execution that produced it (linking its steps page),
     the step that registered it, its model data, and the endpoint, as the public API says."""
     sm = up.sm()
+    source = scaling_model(tmp_path, "trained", 3.0)
     trainer = {
         "Name": "trainer",
         "Steps": [
             {
                 "Name": "train",
                 "Type": "Processing",
-                "Command": [sys.executable, "-c", COPIER, str(scaling_model(tmp_path, "trained", 3.0))],
+                "Command": [sys.executable, "-c", COPIER, str(source)],
                 "Outputs": ["model"],
+                # what the step reads, declared: a step servekit up runs sees only that (its sandbox)
+                "Reads": [str(source)],
             },
             {
                 "Name": "register",

@@ -1,8 +1,9 @@
-"""The README's credit-scoring locustfile, run headless by the real ``locust`` command: against a multi-model
-endpoint on ``servekit up`` (signed InvokeEndpoint, the target-model header) with the keys ``servekit env`` exports,
-and against ``servekit serve``'s ``/invocations``; every request counted (Locust's count equals the endpoint's own
-invocation counter), none failed; a wrong secret shows as failures with their code. A ``StepLoadShape`` with a
-latency SLO against a server whose latency bends at a known rate reports that knee and the highest rate under it."""
+"""The credit-scoring locustfile of docs/load-testing.md, run headless by the real ``locust`` command: against a
+multi-model endpoint on ``servekit up`` (signed InvokeEndpoint, the target-model header) with the keys
+``servekit env`` exports, and against ``servekit serve``'s ``/invocations``; every request counted (Locust's count
+equals the endpoint's own invocation counter), none failed; a wrong secret shows as failures with their code. A
+``StepLoadShape`` with a latency SLO against a server whose latency bends at a known rate reports that knee and the
+highest rate under it."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ pytestmark = [
     ),
 ]
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "load-testing.md"  # the README's reference, moved there
 LOCUST = [sys.executable, "-m", "locust"]
 HANDLER = textwrap.dedent(
     """
@@ -60,9 +61,9 @@ HANDLER = textwrap.dedent(
 
 
 def block(marker: str) -> str:
-    text = README.read_text()
+    text = DOC.read_text()
     match = re.search(re.escape(f"<!-- {marker} -->") + r"\n```python\n(.*?)\n```\n", text, re.DOTALL)
-    assert match, f"README.md must hold a ```python block right after <!-- {marker} -->"
+    assert match, f"docs/load-testing.md must hold a ```python block right after <!-- {marker} -->"
     return match.group(1) + "\n"
 
 
@@ -145,7 +146,7 @@ def test_readme_locustfile_against_a_multi_model_endpoint(up: UpProcess, work: P
     )
     before = endpoint_invocations(up, "credit-scoring")
 
-    # The README's lines: eval "$(servekit env)", then locust headless with the endpoint user.
+    # The page's lines: eval "$(servekit env)", then locust headless with the endpoint user.
     env = clean_env(SERVEKIT_HOME=str(up.home), SERVEKIT=f"{sys.executable} -m servekit.cli.main")
     args = "CreditEndpointUser -u 6 -r 6 --run-time 6s --stop-timeout 10"
     locust = f"{shlex.join(LOCUST)} --headless -f locustfile.py --only-summary --csv out --json-file out {args}"

@@ -14,7 +14,7 @@ import shutil
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 CLONE_NEWNET = 0x40000000
@@ -119,9 +119,28 @@ async def carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.close()
 
 
-async def splice(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up_reader: asyncio.StreamReader,
-    up_writer: asyncio.StreamWriter,
-) -> None:  # fmt: skip
-    """Both directions of a carried connection, until both end."""
-    await asyncio.gather(carry(reader, up_writer), carry(up_reader, writer))
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+def forwarder(
+    connect: Callable[[], Awaitable[Streams]],
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """A server's connection handler that opens the other side with ``connect`` and carries bytes both ways until
+    both end; a connection whose other side cannot be opened is closed."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await connect()
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(carry(reader, up_writer), carry(up_reader, writer))
+
+    return handle
+
+
+async def close_server(server: asyncio.Server) -> None:
+    """Stop listening; connections still carried end with their processes."""
+    server.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(server.wait_closed(), 1.0)

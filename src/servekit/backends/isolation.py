@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass
 
 from servekit._utils import netns
-from servekit._utils.processes import free_port
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +28,7 @@ class IsolatedNetwork:
         return netns.enter(self.fd)
 
     async def close(self) -> None:
-        self.server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.server.wait_closed(), 1.0)
+        await netns.close_server(self.server)
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
@@ -50,25 +47,18 @@ async def isolate(instance_id: str, inner_port: int) -> IsolatedNetwork | None:
         log.warning("instance %s: no network namespace (%s); it shares the network", instance_id, exc)
         return None
 
-    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            sock = await asyncio.to_thread(netns.socket_in, fd)
-        except OSError:
-            writer.close()
-            return
+    async def connect() -> netns.Streams:  # from a socket made in the namespace, to the instance there
+        sock = await asyncio.to_thread(netns.socket_in, fd)
         try:
             await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", inner_port))
-            up_reader, up_writer = await asyncio.open_connection(sock=sock)
+            return await asyncio.open_connection(sock=sock)
         except OSError:
             sock.close()
-            writer.close()
-            return
-        await netns.splice(reader, writer, up_reader, up_writer)
+            raise
 
     try:
-        port = free_port()
-        server = await asyncio.start_server(forward, "127.0.0.1", port)
+        server = await asyncio.start_server(netns.forwarder(connect), "127.0.0.1", 0)  # a port the kernel picks
     except OSError:
         os.close(fd)
         raise
-    return IsolatedNetwork(fd, port, server)
+    return IsolatedNetwork(fd, int(server.sockets[0].getsockname()[1]), server)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import struct
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -380,34 +379,16 @@ class Metrics:
 
 def _merged(folder: str) -> list[Metric]:
     """Every worker's values from the multiprocess folder, merged. A file a worker is still creating (it restarts
-    while the scrape reads: empty, or shorter than its header) is left out of this scrape, not an error: the others'
-    values are answered, and it counts from the next one."""
+    while the scrape reads: empty, or shorter than prometheus_client's 8-byte header) is left out of this scrape, not
+    an error: the others' values are answered, and it counts from the next one."""
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    files = sorted(glob.glob(os.path.join(folder, "*.db")))
-    while True:
-        ready = [f for f in files if _initialised(f)]
-        try:
-            return list(MultiProcessCollector.merge(ready, accumulate=True))  # type: ignore[no-untyped-call]
-        except (struct.error, FileNotFoundError, ValueError) as exc:  # one changed between the check and the read
-            bad = next((f for f in ready if not _readable(f)), None)
-            if bad is None:
-                raise exc from None
-            files.remove(bad)
+    files = [f for f in sorted(glob.glob(os.path.join(folder, "*.db"))) if _initialised(f)]
+    return list(MultiProcessCollector.merge(files, accumulate=True))  # type: ignore[no-untyped-call]
 
 
 def _initialised(path: str) -> bool:
     try:
-        return os.path.getsize(path) >= 8  # prometheus_client's header: the used size, then the first entry
-    except OSError:
+        return os.path.getsize(path) >= 8  # the used size, then the first entry: written when the file is made
+    except OSError:  # removed since the listing
         return False
-
-
-def _readable(path: str) -> bool:
-    from prometheus_client.mmap_dict import MmapedDict
-
-    try:
-        list(MmapedDict.read_all_values_from_file(path))  # type: ignore[no-untyped-call]
-    except (struct.error, OSError, ValueError):
-        return False
-    return True

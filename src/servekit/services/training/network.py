@@ -125,17 +125,9 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
     try:
         resolv = None
         if sock is not None and plane is not None:
-            target = plane
-
-            async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                try:
-                    up_reader, up_writer = await asyncio.open_connection(*target)
-                except OSError:
-                    writer.close()
-                    return
-                await netns.splice(reader, writer, up_reader, up_writer)
-
-            server = await asyncio.start_server(forward, sock=sock)
+            host, plane_port = plane
+            carried = netns.forwarder(lambda: asyncio.open_connection(host, plane_port))  # to the plane's signed API
+            server = await asyncio.start_server(carried, sock=sock)
         if not isolated:
             try:
                 slirp, resolv, slirp_exit = await _start_slirp(fd, folder)
@@ -144,9 +136,7 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
         yield JobNetwork(netns.path(fd), resolv)
     finally:
         if server is not None:
-            server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 1.0)
+            await netns.close_server(server)
         elif sock is not None:
             sock.close()
         if slirp is not None:

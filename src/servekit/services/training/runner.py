@@ -531,8 +531,7 @@ class TrainingRunner(SandboxJobRunner):
                         devices=gpu_device_nodes(held.get(host, ())),
                         runtime=runtime,
                         network=not isolated,
-                        netns=net.netns if net is not None else None,
-                        resolv_conf=net.resolv_conf if net is not None else None,
+                        net=net,
                         seccomp=filter_file,
                         tmp_bytes=volume_bytes(req.get("ResourceConfig") or {}),
                         cgroup=self.process_group(stack, str(req["TrainingJobName"]), host, envelope),
@@ -581,8 +580,7 @@ class TrainingRunner(SandboxJobRunner):
             bin=bin_dir,
             mounts=[(site, SITE, True)],
             runtime=runtime,
-            netns=net.netns if net is not None else None,
-            resolv_conf=net.resolv_conf if net is not None else None,
+            net=net,
             seccomp=sandbox.seccomp_file(job_dir / "etc"),
         )
         argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--target", SITE]

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from servekit.services.training import seccomp
 from servekit.services.training.contract import CODE, DATA, ML
+from servekit.services.training.network import JobNetwork
 
 INSTALL_HINT = (
     "servekit runs training jobs in a bubblewrap sandbox that shows them /opt/ml, and bwrap is not installed: "
@@ -134,10 +135,9 @@ class Layout:
     nproc: int | None = None
     # where the command starts (default /opt/ml/code when there is code, else /opt/ml)
     chdir: str | None = None
-    # the job's network namespace (services.training.network: all its hosts in one), entered with nsenter before
-    # anything else; None: the sandbox makes its own for an isolated job, else shares this machine's
-    netns: str | None = None
-    resolv_conf: Path | None = None  # that namespace's /etc/resolv.conf (its DNS forwarder)
+    # the job's network namespace (all its hosts in one), entered with nsenter before anything else, and its
+    # resolv.conf; None: the sandbox makes its own for an isolated job, else shares this machine's
+    net: JobNetwork | None = None
 
 
 _PROBE = (
@@ -316,8 +316,8 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
         out += seccomp_args
     if steps:
         out = ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "servekit-sandbox", *args, *out]
-    if layout.netns is not None:
-        out = [shutil.which("nsenter") or "nsenter", f"--net={layout.netns}", "--", *out]
+    if layout.net is not None:
+        out = [shutil.which("nsenter") or "nsenter", f"--net={layout.net.netns}", "--", *out]
     for root in private_roots():  # /tmp writable by the job, as everyone's /tmp
         if root == "/tmp" and layout.tmp_bytes is not None:
             out += ["--size", str(layout.tmp_bytes)]
@@ -328,10 +328,10 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
         out += [*_folders_to(where, made, roots), "--ro-bind", where, where]
     for node in layout.devices:  # absent nodes are skipped (a driver without nvidia-uvm-tools)
         out += ["--dev-bind-try", node, node]
-    if not layout.network and layout.netns is None:
+    if not layout.network and layout.net is None:
         out += ["--unshare-net"]
-    if layout.resolv_conf is not None:
-        out += ["--ro-bind", str(layout.resolv_conf), os.path.realpath("/etc/resolv.conf")]
+    if layout.net is not None and layout.net.resolv_conf is not None:
+        out += ["--ro-bind", str(layout.net.resolv_conf), os.path.realpath("/etc/resolv.conf")]
     if layout.hostname is not None:
         out += ["--hostname", layout.hostname]
     if layout.hosts_file is not None:

@@ -278,7 +278,7 @@ class LocalEngine:
         def watch() -> None:
             code = proc.wait()
             try:
-                outcome = read_result(task, code, log.fileno() if sandboxed else None)
+                outcome = read_result(task, code, log.fileno())
             except (OSError, ValueError) as exc:  # the run must hear of every attempt, or it waits forever
                 outcome = StepOutcome(task.step, task.attempt, False, message=f"the step's result: {exc}")
             finally:

@@ -24,6 +24,7 @@ from pathlib import Path
 from servekit.services.pipelines.definition.loading import YAML_SUFFIXES, load_pipeline
 from servekit.services.pipelines.definition.pipeline import Pipeline
 from servekit.services.training import sandbox
+from servekit.services.training.hosts import sandbox_env
 
 # what servekit up hands a run's steps (the role session's keys, its endpoint), as JSON in the run's environment
 STEP_ENVIRONMENT = "SERVEKIT_STEP_ENVIRONMENT"
@@ -77,9 +78,7 @@ class StepSandbox:
         """A step's environment: the job's basics, the run's kept variables, ``environment``, its own."""
         kept = {k: v for k, v in own.items() if k in KEPT}
         step = {k: v for k, v in own.items() if k.startswith("SERVEKIT_") and k != STEP_ENVIRONMENT}
-        path = f"{sandbox.BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-        base = {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8"}
-        return {**base, **kept, **self.environment, **step}
+        return sandbox_env({**kept, **self.environment, **step})
 
 
 def _local(uri: str) -> Path | None:

@@ -1,5 +1,7 @@
 """Jobs written by an attacker, on a real ``servekit up`` through boto3 (issue 44): each attack fails, the job ends
-with its own status and FailureReason, and the plane keeps answering. One job per attack:
+with its own status and FailureReason, and the plane keeps answering. Every test runs against a plane run as the
+tests' user (root in CI) and against one run as an ordinary user (uid 54321, where the machine lets it make user
+namespaces: ``servekit.testing.users``). One job per attack:
 
 - ``/opt/ml/output/failure`` (training) or ``/opt/ml/output/message`` (processing) made a link to the home's
   ``credentials.json``: the host never follows it, so the secrets never reach DescribeTrainingJob;
@@ -14,8 +16,10 @@ with its own status and FailureReason, and the plane keeps answering. One job pe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import socket
 import sys
 import uuid
@@ -29,22 +33,35 @@ import botocore.waiter
 import pytest
 from tests.e2e.test_training_jobs import FAST, clients, job
 
+from servekit._utils import netns
 from servekit._utils.cgroups import pids_base
 from servekit.aws import Credentials
 from servekit.testing.hosting import UpProcess
+from servekit.testing.users import as_ordinary_user, ordinary_user_home, why_not_ordinary_user
 
 pytestmark = pytest.mark.e2e
 PROCESSING_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path_factory.mktemp("hostile") / "home")
+@pytest.fixture(scope="module", params=["as root", "as an ordinary user"])
+def up(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    """``servekit up`` as the tests' user (root in CI), and as an ordinary user where the machine allows (a user
+    namespace of its own for each job, and one network namespace per job, made without privilege)."""
+    if request.param == "as root":
+        u = UpProcess(tmp_path_factory.mktemp("hostile") / "home")
+    else:
+        why = why_not_ordinary_user()
+        if why is not None:
+            pytest.skip(why)
+        user_home = ordinary_user_home()  # pytest's folders are root's (0700)
+        u = UpProcess(user_home / "servekit", prefix=as_ordinary_user(user_home), user_home=user_home)
     u.start()
     try:
         yield u
     finally:
         u.stop()
+        if request.param != "as root":
+            shutil.rmtree(u.home.parent, ignore_errors=True)
 
 
 def _failed_training(sm: Any, name: str) -> dict[str, Any]:
@@ -173,11 +190,14 @@ if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: full capabilities inside a n
     fail("made a user namespace")
 """,
     "root-outside": """
-inside, outside, _ = open("/proc/self/uid_map").read().split()
-if os.getuid() != 0 or inside != "0":
+if os.getuid() != 0 or open("/proc/self/uid_map").read().split()[0] != "0":
     fail(f"not root inside its user namespace: uid {os.getuid()}")
-if outside == "0":
-    fail("root inside is root outside")
+if ROOT_ONLY:  # a file of the machine's root, mode 0600: only root outside (or its capabilities) could open it
+    try:
+        open(ROOT_ONLY).read()
+        fail("root inside is root outside")
+    except PermissionError:
+        pass
 """,
     "users-home": """
 for name in os.listdir(USER_HOME):
@@ -196,7 +216,7 @@ os.wait()
 PRELUDE = """
 import os, signal, subprocess, sys
 PLANE, HOME, MARK = os.environ["PLANE_PID"], os.environ["HOME_DIR"], os.environ["MARK"]
-USER_HOME = os.environ["USER_HOME"]
+USER_HOME, ROOT_ONLY = os.environ["USER_HOME"], os.environ["ROOT_ONLY"]
 def fail(what):
     print("ESCAPED:", what, flush=True)
     sys.exit(1)
@@ -219,10 +239,19 @@ def _processes_with(mark: str) -> list[int]:
 def test_a_job_cannot_escape_its_sandbox(up: UpProcess, attack: str) -> None:
     sm, s3, _ = clients(up)
     mark = f"servekit-escape-{uuid.uuid4().hex}"
-    env = {"PLANE_PID": str(up.proc.pid), "HOME_DIR": str(up.home), "MARK": mark, "USER_HOME": str(Path.home())}
+    env = {"PLANE_PID": str(up.proc.pid), "HOME_DIR": str(up.home), "MARK": mark, "USER_HOME": str(up.user_home)}
+    root_only = Path("/var/tmp") / mark  # outside every folder the sandbox makes private
+    if os.geteuid() == 0:
+        root_only.write_text("only root reads this")
+        root_only.chmod(0o600)
+    env["ROOT_ONLY"] = str(root_only) if os.geteuid() == 0 else ""
     name = f"escape-{attack}"
     sm.create_training_job(**job(s3, name, PRELUDE + ESCAPES[attack], Environment=env))
-    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    try:
+        with contextlib.suppress(botocore.exceptions.WaiterError):  # a failed job: its FailureReason says why
+            sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName=name, WaiterConfig=FAST)
+    finally:
+        root_only.unlink(missing_ok=True)
     d = sm.describe_training_job(TrainingJobName=name)
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     assert up.proc.poll() is None and sm.list_training_jobs()["TrainingJobSummaries"]  # the plane is alive
@@ -288,7 +317,7 @@ else:
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="hosts share a namespace where servekit runs as root")
+@pytest.mark.skipif(not netns.available(), reason="this machine lets servekit make no network namespace")
 def test_the_hosts_of_an_isolated_job_reach_one_another(up: UpProcess) -> None:
     """With EnableNetworkIsolation the job's hosts still talk (SageMaker lets a job's own containers), in one
     network namespace that holds nothing else."""
@@ -382,12 +411,12 @@ sys.exit(1)
 
 
 @pytest.mark.skipif(
-    pids_base() is None,
-    reason="this machine lets servekit make no pids cgroup (needs cgroup v1 as root, or v2's pids controller)",
+    pids_base() is None and shutil.which("prlimit") is None,
+    reason="no pids cgroup here (needs cgroup v1 as root, or v2's pids controller) and no prlimit for RLIMIT_NPROC",
 )
 def test_a_fork_bomb_stops_at_the_hosts_process_limit(up: UpProcess) -> None:
-    """A host's processes are capped (a pids cgroup: 1,024 per vCPU of its instance type), so a fork bomb is refused
-    with EAGAIN inside the job and the machine keeps its process table."""
+    """A host's processes are capped (1,024 per vCPU of its instance type: a pids cgroup, else RLIMIT_NPROC), so a
+    fork bomb is refused with EAGAIN inside the job and the machine keeps its process table."""
     sm, s3, logs = clients(up)
     name = "fork-bomb"
     sm.create_training_job(**job(s3, name, FORK_BOMB))
@@ -437,12 +466,14 @@ def probe(ctx):
 LINK_PROPERTIES = "import os, sys; os.symlink(sys.argv[1], os.environ['SERVEKIT_PROPERTIES'])"
 
 
-def test_a_pipeline_step_runs_in_the_sandbox_with_the_pipelines_role(up: UpProcess, tmp_path: Path) -> None:
+def test_a_pipeline_step_runs_in_the_sandbox_with_the_pipelines_role(up: UpProcess) -> None:
     """servekit's own format through CreatePipeline: its Function step's module is imported only in the step's
     sandbox (its module-level code cannot write outside), the step sees neither the home nor the plane, is not root
     outside, and calls the plane with a session of the pipeline's role; a command step that links its properties
     file to the home's credentials gets nothing read through it."""
     sm = up.sm()
+    tmp_path = up.home.parent / "pipeline"  # a folder the plane's user can read
+    tmp_path.mkdir(exist_ok=True)
     mark = tmp_path / "imported-here"
     (tmp_path / "steps.py").write_text(PIPELINE_STEP.format(mark=str(mark)))
     role = "arn:aws:iam::000000000000:role/pipeline-runner"

@@ -120,7 +120,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The model registry; deploy on approval through the hosting operations.
     "services.registry": BASE | {"aws", "state", "services.hosting"},
     # Batch transform: the serving stack's runtimes in the job's own process, and the TransformJob API.
-    "services.transform": _CORE | {"serving.codecs", "state", "aws", "services.hosting"},
+    # A transform run holds its model's code: it gets a session of the model's role and, for an isolated model, a
+    # job's network (services.training's roles and network).
+    "services.transform": _CORE | {"serving.codecs", "state", "aws", "services.hosting", "services.training"},
     # Pipelines: definitions, the local engine, runs and lineage in the state, least-privilege storage handles.
     # Register and deploy steps call the control plane through boto3 (a client the CLI hands in), never its
     # modules; a transform step runs services.transform's job in the step's own process. The runs servekit up

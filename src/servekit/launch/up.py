@@ -299,7 +299,16 @@ def build(
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
     # (their s3:// input and output in the plane's own store, unless servekit up itself was pointed at another S3)
     job_env = {} if s3_endpoint or url is None else s3_environment(url, credentials.admin, account)
-    transform_jobs = TransformJobsApi(db.transform_jobs, db.hosting, model_dir, home, account, environment=job_env)
+    transform_jobs = TransformJobsApi(
+        db.transform_jobs,
+        db.hosting,
+        model_dir,
+        home,
+        account,
+        environment=job_env,
+        sessions=sessions,
+        namespaces=database_url is None,  # a run in a namespace reaches the plane only, not a database server
+    )
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)
     # Training jobs: scripts in a bubblewrap sandbox that shows them /opt/ml; channels linked from the plane's S3

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,14 @@ class UpProcess:
     """A real ``servekit up`` on a free loopback port with its own home, for end-to-end tests: ``start`` returns
     once ``/ping`` answers 200 (the process's own readiness, polled), ``kill`` is a SIGKILL, ``stop`` a SIGTERM."""
 
-    def __init__(self, home: Path, *extra_args: str) -> None:
+    def __init__(self, home: Path, *extra_args: str, prefix: Sequence[str] = (), user_home: Path | None = None) -> None:
+        """``prefix``: a command prefix ``servekit up`` runs under (:func:`servekit.testing.users.as_ordinary_user`),
+        which must exec it (its process is ``proc``); ``user_home``: the home folder of the user it runs as."""
         from servekit.backends.local import free_port
 
         self.home = home
+        self.prefix = list(prefix)
+        self.user_home = user_home if user_home is not None else Path.home()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = home.parent / "up.log"
@@ -52,7 +57,7 @@ class UpProcess:
     def start(self, timeout_s: float = 120.0) -> None:
         cmd = [sys.executable, "-m", "servekit.cli.main", "up", "--home", str(self.home), "--port", str(self.port)]
         with open(self.log, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen([*cmd, *self._extra], stdout=log, stderr=log)
+            self.proc = subprocess.Popen([*self.prefix, *cmd, *self._extra], stdout=log, stderr=log)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

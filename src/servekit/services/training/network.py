@@ -8,10 +8,10 @@ containers talk to one another), holding nothing of this machine's.
   (``--disable-host-loopback``), with its DNS forwarder as the namespace's resolver.
 - With it, the namespace has nothing but its loopback: the hosts still reach one another, nothing else.
 
-Made where servekit runs as root (a namespace needs CAP_SYS_ADMIN): a thread unshares its network namespace, makes
-the plane's listening socket there and keeps a descriptor of it; the hosts' sandboxes enter it with ``nsenter``.
-Elsewhere (an ordinary user, hosts on Ray nodes) :func:`job_network` gives None: the sandbox makes a namespace of
-its own per host for an isolated job, and a job without isolation shares this machine's network."""
+Made by :mod:`servekit._utils.netns` where servekit runs as root, or as an ordinary user the kernel lets make user
+namespaces; the hosts' sandboxes enter it with ``nsenter``. Elsewhere (user namespaces refused, hosts on Ray nodes)
+:func:`job_network` gives None: the sandbox makes a namespace of its own per host for an isolated job, and a job
+without isolation shares this machine's network."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ SLIRP_HINT = "install slirp4netns (apt-get install slirp4netns) for jobs without
 class JobNetwork:
     """A job's namespace, as its hosts' sandboxes enter it."""
 
-    netns: str  # a path nsenter opens: /proc/<this process>/fd/<descriptor of the namespace>
+    enter: tuple[str, ...]  # the command prefix that puts a host's sandbox in it (nsenter …)
     resolv_conf: Path | None  # the namespace's /etc/resolv.conf (slirp4netns's DNS), None without internet
 
 
@@ -53,11 +54,11 @@ def loopback_address(url: str) -> tuple[str, int] | None:
 
 
 def available() -> bool:
-    """Whether jobs' hosts can share a namespace made here: root, with nsenter."""
+    """Whether jobs' hosts can share a namespace made here."""
     return netns.available()
 
 
-async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Process, Path, int]:
+async def _start_slirp(ns: netns.Namespace, folder: Path) -> tuple[asyncio.subprocess.Process, Path, int]:
     """slirp4netns on the namespace (its NAT to the internet, not this machine's loopback), once it says ready;
     with the pipe end whose closing ends it (this process's exit closes it too, a kill included)."""
     binary = shutil.which("slirp4netns")
@@ -74,8 +75,7 @@ async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Proces
             "--disable-host-loopback",
             f"--ready-fd={ready_w}",
             f"--exit-fd={exit_r}",
-            "--netns-type=path",
-            f"/proc/{os.getpid()}/fd/{fd}",
+            *ns.slirp_args(),
             "tap0",
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
@@ -105,18 +105,31 @@ async def _start_slirp(fd: int, folder: Path) -> tuple[asyncio.subprocess.Proces
     return proc, resolv, exit_w
 
 
+def _made(listen_port: int | None) -> tuple[netns.Namespace, socket.socket | None]:
+    """A namespace, and its socket listening on ``listen_port`` when one is given."""
+    ns = netns.make()
+    try:
+        return ns, None if listen_port is None else ns.socket(listen_port)
+    except OSError:
+        ns.close()
+        raise
+
+
 @contextlib.asynccontextmanager
-async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Path) -> AsyncIterator[JobNetwork | None]:
+async def job_network(
+    plane: tuple[str, int] | None, isolated: bool, folder: Path, internet: bool = True
+) -> AsyncIterator[JobNetwork | None]:
     """The job's namespace while the block runs (see the module's docstring), or None where none is made here.
     ``plane``: where the plane listens (its host and port), carried into the namespace unless ``isolated``;
-    ``folder``: where the namespace's resolv.conf is written."""
+    ``folder``: where the namespace's resolv.conf is written; ``internet``: whether slirp4netns gives the namespace
+    the internet when it is not ``isolated`` (a transform run of an isolated model reaches the plane only)."""
     if not available():
         yield None
         return
     port = None if isolated or plane is None else plane[1]
     try:
-        fd, sock = await asyncio.to_thread(netns.make, port)
-    except OSError as exc:  # root without CAP_SYS_ADMIN (a container's): each sandbox makes its own, as for a user
+        ns, sock = await asyncio.to_thread(_made, port)
+    except OSError as exc:  # root without CAP_SYS_ADMIN (a container's): each sandbox makes its own
         log.warning("a job's hosts get no shared network namespace: %s", exc)
         yield None
         return
@@ -128,12 +141,12 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
             host, plane_port = plane
             carried = netns.forwarder(lambda: asyncio.open_connection(host, plane_port))  # to the plane's signed API
             server = await asyncio.start_server(carried, sock=sock)
-        if not isolated:
+        if not isolated and internet:
             try:
-                slirp, resolv, slirp_exit = await _start_slirp(fd, folder)
+                slirp, resolv, slirp_exit = await _start_slirp(ns, folder)
             except (OSError, TimeoutError) as exc:  # the plane is still there; the internet is not
                 log.warning("a job has no internet: %s", exc)
-        yield JobNetwork(netns.path(fd), resolv)
+        yield JobNetwork(tuple(ns.enter()), resolv)
     finally:
         if server is not None:
             await netns.close_server(server)
@@ -144,4 +157,4 @@ async def job_network(plane: tuple[str, int] | None, isolated: bool, folder: Pat
             with contextlib.suppress(ProcessLookupError):
                 slirp.kill()
             await slirp.wait()
-        os.close(fd)
+        await asyncio.to_thread(ns.close)

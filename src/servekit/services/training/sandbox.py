@@ -130,8 +130,10 @@ class Layout:
     tmp_bytes: int | None = None
     # a pids cgroup (servekit._utils.cgroups) the shell that execs bubblewrap joins first: the host's process limit
     cgroup: Path | None = None
-    # the process limit where no cgroup holds one and the job runs as JOB_UID (servekit as root): RLIMIT_NPROC,
-    # which counts every process of that user on the machine (all such jobs together)
+    # the process limit where no cgroup holds one: RLIMIT_NPROC, set before the job's user namespace is made. The
+    # kernel counts it per user namespace and up the chain: the job's own processes, then every process of its user
+    # outside (JOB_UID's when servekit runs as root: all such jobs; else the plane user's, the plane's included), so
+    # it is a cap on the job, and where the outside count is high, a lower one
     nproc: int | None = None
     # where the command starts (default /opt/ml/code when there is code, else /opt/ml)
     chdir: str | None = None
@@ -303,6 +305,7 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
     out = [bwrap_path, *ISOLATION, *caps, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if uid is None:
         out[1:1] = _ROOT_INSIDE
+        out[0:0] = _nproc_limit(layout)  # before bubblewrap makes the job's user namespace, which keeps it as its own
     steps, args = [], []
     if layout.cgroup is not None:
         steps.append(_JOIN_CGROUP)
@@ -317,7 +320,7 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
     if steps:
         out = ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "servekit-sandbox", *args, *out]
     if layout.net is not None:
-        out = [shutil.which("nsenter") or "nsenter", f"--net={layout.net.netns}", "--", *out]
+        out = [*layout.net.enter, *out]
     for root in private_roots():  # /tmp writable by the job, as everyone's /tmp
         if root == "/tmp" and layout.tmp_bytes is not None:
             out += ["--size", str(layout.tmp_bytes)]
@@ -350,9 +353,7 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
     where = layout.chdir or (CODE if layout.code is not None else ML)
     out += ["--chdir", where, "--"]
     if uid is not None:
-        prlimit = shutil.which("prlimit")
-        if layout.cgroup is None and layout.nproc is not None and prlimit is not None:
-            out += [prlimit, f"--nproc={layout.nproc}:{layout.nproc}", "--"]  # kept through setpriv and exec
+        out += _nproc_limit(layout)  # kept through setpriv and exec
         out += [*_become(uid), bwrap_path, *_ROOT_INSIDE, "--die-with-parent", "--cap-drop", "ALL", *seccomp_args]
         # its own /dev: device nodes on the outer sandbox's mounts cannot be opened from a user namespace
         out += ["--bind", "/", "/", "--dev", "/dev"]
@@ -360,6 +361,14 @@ def command(layout: Layout, argv: Sequence[str], bwrap_path: str = "bwrap", uid:
             out += ["--dev-bind-try", node, node]
         out += ["--chdir", where, "--"]
     return [*out, *argv]
+
+
+def _nproc_limit(layout: Layout) -> list[str]:
+    """The prefix that sets RLIMIT_NPROC to the layout's process limit where no cgroup holds one."""
+    prlimit = shutil.which("prlimit")
+    if layout.cgroup is not None or layout.nproc is None or prlimit is None:
+        return []
+    return [prlimit, f"--nproc={layout.nproc}:{layout.nproc}", "--"]
 
 
 def _folders_to(target: str, made: set[str], roots: Sequence[str]) -> list[str]:

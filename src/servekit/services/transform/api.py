@@ -18,6 +18,7 @@ in the same home (the ``transform_jobs`` tables of the state database).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import signal
@@ -37,8 +38,12 @@ from servekit.aws.front import Handler
 from servekit.aws.models import service_model
 from servekit.aws.names import Account
 from servekit.aws.offsets import offset_page
+from servekit.aws.policy import PolicyError
+from servekit.aws.sessions import SessionKeys
 from servekit.aws.timestamps import optional_epoch
 from servekit.services.hosting.store import Hosting
+from servekit.services.training.network import job_network, loopback_address
+from servekit.services.training.roles import role_policy
 from servekit.services.transform.repo import TransformJobRow, TransformJobs
 from servekit.services.transform.status import JobStatus, ObjectStatus
 
@@ -58,6 +63,8 @@ def _described() -> tuple[str, ...]:
     return tuple(sorted(set(described) & set(created) - {"TransformJobName", "ModelName"}))
 
 
+TRANSFORM_SESSION_S = 7 * 86400.0  # a run's session outlives any run; it is revoked when the run ends
+DEFAULT_ROLE = "SageMakerExecutionRole"
 MODEL_TAG = "servekit:ModelName"  # the plane's model a job created through the API runs (its request has a path)
 _SORT = {"Name": "name", "CreationTime": "created", "Status": "status"}
 
@@ -72,11 +79,19 @@ class TransformJobsApi:
         account: Account | None = None,
         python: str = sys.executable,
         environment: Mapping[str, str] | None = None,
+        sessions: SessionKeys | None = None,
+        namespaces: bool = False,
     ) -> None:
         """``resolve``: a ModelDataUrl to a local servekit model base (``<base>/<version>/...``), raising with a
         reason when it cannot (the hosting service's resolver). ``environment``: variables the runs get beyond
-        this process's (the plane's own S3 endpoint and a key, so a job reads and writes ``s3://`` there)."""
+        this process's (the plane's own S3 endpoint and a key, so a job reads and writes ``s3://`` there);
+        ``sessions``: where a run's key is minted instead (a session of its model's ExecutionRoleArn, so the
+        model's code never holds the plane's key); ``namespaces``: whether a run of a model created with
+        EnableNetworkIsolation gets a network namespace (not where the state database is a server it must reach)."""
         self._environment = dict(environment or {})
+        self._sessions = sessions
+        self._namespaces = namespaces
+        self._held: dict[str, contextlib.AsyncExitStack] = {}
         self.jobs = jobs
         self.models = models
         self._resolve = resolve
@@ -250,15 +265,23 @@ class TransformJobsApi:
         argv = [self._python, "-m", "servekit.cli.main", "transform", "run", "--spec", str(spec)]
         argv += ["--home", str(self.home), "--quiet"]
         log = self._log(name)
-        with log.open("ab") as out:  # the child keeps its own descriptor
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
-                env={**os.environ, **self._environment} if self._environment else None,
-                start_new_session=True,  # a Ctrl-C on servekit up reaches it through close(), not twice
-            )
+        held = contextlib.AsyncExitStack()  # the run's session and network, until it ends
+        try:
+            env, prefix = await self._contained(held, name, p)
+            with log.open("ab") as out:  # the child keeps its own descriptor
+                proc = await asyncio.create_subprocess_exec(
+                    *prefix,
+                    *argv,
+                    stdout=out,
+                    stderr=asyncio.subprocess.STDOUT,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,  # a Ctrl-C on servekit up reaches it through close(), not twice
+                )
+        except BaseException:
+            await held.aclose()
+            raise
+        self._held[name] = held
         self._children[name] = proc
         task = asyncio.create_task(self._reap(name, proc))
         self._waiters.add(task)
@@ -273,10 +296,48 @@ class TransformJobsApi:
             await asyncio.sleep(0.05)  # another process's progress: the run writes its row
         return {"TransformJobArn": self.job_arn(name)}
 
+    async def _contained(
+        self, held: contextlib.AsyncExitStack, name: str, p: Mapping[str, Any]
+    ) -> tuple[dict[str, str] | None, list[str]]:
+        """The run's environment and command prefix. The model's code runs in the run's process, as a model's
+        container does in SageMaker's transform: it gets a session of the model's ExecutionRoleArn (allowed what
+        that role's policy allows: services.training.roles; revoked when the run ends), never the plane's key; a
+        model created with EnableNetworkIsolation runs in a network namespace where only the plane's signed API
+        answers (the run moves its input and output through it), without the internet or any other port."""
+        if not self._environment:
+            return None, []
+        env = {**os.environ, **self._environment}
+        model = self.models.get_model(p["ModelName"])
+        record = model.record if model is not None else {}
+        if self._sessions is not None and "AWS_ACCESS_KEY_ID" in self._environment:
+            # a model created without one (servekit's own CreateModel allows it) runs as the default role
+            default = f"arn:{self._account.partition}:iam::{self._account.account_id}:role/{DEFAULT_ROLE}"
+            role = str(record.get("ExecutionRoleArn") or default)
+            try:
+                policy = role_policy(self.home, role, p)
+                key = self._sessions.mint(role, f"SageMaker-{name}"[:64], policy, TRANSFORM_SESSION_S)
+            except (PolicyError, ValueError) as exc:
+                raise validation_exception(f"The model's ExecutionRoleArn {role}: {exc}") from None
+            held.callback(self._sessions.revoke, key.access_key_id)
+            env.update(
+                AWS_ACCESS_KEY_ID=key.access_key_id,
+                AWS_SECRET_ACCESS_KEY=key.secret_access_key,
+                AWS_SESSION_TOKEN=key.session_token or "",
+            )
+        if not (record.get("EnableNetworkIsolation") and self._namespaces):
+            return env, []
+        plane = loopback_address(self._environment.get("AWS_ENDPOINT_URL_S3", ""))
+        folder = self.home / "transform" / "api" / f"{name}.net"
+        net = await held.enter_async_context(job_network(plane, isolated=False, folder=folder, internet=False))
+        return env, list(net.enter) if net is not None else []
+
     async def _reap(self, name: str, proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
         if self._children.get(name) is proc:
             del self._children[name]
+        held = self._held.pop(name, None)
+        if held is not None:
+            await held.aclose()
 
     async def stop_transform_job(self, p: dict[str, Any]) -> dict[str, Any]:
         row = self._job(p["TransformJobName"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from servekit.services.training import sandbox
+from servekit.services.training.network import JobNetwork
 from servekit.services.training.sandbox import JOB_UID, Layout, command, hand_over
 
 ROOT = os.geteuid() == 0
@@ -45,6 +46,23 @@ def test_as_a_user_one_sandbox_makes_the_user_namespace(tmp_path: Path) -> None:
     assert bwrap[1:6] == ["--unshare-user", "--uid", "0", "--gid", "0"]
     assert argv.count("bwrap") == 1 and "--seccomp" in bwrap and not any("setpriv" in a for a in argv)
     assert _after(bwrap, "--cap-drop")[0] == "ALL" and "--cap-add" not in bwrap
+
+
+def test_the_process_limit_is_set_before_the_jobs_user_namespace_is_made(tmp_path: Path) -> None:
+    """Without a cgroup, RLIMIT_NPROC: as a user, before the one bubblewrap (inside the job's network namespace, which
+    nsenter enters first); as root, before setpriv becomes nobody; with a cgroup, none."""
+    if shutil.which("prlimit") is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    net = JobNetwork(("nsenter", "--user=/proc/1/fd/3", "--net=/proc/1/fd/4", "--preserve-credentials", "--"), None)
+    argv = command(Layout(tmp_path / "ml", nproc=2048, net=net), ["true"], "bwrap", None)
+    assert argv[:5] == list(net.enter) and argv[6:9] == ["--nproc=2048:2048", "--", "bwrap"]
+    assert argv[5].endswith("prlimit")
+    if shutil.which("setpriv") is not None:
+        argv = command(Layout(tmp_path / "ml", nproc=2048), ["true"], "bwrap", JOB_UID)
+        limit = argv.index("--nproc=2048:2048")
+        assert argv[limit + 1] == "--" and argv[limit + 2].endswith("setpriv") and argv[limit + 3] == "--reuid=65534"
+    argv = command(Layout(tmp_path / "ml", nproc=2048, cgroup=tmp_path / "pids"), ["true"], "bwrap", None)
+    assert not any(a.startswith("--nproc") for a in argv)
 
 
 def test_the_users_home_is_private_and_the_folders_to_a_python_there_are_open(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ _SERVICES = frozenset(
     f"services.{s}"
     for s in (
         "s3",
+        "iam",
         "sts",
         "logs",
         "cloudwatch",
@@ -98,8 +99,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "services": BASE,
     # The embedded S3 store (objects as files under the home, written durably) and its rest-xml API.
     "services.s3": BASE | {"aws", "storage"},
-    # STS: who the calling key is (GetCallerIdentity), in the home's account.
-    "services.sts": BASE | {"aws"},
+    # IAM: the account's roles and their policies (a store in the state database, an API in the query protocol).
+    "services.iam": BASE | {"aws", "state"},
+    # STS: who the calling key is (GetCallerIdentity), sessions of IAM's roles (AssumeRole).
+    "services.sts": BASE | {"aws", "services.iam"},
     # CloudWatch Logs: log groups and streams, their operations, and the shipper that reads the output files of
     # instances and jobs into them.
     "services.logs": BASE | {"aws", "state"},

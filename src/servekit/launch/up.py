@@ -21,6 +21,7 @@ from servekit.accelerators.placement import GpuPool
 from servekit.aws import AccessKey, Api, Credentials, Handler
 from servekit.aws.models import service
 from servekit.aws.names import Account
+from servekit.aws.query import QueryService, signed_for
 from servekit.aws.sessions import KeyChain, SessionKeys
 from servekit.aws.sigv4 import Verifier
 from servekit.backends.local import LocalProcessBackend, ReplicaBackend
@@ -57,6 +58,8 @@ from servekit.services.hosting.orchestrator import Orchestrator
 from servekit.services.hosting.pipeline import PipelineMetrics
 from servekit.services.hosting.serverless import DEFAULT_IDLE_S
 from servekit.services.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
+from servekit.services.iam.api import IamApi
+from servekit.services.iam.api import documents as iam_documents
 from servekit.services.monitoring.schedules.api import MonitoringService
 from servekit.services.monitoring.schedules.plans import Planner
 from servekit.services.monitoring.schedules.scheduler import Scheduler
@@ -77,6 +80,7 @@ from servekit.services.training.images import ImageTable
 from servekit.services.training.metrics import NAMESPACE as TRAINING_METRICS
 from servekit.services.training.network import SLIRP_HINT
 from servekit.services.training.network import available as job_networks_available
+from servekit.services.training.roles import role_policy
 from servekit.services.training.runner import TrainingRunner
 from servekit.services.training.sandbox import job_sandbox_problem
 from servekit.services.transform.api import TransformJobsApi
@@ -190,6 +194,11 @@ def build(
     s3_endpoint = external_s3(s3_endpoint, os.environ, url)
     storage = Storage(options={"s3": {"endpoint_url": s3_endpoint}} if s3_endpoint else None)
     account = Account()  # the account and region of every ARN this plane issues
+    # IAM's roles: what a role's sessions may do (jobs', pipelines', transform runs', AssumeRole's), and the SDK's
+    # execution role, made with the home
+    iam = IamApi(db.iam_roles, account)
+    iam.ensure_default_role()
+    role_documents = functools.partial(iam_documents, db.iam_roles)
     objects = open_object_store(home, account)
     # s3:// model data in the plane's own store is read from disk; other buckets through `storage`
     artifacts = ArtifactResolver(home / "models", storage=storage, local_objects=objects.local_path)
@@ -295,6 +304,7 @@ def build(
         executor=pipeline_executor,
         read_object=plane_objects.read,
         sessions=sessions,
+        role_documents=role_documents,
     )
     # Batch transform jobs: those `servekit transform run` records in this home; Create runs one as a subprocess
     # (their s3:// input and output in the plane's own store, unless servekit up itself was pointed at another S3)
@@ -307,6 +317,7 @@ def build(
         account,
         environment=job_env,
         sessions=sessions,
+        role_documents=role_documents,
         namespaces=database_url is None,  # a run in a namespace reaches the plane only, not a database server
     )
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
@@ -345,6 +356,7 @@ def build(
         allow_installs=allow_installs,
         gpus=gpus,
         sessions=sessions,
+        role_documents=role_documents,
     )
     training = TrainingJobsApi(db.sagemaker_jobs, training_runner, account)
     processing_runner = ProcessingRunner(
@@ -359,6 +371,7 @@ def build(
         launch=job_hosts,
         gpus=gpus,
         sessions=sessions,
+        role_documents=role_documents,
     )
     # (Model Monitor's executions are processing jobs too: DescribeProcessingJob of one goes to monitoring)
     processing = ProcessingJobsApi(
@@ -437,7 +450,18 @@ def build(
         # S3 (bodies streamed to disk) and STS (the query protocol) on the same port, by their SigV4 scope
         fronts=[
             (is_s3_request, S3Service(objects, Verifier(keys, region=account.region), account.region)),
-            (is_sts_request, StsService(account, Verifier(keys, region=account.region))),
+            (
+                is_sts_request,
+                StsService(
+                    account,
+                    Verifier(keys, region=account.region),
+                    db.iam_roles,
+                    sessions,
+                    lambda arn: role_policy(home, arn, {}, role_documents),
+                ),
+            ),
+            # IAM is global: its requests are signed for us-east-1 whatever the plane's region
+            (signed_for("iam"), QueryService("iam", iam.handlers(), Verifier(keys, region="us-east-1"))),
         ],
     )
 

@@ -14,6 +14,7 @@ from servekit.services.cloudwatch.alarm_store import Alarms
 from servekit.services.cloudwatch.metric_store import Metrics
 from servekit.services.hosting.store import Hosting
 from servekit.services.hosting.store_rows import AsyncQueue, InferenceComponentRepo
+from servekit.services.iam.store import Roles
 from servekit.services.logs.store import Logs
 from servekit.services.monitoring.schedules.store import Monitoring
 from servekit.services.pipelines.runs.repo import Pipelines
@@ -92,6 +93,11 @@ class StateDB(Database):
     def inference_components(self) -> InferenceComponentRepo:
         """The inference components of IC-based endpoints (the hosting aggregate's), stamped with the wall clock."""
         return InferenceComponentRepo(self.conn)
+
+    @cached_property
+    def iam_roles(self) -> Roles:
+        """IAM's roles, their inline policies and attached managed policies, stamped with the wall clock."""
+        return Roles(self.conn)
 
     @cached_property
     def logs(self) -> Logs:

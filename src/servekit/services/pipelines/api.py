@@ -56,6 +56,7 @@ from servekit.services.pipelines.sagemaker import (
     resolve_parameters,
 )
 from servekit.services.pipelines.sagemaker.model import VERSION
+from servekit.services.training.roles import RoleDocuments
 from servekit.state.paging import InvalidNextToken
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class PipelinesApi:
         executor: Executor | None = None,
         read_object: Callable[[str], bytes] | None = None,
         sessions: SessionKeys | None = None,
+        role_documents: RoleDocuments | None = None,
     ) -> None:
         """``plane_url``: where register and deploy steps of servekit's format reach this plane (None: they fail
         and say so). ``executor`` runs SageMaker definitions (None: they are refused at StartPipelineExecution);
@@ -105,7 +107,7 @@ class PipelinesApi:
         self._plane_url = plane_url
         self._python = python
         self._new_id = new_id or (lambda: "".join(secrets.choice(_ID_ALPHABET) for _ in range(12)))
-        self.runs = RunProcesses(repo, home, self._account, plane_url, python, sessions)
+        self.runs = RunProcesses(repo, home, self._account, plane_url, python, sessions, role_documents)
         self.executor = executor
         self._read_object = read_object
 

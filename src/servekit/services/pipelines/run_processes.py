@@ -18,7 +18,7 @@ from servekit.aws.policy import PolicyError
 from servekit.aws.sessions import SessionKeys
 from servekit.services.pipelines.engine.step_sandbox import STEP_ENVIRONMENT
 from servekit.services.pipelines.runs.repo import ApiExecutionRow, Pipelines
-from servekit.services.training.roles import role_policy
+from servekit.services.training.roles import RoleDocuments, role_policy
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class RunProcesses:
         plane_url: Callable[[], str | None],
         python: str,
         sessions: SessionKeys | None,
+        role_documents: RoleDocuments | None = None,
     ) -> None:
         self.repo = repo
         self.home = home
@@ -45,6 +46,7 @@ class RunProcesses:
         self.plane_url = plane_url
         self.python = python
         self.sessions = sessions
+        self.role_documents = role_documents  # the roles' policies in IAM
         self.children: dict[str, asyncio.subprocess.Process] = {}
         self._waiters: set[asyncio.Task[None]] = set()
 
@@ -106,7 +108,8 @@ class RunProcesses:
         except (OSError, orjson.JSONDecodeError):
             document = {}
         try:
-            policy = role_policy(self.home, role_arn, document if isinstance(document, dict) else {})
+            request = document if isinstance(document, dict) else {}
+            policy = role_policy(self.home, role_arn, request, self.role_documents)
             key = self.sessions.mint(role_arn, f"SageMaker-Pipeline-{run_id}"[:64], policy, RUN_SESSION_S)
         except (PolicyError, ValueError) as exc:
             log.warning("pipeline execution %s: its steps get no session: its role %s: %s", run_id, role_arn, exc)

@@ -10,6 +10,8 @@ admin key. Its policy is, in order:
        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
                       "Resource": ["arn:aws:s3:::my-data", "arn:aws:s3:::my-data/*"]}]}
 
+- else the role's policies in IAM (:mod:`servekit.services.iam`: PutRolePolicy's inline policies and the AWS
+  managed policies attached to it), when IAM has the role and it has at least one;
 - else the default, what an execution role usually holds for a job (:func:`default_policy`): S3 on the buckets the
   job's request names and on those whose name holds ``sagemaker`` (as AmazonSageMakerFullAccess allows), CloudWatch
   metrics and logs, and SageMaker's Describe and List operations; none of the control plane's Create, Update,
@@ -20,13 +22,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from servekit.aws.policy import VERSION, PolicyError, check
 
 ROLES = Path("iam") / "roles"  # under the home
+RoleDocuments = Callable[[str], Sequence[Mapping[str, Any]] | None]  # a role's name -> its policies in IAM
 _BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])")
 
 
@@ -88,12 +91,16 @@ def default_policy(request: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def role_policy(home: Path, role_arn: str, request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def role_policy(
+    home: Path, role_arn: str, request: Mapping[str, Any], iam: RoleDocuments | None = None
+) -> list[Mapping[str, Any]]:
     """The policy documents of the job's role (see the module's text); :class:`PolicyError` for a file that is
-    not one servekit evaluates as written."""
+    not one servekit evaluates as written. ``iam``: the role's policies in IAM by its name (None: IAM has no such
+    role; empty: it has no policy)."""
     path = home / ROLES / f"{role_name(role_arn)}.json"
     if not path.is_file():
-        return [default_policy(request)]
+        held = iam(role_name(role_arn)) if iam is not None else None
+        return list(held) if held else [default_policy(request)]
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

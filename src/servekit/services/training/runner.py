@@ -49,7 +49,7 @@ from servekit.services.training.lifecycle import SecondaryStatus, TrainingJobSta
 from servekit.services.training.metrics import POLL_S as METRICS_POLL_S
 from servekit.services.training.metrics import MetricFollower, MetricSink, evaluation_metrics, final_metrics
 from servekit.services.training.network import JobNetwork, job_network, loopback_address
-from servekit.services.training.roles import role_policy
+from servekit.services.training.roles import RoleDocuments, role_policy
 from servekit.services.training.store import SageMakerJobs
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,12 @@ class SandboxJobRunner:
         launch: Launcher | None = None,
         gpus: GpuPool | None = None,
         sessions: SessionKeys | None = None,
+        role_documents: RoleDocuments | None = None,
     ) -> None:
         self.jobs = jobs
         # where each job's role session comes from; None: jobs get ``environment``'s keys (a test's fake plane)
         self.sessions = sessions
+        self.role_documents = role_documents  # the roles' policies in IAM (services.training.roles.role_policy)
         self.gpus = gpus  # the machine's GPUs, shared with the endpoints' instances (None: jobs get none here)
         self.launch = launch  # where hosts run: None = here; on Ray, no pinning to this machine's CPUs
         self.allow_installs = allow_installs  # pip install a script's requirements.txt (servekit up --allow-installs)
@@ -172,7 +174,7 @@ class SandboxJobRunner:
             return
         role = str(req.get("RoleArn") or "")
         try:
-            policy = role_policy(self.home, role, req)
+            policy = role_policy(self.home, role, req, self.role_documents)
             limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
             key = self.sessions.mint(role, f"SageMaker-{name}"[:64], policy, limit + SESSION_SLACK_S)
         except (PolicyError, ValueError) as exc:

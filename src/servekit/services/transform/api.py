@@ -43,7 +43,7 @@ from servekit.aws.sessions import SessionKeys
 from servekit.aws.timestamps import optional_epoch
 from servekit.services.hosting.store import Hosting
 from servekit.services.training.network import job_network, loopback_address
-from servekit.services.training.roles import role_policy
+from servekit.services.training.roles import RoleDocuments, role_policy
 from servekit.services.transform.repo import TransformJobRow, TransformJobs
 from servekit.services.transform.status import JobStatus, ObjectStatus
 
@@ -81,6 +81,7 @@ class TransformJobsApi:
         environment: Mapping[str, str] | None = None,
         sessions: SessionKeys | None = None,
         namespaces: bool = False,
+        role_documents: RoleDocuments | None = None,
     ) -> None:
         """``resolve``: a ModelDataUrl to a local servekit model base (``<base>/<version>/...``), raising with a
         reason when it cannot (the hosting service's resolver). ``environment``: variables the runs get beyond
@@ -91,6 +92,7 @@ class TransformJobsApi:
         self._environment = dict(environment or {})
         self._sessions = sessions
         self._namespaces = namespaces
+        self._role_documents = role_documents
         self._held: dict[str, contextlib.AsyncExitStack] = {}
         self.jobs = jobs
         self.models = models
@@ -314,7 +316,7 @@ class TransformJobsApi:
             default = f"arn:{self._account.partition}:iam::{self._account.account_id}:role/{DEFAULT_ROLE}"
             role = str(record.get("ExecutionRoleArn") or default)
             try:
-                policy = role_policy(self.home, role, p)
+                policy = role_policy(self.home, role, p, self._role_documents)
                 key = self._sessions.mint(role, f"SageMaker-{name}"[:64], policy, TRANSFORM_SESSION_S)
             except (PolicyError, ValueError) as exc:
                 raise validation_exception(f"The model's ExecutionRoleArn {role}: {exc}") from None

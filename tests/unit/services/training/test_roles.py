@@ -47,3 +47,20 @@ def test_a_policy_attached_to_the_role_name_replaces_the_default(tmp_path: Path)
     (tmp_path / ROLES / "Trainer.json").write_text('{"Statement": [{"Effect": "Allow", "Action": "*"}]}')
     with pytest.raises(PolicyError, match=r"Trainer\.json: Statement 1: give Resource or NotResource"):
         role_policy(tmp_path, REQUEST["RoleArn"], REQUEST)
+
+
+def test_a_roles_policies_in_iam_come_after_the_file_and_before_the_default(tmp_path: Path) -> None:
+    """The order a job's, a pipeline's and an assumed session's policy is found in: the file under the home, else the
+    role's policies in IAM when it has any, else the default."""
+    mine = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}
+    held = {"Trainer": [mine], "Empty": []}
+    iam = held.get
+    assert role_policy(tmp_path, REQUEST["RoleArn"], REQUEST, iam) == [mine]
+    empty = "arn:aws:iam::000000000000:role/Empty"
+    assert role_policy(tmp_path, empty, REQUEST, iam) == [default_policy(REQUEST)]
+    unknown = "arn:aws:iam::000000000000:role/Unknown"
+    assert role_policy(tmp_path, unknown, REQUEST, iam) == [default_policy(REQUEST)]
+    (tmp_path / ROLES).mkdir(parents=True)
+    written = {"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*"}]}
+    (tmp_path / ROLES / "Trainer.json").write_text(json.dumps(written))
+    assert role_policy(tmp_path, REQUEST["RoleArn"], REQUEST, iam) == [written]

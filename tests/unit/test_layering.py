@@ -32,6 +32,7 @@ _SERVICES = frozenset(
     for s in (
         "s3",
         "iam",
+        "kms",
         "sts",
         "logs",
         "cloudwatch",
@@ -101,6 +102,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "services.s3": BASE | {"aws", "storage"},
     # IAM: the account's roles and their policies (a store in the state database, an API in the query protocol).
     "services.iam": BASE | {"aws", "state"},
+    # KMS: symmetric keys kept in the home (a store in the state database, their material wrapped), real encryption.
+    "services.kms": BASE | {"aws", "state"},
     # STS: who the calling key is (GetCallerIdentity), sessions of IAM's roles (AssumeRole).
     "services.sts": BASE | {"aws", "services.iam"},
     # CloudWatch Logs: log groups and streams, their operations, and the shipper that reads the output files of

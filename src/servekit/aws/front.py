@@ -46,7 +46,7 @@ from servekit.aws.sigv4 import KeyLookup, Verifier, lowered
 
 log = logging.getLogger(__name__)
 
-SERVICES = ("sagemaker", "sagemaker-runtime", "application-autoscaling", "cloudwatch", "logs")
+SERVICES = ("sagemaker", "sagemaker-runtime", "application-autoscaling", "cloudwatch", "logs", "kms")
 # The scope a key needs per service; anything not listed needs "admin".
 SCOPE_NEEDED: dict[str, Scope] = {"sagemaker-runtime": "invoke"}
 

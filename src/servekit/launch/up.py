@@ -60,6 +60,8 @@ from servekit.services.hosting.serverless import DEFAULT_IDLE_S
 from servekit.services.hosting.utilization import UtilizationSampler, hosting_instances, hosting_variants
 from servekit.services.iam.api import IamApi
 from servekit.services.iam.api import documents as iam_documents
+from servekit.services.kms.api import KmsApi
+from servekit.services.kms.crypto import Master
 from servekit.services.monitoring.schedules.api import MonitoringService
 from servekit.services.monitoring.schedules.plans import Planner
 from servekit.services.monitoring.schedules.scheduler import Scheduler
@@ -426,6 +428,7 @@ def build(
         services={
             "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
+            "kms": KmsApi(db.kms_keys, Master(home), account).handlers(),
             "application-autoscaling": AutoscalingApi(
                 db.autoscaling,
                 account,

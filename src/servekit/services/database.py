@@ -15,6 +15,7 @@ from servekit.services.cloudwatch.metric_store import Metrics
 from servekit.services.hosting.store import Hosting
 from servekit.services.hosting.store_rows import AsyncQueue, InferenceComponentRepo
 from servekit.services.iam.store import Roles
+from servekit.services.kms.store import Keys
 from servekit.services.logs.store import Logs
 from servekit.services.monitoring.schedules.store import Monitoring
 from servekit.services.pipelines.runs.repo import Pipelines
@@ -98,6 +99,11 @@ class StateDB(Database):
     def iam_roles(self) -> Roles:
         """IAM's roles, their inline policies and attached managed policies, stamped with the wall clock."""
         return Roles(self.conn)
+
+    @cached_property
+    def kms_keys(self) -> Keys:
+        """KMS's keys and aliases, stamped with the wall clock."""
+        return Keys(self.conn)
 
     @cached_property
     def logs(self) -> Logs:

@@ -14,6 +14,7 @@ from servekit.services.cloudwatch import alarm_store as alarms
 from servekit.services.cloudwatch import metric_store as metrics
 from servekit.services.hosting import store as hosting
 from servekit.services.iam import store as iam
+from servekit.services.kms import store as kms
 from servekit.services.logs import store as logs
 from servekit.services.monitoring.schedules import store as monitoring_schedules
 from servekit.services.pipelines.runs import repo as pipeline_runs
@@ -36,6 +37,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     logs.AGGREGATE: logs.MIGRATIONS,
     sagemaker_jobs.AGGREGATE: sagemaker_jobs.MIGRATIONS,
     iam.AGGREGATE: iam.MIGRATIONS,
+    kms.AGGREGATE: kms.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

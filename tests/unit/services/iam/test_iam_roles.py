@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import botocore.exceptions
-from botocore.config import Config
 import pytest
+from botocore.config import Config
 
 from servekit.aws.credentials import Credentials
 from servekit.aws.names import Account

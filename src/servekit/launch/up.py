@@ -9,7 +9,7 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import uvicorn
 from servekit.accelerators.nvml import NvmlReader
 from servekit.accelerators.placement import GpuPool
 from servekit.aws import AccessKey, Api, Credentials, Handler
+from servekit.aws.errors import ApiError
 from servekit.aws.models import service
 from servekit.aws.names import Account
 from servekit.aws.query import QueryService, signed_for
@@ -74,7 +75,7 @@ from servekit.services.registry.api import RegistryService
 from servekit.services.registry.packages import container_for
 from servekit.services.s3.api import S3Service, is_s3_request
 from servekit.services.s3.objects import Objects
-from servekit.services.s3.store import ObjectStore
+from servekit.services.s3.store import ObjectStore, StoreError
 from servekit.services.sts.api import StsService, is_sts_request
 from servekit.services.training.api import TrainingJobsApi
 from servekit.services.training.hosts import JobEnvelope
@@ -145,6 +146,18 @@ def s3_environment(url: str, key: AccessKey, account: Account) -> dict[str, str]
     }
 
 
+def s3_kms(kms: KmsApi) -> Callable[[str], str]:
+    """S3's view of the plane's KMS: a usable key's ARN, or S3's error for it (``KMS.NotFoundException``, …)."""
+
+    def arn(key_id: str) -> str:
+        try:
+            return kms.usable_arn(key_id)
+        except ApiError as exc:
+            raise StoreError(f"KMS.{exc.code}", exc.message, 400) from None
+
+    return arn
+
+
 def open_object_store(home: Path, account: Account) -> ObjectStore:
     """The home's S3 store, made whole after a crash, with the SDK's default bucket in it."""
     store = ObjectStore(home / "s3")
@@ -201,6 +214,7 @@ def build(
     iam = IamApi(db.iam_roles, account)
     iam.ensure_default_role()
     role_documents = functools.partial(iam_documents, db.iam_roles)
+    kms = KmsApi(db.kms_keys, Master(home), account)  # its keys, for its API and S3's aws:kms encryption
     objects = open_object_store(home, account)
     # s3:// model data in the plane's own store is read from disk; other buckets through `storage`
     artifacts = ArtifactResolver(home / "models", storage=storage, local_objects=objects.local_path)
@@ -428,7 +442,7 @@ def build(
         services={
             "sagemaker": sagemaker_ops,
             "cloudwatch": cloudwatch,
-            "kms": KmsApi(db.kms_keys, Master(home), account).handlers(),
+            "kms": kms.handlers(),
             "application-autoscaling": AutoscalingApi(
                 db.autoscaling,
                 account,
@@ -452,7 +466,7 @@ def build(
         mounts={"/console": lambda plane: console_for(plane, credentials, resolution)},
         # S3 (bodies streamed to disk) and STS (the query protocol) on the same port, by their SigV4 scope
         fronts=[
-            (is_s3_request, S3Service(objects, Verifier(keys, region=account.region), account.region)),
+            (is_s3_request, S3Service(objects, Verifier(keys, region=account.region), account.region, s3_kms(kms))),
             (
                 is_sts_request,
                 StsService(

@@ -14,7 +14,8 @@ from servekit.aws.credentials import Credentials
 from servekit.aws.policy import PolicyError, allowed, check
 from servekit.aws.sessions import KeyChain, SessionKeys, assumed_role_arn
 from servekit.aws.sigv4 import Verifier
-from servekit.services.s3.api import S3Service, permissions
+from servekit.services.s3.api import S3Service
+from servekit.services.s3.names import permissions
 from servekit.services.s3.store import ObjectStore
 from servekit.testing.aws import asgi_client
 

@@ -158,6 +158,10 @@ class KmsApi:
             raise _error("KMSInvalidStateException", f"{self.key_arn(row.key_id)} is pending deletion.")
         return row
 
+    def usable_arn(self, key_id: str) -> str:
+        """The ARN of the key ``key_id`` names, if it may encrypt now (another service's use: S3's ``aws:kms``)."""
+        return self.key_arn(self._usable(key_id).key_id)
+
     def _customer(self, key_id: str) -> KeyRow:
         """The key, if it is a customer managed one (AWS managed keys cannot be changed)."""
         row = self.resolve(key_id)

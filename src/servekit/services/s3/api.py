@@ -14,7 +14,6 @@ import base64
 import binascii
 import hashlib
 import logging
-import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -33,6 +32,14 @@ from servekit.aws.sigv4 import S3Signed, Verifier, verify_s3
 from servekit.services.s3 import wire
 from servekit.services.s3.body import CHECKSUMS
 from servekit.services.s3.body import receive as receive_body
+from servekit.services.s3.encryption import BucketSettings, KmsArn, reported
+from servekit.services.s3.names import (
+    MAX_KEY_BYTES,
+    RESERVED_PREFIXES,
+    RESERVED_SUFFIXES,
+    permissions,
+    valid_bucket_name,
+)
 from servekit.services.s3.store import ObjectInfo, ObjectStore, StoreError, Upload
 from servekit.services.s3.transfer import (
     assemble,
@@ -48,7 +55,6 @@ log = logging.getLogger(__name__)
 
 MAX_OBJECT = 5 * 2**30  # S3's largest single PUT and largest part
 MIN_PART = 5 * 2**20  # every part but the last
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _STREAMED = {"PutObject", "UploadPart"}
 _OWNER = {"ID": "servekit", "DisplayName": "servekit"}
 _KEPT_HEADERS = ("CacheControl", "ContentDisposition", "ContentEncoding", "ContentLanguage")
@@ -65,57 +71,6 @@ def is_s3_request(scope: Scope) -> bool:
     return b"X-Amz-Credential=" in query and (b"%2Fs3%2Faws4_request" in query or b"/s3/aws4_request" in query)
 
 
-# Names S3 keeps for its own kinds of bucket (access point aliases, Object Lambda, directory and table buckets,
-# internationalised domain names): refused at CreateBucket with InvalidBucketName, as AWS does
-_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
-_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
-MAX_KEY_BYTES = 1024  # S3's limit on an object key, UTF-8 encoded (KeyTooLongError)
-
-
-# Each operation's IAM action (on the bucket's ARN, or the object's where the operation names a key)
-_ACTIONS = {
-    "ListBuckets": "s3:ListAllMyBuckets",
-    "HeadBucket": "s3:ListBucket",
-    "ListObjects": "s3:ListBucket",
-    "ListObjectsV2": "s3:ListBucket",
-    "ListMultipartUploads": "s3:ListBucketMultipartUploads",
-    "HeadObject": "s3:GetObject",
-    "CreateMultipartUpload": "s3:PutObject",
-    "UploadPart": "s3:PutObject",
-    "UploadPartCopy": "s3:PutObject",
-    "CompleteMultipartUpload": "s3:PutObject",
-    "CopyObject": "s3:PutObject",
-    "ListParts": "s3:ListMultipartUploadParts",
-    "DeleteObjects": "s3:DeleteObject",
-}
-
-
-def permissions(op: str, bucket: str, key: str | None, headers: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(action, resource) pairs a request needs: ``s3:GetObject`` on ``arn:aws:s3:::bucket/key`` and the like; a
-    copy needs ``s3:GetObject`` on its source too. DeleteObjects is checked on ``bucket/*`` (every key it could
-    name)."""
-    action = _ACTIONS.get(op, f"s3:{op}")
-    if op == "ListBuckets":
-        return [(action, "*")]
-    if op == "DeleteObjects":
-        return [(action, f"arn:aws:s3:::{bucket}/*")]
-    needed = [(action, f"arn:aws:s3:::{bucket}" + (f"/{key}" if key is not None else ""))]
-    source = headers.get("x-amz-copy-source")
-    if source:
-        needed.append(("s3:GetObject", "arn:aws:s3:::" + unquote(source.split("?versionId=")[0]).lstrip("/")))
-    return needed
-
-
-def valid_bucket_name(name: str) -> bool:
-    return (
-        bool(_BUCKET.fullmatch(name))
-        and ".." not in name
-        and not re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name)
-        and not name.startswith(_RESERVED_PREFIXES)
-        and not name.endswith(_RESERVED_SUFFIXES)
-    )
-
-
 def _http_date(t: float) -> str:
     return format_datetime(datetime.fromtimestamp(t, UTC), usegmt=True)
 
@@ -123,10 +78,14 @@ def _http_date(t: float) -> str:
 class S3Service:
     """The S3 operations servekit answers, and the ASGI app that speaks them."""
 
-    def __init__(self, store: ObjectStore, verifier: Verifier | None, region: str = "us-east-1") -> None:
+    def __init__(
+        self, store: ObjectStore, verifier: Verifier | None, region: str = "us-east-1", kms: KmsArn | None = None
+    ) -> None:
+        """``kms``: the plane's KMS, which names the keys ``aws:kms`` encryption uses (None: only AES256)."""
         self.store = store
         self.verifier = verifier
         self.region = region
+        self.settings = BucketSettings(store, kms)
         self._ops: dict[str, Callable[..., Any]] = {
             "ListBuckets": self.list_buckets,
             "CreateBucket": self.create_bucket,
@@ -147,6 +106,7 @@ class S3Service:
             "AbortMultipartUpload": self.abort_multipart_upload,
             "ListParts": self.list_parts,
             "ListMultipartUploads": self.list_multipart_uploads,
+            **self.settings.handlers(),
         }
 
     # ---- the ASGI app --------------------------------------------------------------------------------------------
@@ -296,7 +256,7 @@ class S3Service:
                 "InvalidBucketName",
                 f"The specified bucket is not valid: {name!r} (3-63 lowercase "
                 "letters, digits, dots and hyphens, starting and ending with a letter or digit, not starting with "
-                f"{', '.join(_RESERVED_PREFIXES)} nor ending with {', '.join(_RESERVED_SUFFIXES)})",
+                f"{', '.join(RESERVED_PREFIXES)} nor ending with {', '.join(RESERVED_SUFFIXES)})",
             )
         if not self.store.create_bucket(name):
             raise StoreError(
@@ -329,7 +289,10 @@ class S3Service:
             etag,
             0.0,
             p.get("ContentType") or "binary/octet-stream",
-            {k: str(p[k]) for k in _KEPT_HEADERS if p.get(k) and not str(p[k]).startswith("aws-chunked")},
+            {
+                **{k: str(p[k]) for k in _KEPT_HEADERS if p.get(k) and not str(p[k]).startswith("aws-chunked")},
+                **self.settings.encryption(p),
+            },
             dict(p.get("Metadata") or {}),
             checksums,
             parts,
@@ -341,7 +304,7 @@ class S3Service:
         _check_md5(p.get("ContentMD5"), body.md5, body.path)
         info = self._info(p, body.size, f'"{body.md5.hex()}"', body.checksums)
         info = await asyncio.to_thread(self.store.commit, body.path, info)
-        return {"ETag": info.etag, **_checksum_fields(info.checksums)}
+        return {"ETag": info.etag, **_checksum_fields(info.checksums), **reported(info.headers)}
 
     def _object(self, p: Mapping[str, Any]) -> tuple[ObjectInfo, Path]:
         self.store.require_bucket(p["Bucket"])
@@ -359,6 +322,7 @@ class S3Service:
             "LastModified": datetime.fromtimestamp(info.modified, UTC),
             "AcceptRanges": "bytes",
             **info.headers,
+            **reported(info.headers),
         }
         if info.metadata:
             out["Metadata"] = info.metadata
@@ -439,13 +403,17 @@ class S3Service:
                 src.etag,
                 0.0,
                 src.content_type,
-                src.headers,
+                {
+                    **{k: v for k, v in src.headers.items() if k not in reported(src.headers)},
+                    **self.settings.encryption(p),
+                },
                 src.metadata,
                 src.checksums,
                 src.parts,
             )
         info = await asyncio.to_thread(self.store.commit, tmp, info)
-        return {"CopyObjectResult": {"ETag": info.etag, "LastModified": datetime.fromtimestamp(info.modified, UTC)}}
+        last = datetime.fromtimestamp(info.modified, UTC)
+        return {"CopyObjectResult": {"ETag": info.etag, "LastModified": last}, **reported(info.headers)}
 
     # ---- listing -------------------------------------------------------------------------------------------------
     def _walk(
@@ -541,7 +509,7 @@ class S3Service:
         self.store.require_bucket(p["Bucket"])
         info = self._info(p, 0, "", {})
         upload = self.store.create_upload(info)
-        out = {"Bucket": p["Bucket"], "Key": p["Key"], "UploadId": upload}
+        out = {"Bucket": p["Bucket"], "Key": p["Key"], "UploadId": upload, **reported(info.headers)}
         if p.get("ChecksumAlgorithm"):
             out["ChecksumAlgorithm"] = p["ChecksumAlgorithm"]
         return out
@@ -561,7 +529,7 @@ class S3Service:
         part = await asyncio.to_thread(
             self.store.put_part, upload, number, body.path, body.md5, body.size, body.checksums
         )
-        return {"ETag": part.etag, **_checksum_fields(part.checksums)}
+        return {"ETag": part.etag, **_checksum_fields(part.checksums), **reported(upload.info.headers)}
 
     async def complete_multipart_upload(self, p: dict[str, Any]) -> dict[str, Any]:
         upload = self.store.upload(p["Bucket"], p["Key"], p["UploadId"])
@@ -601,6 +569,7 @@ class S3Service:
             "Bucket": p["Bucket"],
             "Key": p["Key"],
             "ETag": info.etag,
+            **reported(info.headers),
         }
 
     async def abort_multipart_upload(self, p: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,9 @@ _READ = 1 << 20
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS buckets (name TEXT PRIMARY KEY, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS bucket_settings (
+    bucket TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (bucket, name)
+);
 CREATE TABLE IF NOT EXISTS objects (
     bucket TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, etag TEXT NOT NULL,
     modified REAL NOT NULL, info TEXT NOT NULL, ino INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -196,12 +199,30 @@ class ObjectStore:
             if db.execute("SELECT 1 FROM objects WHERE bucket=? LIMIT 1", (name,)).fetchone():
                 raise StoreError("BucketNotEmpty", "The bucket you tried to delete is not empty", 409)
             db.execute("DELETE FROM buckets WHERE name=?", (name,))
+            db.execute("DELETE FROM bucket_settings WHERE bucket=?", (name,))
             ids = [r[0] for r in db.execute("SELECT id FROM uploads WHERE bucket=?", (name,))]
             for upload in ids:
                 self._drop_upload(db, upload)
         shutil.rmtree(self.root / name, ignore_errors=True)
 
     # ---- objects -------------------------------------------------------------------------------------------------
+    def setting(self, bucket: str, name: str) -> str | None:
+        """A bucket's setting ``name`` (its default encryption, its policy: JSON text), or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM bucket_settings WHERE bucket=? AND name=?", (bucket, name)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, bucket: str, name: str, value: str | None) -> None:
+        """Set (or, with None, remove) a bucket's setting ``name``."""
+        with self._tx() as db:
+            if not db.execute("SELECT 1 FROM buckets WHERE name=?", (bucket,)).fetchone():
+                raise StoreError("NoSuchBucket", "The specified bucket does not exist", 404)
+            db.execute("DELETE FROM bucket_settings WHERE bucket=? AND name=?", (bucket, name))
+            if value is not None:
+                db.execute("INSERT INTO bucket_settings VALUES (?, ?, ?)", (bucket, name, value))
+
     def temp_path(self) -> Path:
         return self.root / ".tmp" / uuid.uuid4().hex
 

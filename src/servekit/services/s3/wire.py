@@ -152,11 +152,14 @@ def payload_shape(op: OperationModel) -> tuple[str, Shape] | None:
 
 
 def parse_payload(op: OperationModel, body: bytes) -> dict[str, Any]:
-    """A structure payload (CompleteMultipartUpload's parts, DeleteObjects' keys) as the parameter it fills."""
+    """A structure payload (CompleteMultipartUpload's parts, DeleteObjects' keys) as the parameter it fills; a
+    string payload (PutBucketPolicy's policy) as its text."""
     found = payload_shape(op)
     if found is None or not body.strip():
         return {}
     name, shape = found
+    if shape.type_name == "string":
+        return {name: body.decode("utf-8", "replace")}
     if not isinstance(shape, StructureShape):
         return {}
     try:
@@ -201,6 +204,8 @@ def response(op: OperationModel, result: Mapping[str, Any]) -> tuple[int, dict[s
     payload = shape.serialization.get("payload")
     if payload:
         member = shape.members[payload]
+        if member.type_name == "string" and isinstance(body_members.get(payload), str):  # GetBucketPolicy's text
+            return status, {**headers, "Content-Type": "application/json"}, body_members[payload].encode()
         if member.type_name in ("blob", "string"):
             return status, headers, None
         value = body_members.get(payload)

@@ -264,8 +264,8 @@ def test_an_invoke_key_and_a_wrong_secret_are_refused(service: S3Service, creds:
 
 def test_operations_servekit_does_not_serve_say_so(s3: Any) -> None:
     with pytest.raises(botocore.exceptions.ClientError) as exc:
-        s3.get_bucket_policy(Bucket="data")
-    assert code(exc) == "NotImplemented" and "GetBucketPolicy" in exc.value.response["Error"]["Message"]
+        s3.get_bucket_tagging(Bucket="data")
+    assert code(exc) == "NotImplemented" and "GetBucketTagging" in exc.value.response["Error"]["Message"]
 
 
 def test_aws_chunked_bodies_with_trailing_checksums_as_botocore_sends_them_over_https(

@@ -29,6 +29,8 @@ def model_fn(model_dir):
 
 def transform_fn(factor, body, content_type, accept):
     data = json.loads(body)  # a body that is not JSON: the model's error
+    if isinstance(data, dict) and data.get("echo_content_type"):
+        return json.dumps(content_type), "application/json"
     gate = data.get("wait_for") if isinstance(data, dict) else None
     if gate:  # held until the test lets it go
         deadline = time.monotonic() + 120
@@ -110,6 +112,12 @@ def test_answers_and_failures_land_in_s3_and_invoke_endpoint_is_refused(tmp_path
         )
         assert named["OutputLocation"].endswith("/my-id-1.out")
         assert json.loads(poll(lambda: read(up, named["OutputLocation"]), bool)) == [3.0, 6.0]
+        # no ContentType: the model gets the input object's own, as SageMaker gives it (AsyncPredictor.predict)
+        typed = f"s3://{BUCKET}/async/in/typed.json"
+        body = json.dumps({"echo_content_type": True}).encode()
+        up.client("s3").put_object(Bucket=BUCKET, Key="async/in/typed.json", Body=body, ContentType="application/json")
+        seen = up.rt().invoke_endpoint_async(EndpointName="async", InputLocation=typed)
+        assert json.loads(poll(lambda: read(up, seen["OutputLocation"]), bool)) == "application/json"
         # the backlog, as Application Auto Scaling would read it
         gate = tmp_path / "gate"
         held = [submit(up, f"held-{i}.json", json.dumps({"wait_for": str(gate), "x": [i]}).encode()) for i in range(4)]

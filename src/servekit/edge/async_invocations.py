@@ -113,13 +113,16 @@ class AsyncInvocations:
             raise validation_error(f"InputLocation {location}: {exc}") from None
         if not exists:
             raise validation_error(f"InputLocation {location} does not exist (upload the request body there first).")
+        content_type = p.get("ContentType")
+        if content_type is None:  # as SageMaker does: the input object's own Content-Type
+            content_type = await asyncio.to_thread(self._objects.content_type, location)
         inference_id = str(p.get("InferenceId") or uuid.uuid4())
         output = config.get("OutputConfig") or {}
         out_path = str(output.get("S3OutputPath", "")).rstrip("/")
         failure_path = str(output.get("S3FailurePath") or "").rstrip("/")
         request = {
             "InputLocation": location,
-            "ContentType": p.get("ContentType"),
+            "ContentType": content_type,
             "Accept": p.get("Accept"),
             "CustomAttributes": p.get("CustomAttributes"),
             "OutputLocation": f"{out_path}/{inference_id}.out",

@@ -47,6 +47,12 @@ class Objects:
             data: bytes = src.read()
             return data
 
+    def content_type(self, uri: str) -> str | None:
+        """The Content-Type an object was stored with (the plane's own buckets; None elsewhere or when absent)."""
+        bucket, key = split_uri(uri)
+        info = self.store.get(bucket, key) if self.local(uri) else None
+        return None if info is None else info.content_type
+
     def fetch(self, uri: str, dest: Path) -> int:
         """The object, or every object under the prefix, at ``uri`` as files under the folder ``dest`` (paths
         relative to the prefix; an object named exactly keeps its base name); how many files."""

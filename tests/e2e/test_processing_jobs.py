@@ -117,6 +117,7 @@ def test_a_script_with_hard_coded_paths_runs_and_its_outputs_land_in_s3(up: UpPr
     sm.get_waiter("processing_job_completed_or_stopped").wait(ProcessingJobName="clean-1", WaiterConfig=FAST)
     d = sm.describe_processing_job(ProcessingJobName="clean-1")
     assert d["ProcessingJobStatus"] == "Completed", d.get("FailureReason")
+    assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 600}
     assert d["ProcessingStartTime"] <= d["ProcessingEndTime"]
     clean = s3.get_object(Bucket=BUCKET, Key="clean-1/output/train/part/clean.csv")["Body"].read()
     assert clean == b"1,2\n4,5\n"
@@ -164,10 +165,12 @@ def test_two_instances_share_a_sharded_input_and_continuous_outputs_survive_a_fa
         s3.put_object(Bucket=BUCKET, Key=f"split-1/raw/part-{i}.csv", Body=f"{i}\n".encode())
     req["ProcessingResources"]["ClusterConfig"]["InstanceCount"] = 2
     req["ProcessingInputs"][0]["S3Input"]["S3DataDistributionType"] = "ShardedByS3Key"
+    del req["StoppingCondition"]
     sm.create_processing_job(**req)
     sm.get_waiter("processing_job_completed_or_stopped").wait(ProcessingJobName="split-1", WaiterConfig=FAST)
     d = sm.describe_processing_job(ProcessingJobName="split-1")
     assert d["ProcessingJobStatus"] == "Completed", d.get("FailureReason")
+    assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400}  # none was given: AWS's default, said
     seen = {
         host: json.loads(s3.get_object(Bucket=BUCKET, Key=f"split-1/output/train/{host}.json")["Body"].read())
         for host in ("algo-1", "algo-2")

@@ -12,7 +12,7 @@ from servekit.aws.models import service_model
 from servekit.aws.names import Account
 from servekit.errors import ConfigError
 from servekit.services.processing.lifecycle import ProcessingJobStatus
-from servekit.services.processing.runner import KIND, ProcessingRunner, local_path_problem
+from servekit.services.processing.runner import DEFAULT_MAX_RUNTIME_S, KIND, ProcessingRunner, local_path_problem
 from servekit.services.training.inputs import SUPPORTED_DATA_TYPES
 from servekit.services.training.jobs import JobTasks, fail_unfinished, list_page, when
 from servekit.services.training.store import JobExists, SageMakerJobRow, SageMakerJobs
@@ -111,6 +111,7 @@ class ProcessingJobsApi:
         row = self._row(p["ProcessingJobName"])
         d = row.details
         out: dict[str, Any] = {k: v for k, v in row.request.items() if k in self._members and k != "Tags"}
+        out.setdefault("StoppingCondition", {"MaxRuntimeInSeconds": DEFAULT_MAX_RUNTIME_S})  # AWS's default, said
         out.update(
             ProcessingJobName=row.name,
             ProcessingJobArn=row.arn,

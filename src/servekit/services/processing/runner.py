@@ -42,6 +42,9 @@ PREFIX = "/opt/ml/processing/"
 _FAILURE_MAX = 1024
 
 
+DEFAULT_MAX_RUNTIME_S = 86400  # a job's MaxRuntimeInSeconds when its request gives none, as AWS's
+
+
 class ProcessingRunner(SandboxJobRunner):
     FOLDER = "processing"
     sync_s = SYNC_S  # how often Continuous outputs are uploaded
@@ -144,7 +147,7 @@ class ProcessingRunner(SandboxJobRunner):
                     commands.append(
                         (self.pinned(self.sandboxed(layout, argv, bwrap), envelope), host_env, job_dir / f"{host}.log")
                     )
-                limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 86400)
+                limit = float((req.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or DEFAULT_MAX_RUNTIME_S)
                 continuous = [
                     FolderSync(self.files, uri, folders) for uri, folders, mode in outputs if mode == "Continuous"
                 ]

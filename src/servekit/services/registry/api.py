@@ -196,7 +196,8 @@ class RegistryService:
                 "Specify ModelPackageGroupName (a new version in that group) or ModelPackageName (an unversioned "
                 "package)."
             )
-        _check_containers(p.get("InferenceSpecification"))
+        if p.get("InferenceSpecification") is not None or not p.get("SourceUri"):
+            _check_containers(p.get("InferenceSpecification"))  # a package with only a SourceUri has none yet
         record = {
             k: v
             for k, v in p.items()
@@ -283,6 +284,10 @@ class RegistryService:
 
     async def list_model_packages(self, p: dict[str, Any]) -> dict[str, Any]:
         group_ref = p.get("ModelPackageGroupName")
+        if group_ref:
+            match = _GROUP_REF.fullmatch(group_ref)
+            if match is None or self.repo.get_group(match["name"]) is None:
+                return {"ModelPackageSummaryList": []}  # a group that does not exist has no packages, as AWS answers
         group = self._group(group_ref).name if group_ref else None
         kind = p.get("ModelPackageType") or ("Versioned" if group else "Unversioned")
         versioned = {"Versioned": True, "Unversioned": False}.get(kind)
@@ -313,6 +318,18 @@ class RegistryService:
         if p.get("InferenceSpecification") is not None:
             _check_containers(p["InferenceSpecification"])
             record["InferenceSpecification"] = p["InferenceSpecification"]
+        for member in ("SourceUri", "ModelCard", "ModelLifeCycle", "ModelPackageRegistrationType"):
+            if p.get(member) is not None:
+                record[member] = p[member]
+        if p.get("AdditionalInferenceSpecificationsToAdd"):
+            added = [
+                *(record.get("AdditionalInferenceSpecifications") or []),
+                *p["AdditionalInferenceSpecificationsToAdd"],
+            ]
+            names = [spec["Name"] for spec in added]
+            if len(names) != len(set(names)):
+                raise validation_exception("AdditionalInferenceSpecifications must have unique names.")
+            record["AdditionalInferenceSpecifications"] = added
         wanted = p.get("ModelApprovalStatus")
         if wanted is None:
             if p.get("ApprovalDescription") is not None:

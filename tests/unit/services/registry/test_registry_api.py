@@ -457,3 +457,33 @@ def test_describe_answers_history_and_deployments_in_servekit_fields(plane: Plan
     sm.describe_model_package_group(ModelPackageGroupName="churn")
     group = json.loads(sm.last_response.body)
     assert group["ServekitDeployOnApproval"]["EndpointName"] == "ep"
+
+
+def test_a_package_registered_by_its_source_uri_is_listed_approved_and_updated(plane: Plane) -> None:
+    """What the SDK's integration suite does (test_session, test_model_package): a group that does not exist lists
+    no packages; a version made with only a SourceUri; its lifecycle, card and extra inference specifications
+    updated and described back."""
+    sm = plane.client()
+    assert sm.list_model_packages(ModelPackageGroupName="nothing-yet")["ModelPackageSummaryList"] == []
+    sm.create_model_package_group(ModelPackageGroupName="by-uri")
+    arn = sm.create_model_package(ModelPackageGroupName="by-uri", SourceUri="dummy source uri")["ModelPackageArn"]
+    sm.update_model_package(ModelPackageArn=arn, ModelApprovalStatus="Approved")
+    listed = sm.list_model_packages(ModelPackageGroupName="by-uri", ModelApprovalStatus="Approved")
+    assert [p["ModelPackageArn"] for p in listed["ModelPackageSummaryList"]] == [arn]
+    extra = {"Name": "gpu", "Containers": [{"Image": "servekit", "ModelDataUrl": "/models/churn"}]}
+    sm.update_model_package(
+        ModelPackageArn=arn,
+        SourceUri="s3://bucket/model.tar.gz",
+        ModelLifeCycle={"Stage": "Staging", "StageStatus": "In-Progress"},
+        ModelCard={"ModelCardContent": "{}", "ModelCardStatus": "Draft"},
+        AdditionalInferenceSpecificationsToAdd=[extra],
+    )
+    d = describe(plane, arn)
+    assert d["SourceUri"] == "s3://bucket/model.tar.gz" and d["ModelLifeCycle"]["Stage"] == "Staging"
+    assert d["ModelCard"]["ModelCardStatus"] == "Draft" and d["AdditionalInferenceSpecifications"] == [extra]
+    with pytest.raises(botocore.exceptions.ClientError) as twice:
+        sm.update_model_package(ModelPackageArn=arn, AdditionalInferenceSpecificationsToAdd=[extra])
+    assert "unique names" in error(twice)[1]
+    with pytest.raises(botocore.exceptions.ClientError) as neither:
+        sm.create_model_package(ModelPackageGroupName="by-uri")
+    assert "InferenceSpecification" in error(neither)[1]

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 _GROUP_REF = re.compile(
     r"(?:arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:model-package-group/)?(?P<name>[a-zA-Z0-9][a-zA-Z0-9\-]{0,62})"
 )
+_MODEL_ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:[0-9]{12}:model/[a-zA-Z0-9][a-zA-Z0-9\-]{0,62}")
 _UNKNOWN = "unknown"  # who, when the plane did not say (no signatures, or an internal call)
 
 
@@ -66,6 +67,7 @@ class RegistryService:
         self._account = account or Account()
         self._caller = caller
         self._deployer = Deployer(hosting)
+        self._hosting = hosting
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -196,6 +198,10 @@ class RegistryService:
                 "Specify ModelPackageGroupName (a new version in that group) or ModelPackageName (an unversioned "
                 "package)."
             )
+        if p.get("InferenceSpecification") is None and p.get("SourceUri"):
+            found = await self._populated(str(p["SourceUri"]))  # as AWS fills it from a package's or model's ARN
+            if found is not None:
+                p = {**p, "InferenceSpecification": found}
         if p.get("InferenceSpecification") is not None or not p.get("SourceUri"):
             _check_containers(p.get("InferenceSpecification"))  # a package with only a SourceUri has none yet
         record = {
@@ -230,6 +236,28 @@ class RegistryService:
         if approval is ModelApproval.APPROVED:
             await self._deploy_on_approval(row, who)
         return {"ModelPackageArn": row.arn}
+
+    async def _populated(self, source: str) -> dict[str, Any] | None:
+        """The InferenceSpecification AWS fills in from a SourceUri that is a model package's ARN (its own) or a
+        model's (its primary container); None for any other source."""
+        if _MODEL_ARN.fullmatch(source):
+            try:
+                model = await self._hosting["DescribeModel"]({"ModelName": source.rsplit("/", 1)[-1]})
+            except ApiError:
+                return None
+            container = model.get("PrimaryContainer") or (model.get("Containers") or [None])[0]
+            if not container:
+                return None
+            kept = ("Image", "ModelDataUrl", "Environment")
+            return {"Containers": [{k: container[k] for k in kept if container.get(k)}]}
+        if ":model-package/" in source:
+            try:
+                row = find_package(self.repo, source)
+            except ApiError:
+                return None
+            spec = row.record.get("InferenceSpecification")
+            return dict(spec) if spec else None
+        return None
 
     def _by_client_token(self, group: str, token: str) -> PackageRow | None:
         next_token: str | None = None
@@ -318,9 +346,11 @@ class RegistryService:
         if p.get("InferenceSpecification") is not None:
             _check_containers(p["InferenceSpecification"])
             record["InferenceSpecification"] = p["InferenceSpecification"]
-        for member in ("SourceUri", "ModelCard", "ModelLifeCycle", "ModelPackageRegistrationType"):
+        for member in ("SourceUri", "ModelLifeCycle", "ModelPackageRegistrationType"):
             if p.get(member) is not None:
                 record[member] = p[member]
+        if p.get("ModelCard") is not None:  # a status alone keeps the content, content alone keeps the status
+            record["ModelCard"] = {**(record.get("ModelCard") or {}), **p["ModelCard"]}
         if p.get("AdditionalInferenceSpecificationsToAdd"):
             added = [
                 *(record.get("AdditionalInferenceSpecifications") or []),
@@ -400,11 +430,6 @@ def _check_containers(spec: Mapping[str, Any] | None) -> None:
     if len(containers) > 1:
         raise validation_exception(
             f"servekit serves one container per model package; this InferenceSpecification has {len(containers)}."
-        )
-    if not containers[0].get("ModelDataUrl"):
-        raise validation_exception(
-            "The model package's container must name its model artifacts: InferenceSpecification.Containers[0]"
-            ".ModelDataUrl is required (a local path, file://, s3:// or a model.tar.gz)."
         )
 
 

@@ -231,10 +231,6 @@ def test_unversioned_packages_are_described_by_name(plane: Plane) -> None:
         ({"InferenceSpecification": spec()}, "Specify ModelPackageGroupName"),
         ({"ModelPackageGroupName": "churn"}, "InferenceSpecification with at least one container"),
         (
-            {"ModelPackageGroupName": "churn", "InferenceSpecification": {"Containers": [{"Image": "servekit"}]}},
-            "ModelDataUrl is required",
-        ),
-        (
             {"ModelPackageName": "x", "ModelApprovalStatus": "Approved", "InferenceSpecification": spec()},
             "versioned model packages only",
         ),
@@ -487,3 +483,42 @@ def test_a_package_registered_by_its_source_uri_is_listed_approved_and_updated(p
     with pytest.raises(botocore.exceptions.ClientError) as neither:
         sm.create_model_package(ModelPackageGroupName="by-uri")
     assert "InferenceSpecification" in error(neither)[1]
+
+
+def test_a_source_uri_naming_a_package_or_a_model_fills_the_inference_specification(plane: Plane) -> None:
+    """As AWS does (the SDK's register(source_uri=...) leaves InferenceSpecification out then): from the package
+    the ARN names, or from the model's primary container; an image-only container is a package's too."""
+    sm = plane.client()
+    sm.create_model_package_group(ModelPackageGroupName="g")
+    first = sm.create_model_package(ModelPackageGroupName="g", InferenceSpecification=spec("/models/a"))
+    clone = sm.create_model_package(ModelPackageGroupName="g", SourceUri=first["ModelPackageArn"])
+    assert describe(plane, clone["ModelPackageArn"])["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == (
+        "/models/a"
+    )
+    plane.hosting.models["m1"] = {"ModelName": "m1", "PrimaryContainer": {"Image": "img", "ModelDataUrl": "/models/m1"}}
+    from_model = sm.create_model_package(
+        ModelPackageGroupName="g", SourceUri="arn:aws:sagemaker:us-east-1:000000000000:model/m1"
+    )
+    d = describe(plane, from_model["ModelPackageArn"])
+    assert d["InferenceSpecification"]["Containers"] == [{"Image": "img", "ModelDataUrl": "/models/m1"}]
+    assert d["SourceUri"] == "arn:aws:sagemaker:us-east-1:000000000000:model/m1"
+    image_only = sm.create_model_package(
+        ModelPackageGroupName="g", InferenceSpecification={"Containers": [{"Image": "xgboost:1"}]}
+    )
+    assert describe(plane, image_only["ModelPackageArn"])["InferenceSpecification"]["Containers"] == [
+        {"Image": "xgboost:1"}
+    ]
+
+
+def test_a_model_card_update_keeps_what_it_does_not_name(plane: Plane) -> None:
+    sm = plane.client()
+    sm.create_model_package_group(ModelPackageGroupName="cards")
+    arn = sm.create_model_package(
+        ModelPackageGroupName="cards",
+        InferenceSpecification=spec(),
+        ModelCard={"ModelCardContent": '{"a": 1}', "ModelCardStatus": "Draft"},
+    )["ModelPackageArn"]
+    sm.update_model_package(ModelPackageArn=arn, ModelCard={"ModelCardContent": '{"a": 2}'})
+    assert describe(plane, arn)["ModelCard"] == {"ModelCardContent": '{"a": 2}', "ModelCardStatus": "Draft"}
+    sm.update_model_package(ModelPackageArn=arn, ModelCard={"ModelCardStatus": "PendingReview"})
+    assert describe(plane, arn)["ModelCard"] == {"ModelCardContent": '{"a": 2}', "ModelCardStatus": "PendingReview"}

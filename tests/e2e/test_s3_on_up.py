@@ -96,6 +96,15 @@ def test_the_aws_cli_copies_lists_and_syncs(up: UpProcess, tmp_path: Path) -> No
     assert "one/a.txt" in listing and "synced/sub/b.txt" in listing
     aws("s3", "sync", "s3://cli-bucket/synced", str(tmp_path / "back"))
     assert (tmp_path / "back" / "sub" / "b.txt").read_text() == "b"
+    # within S3, above the CLI's 8 MB multipart threshold: UploadPartCopy, then the source deleted by mv
+    big = os.urandom(9 * 2**20)
+    (tmp_path / "big.bin").write_bytes(big)
+    aws("s3", "cp", str(tmp_path / "big.bin"), "s3://cli-bucket/big.bin")
+    aws("s3", "cp", "s3://cli-bucket/big.bin", "s3://cli-bucket/copied.bin")
+    aws("s3", "mv", "s3://cli-bucket/copied.bin", "s3://cli-bucket/moved.bin")
+    aws("s3", "cp", "s3://cli-bucket/moved.bin", str(tmp_path / "moved.bin"))
+    assert (tmp_path / "moved.bin").read_bytes() == big
+    assert "copied.bin" not in aws("s3", "ls", "s3://cli-bucket/")
 
 
 def test_acknowledged_objects_survive_sigkill_and_a_cut_upload_never_shows(tmp_path: Path) -> None:

@@ -45,6 +45,8 @@ from servekit.services.s3.transfer import (
     assemble,
     check_small,
     copy_durably,
+    copy_range,
+    copy_source_range,
     encode_headers,
     parse_range,
     send_file,
@@ -102,6 +104,7 @@ class S3Service:
             "ListObjects": self.list_objects,
             "CreateMultipartUpload": self.create_multipart_upload,
             "UploadPart": self.upload_part,
+            "UploadPartCopy": self.upload_part_copy,
             "CompleteMultipartUpload": self.complete_multipart_upload,
             "AbortMultipartUpload": self.abort_multipart_upload,
             "ListParts": self.list_parts,
@@ -530,6 +533,24 @@ class S3Service:
             self.store.put_part, upload, number, body.path, body.md5, body.size, body.checksums
         )
         return {"ETag": part.etag, **_checksum_fields(part.checksums), **reported(upload.info.headers)}
+
+    async def upload_part_copy(self, p: dict[str, Any]) -> dict[str, Any]:
+        """A part copied from an object (the whole, or ``CopySourceRange``): what the AWS CLI's ``s3 cp`` within S3
+        sends for an object above its multipart threshold."""
+        number = int(p["PartNumber"])
+        if not 1 <= number <= 10000:
+            raise StoreError("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+        upload = self.store.upload(p["Bucket"], p["Key"], p["UploadId"])
+        src_bucket, _, src_key = unquote(p["CopySource"].split("?versionId=")[0]).lstrip("/").partition("/")
+        src, src_path = self._object({"Bucket": src_bucket, "Key": src_key})
+        start, end = copy_source_range(p.get("CopySourceRange"), src.size)
+        if end - start + 1 > MAX_OBJECT:
+            raise StoreError("EntityTooLarge", f"A part is at most {MAX_OBJECT} bytes")
+        tmp = self.store.temp_path()
+        md5 = await asyncio.to_thread(copy_range, src_path, tmp, start, end)
+        part = await asyncio.to_thread(self.store.put_part, upload, number, tmp, md5, end - start + 1, {})
+        last = datetime.fromtimestamp(part.modified, UTC)
+        return {"CopyPartResult": {"ETag": part.etag, "LastModified": last}, **reported(upload.info.headers)}
 
     async def complete_multipart_upload(self, p: dict[str, Any]) -> dict[str, Any]:
         upload = self.store.upload(p["Bucket"], p["Key"], p["UploadId"])

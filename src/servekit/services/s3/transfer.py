@@ -109,3 +109,37 @@ async def send_file(send: Send, path: Path, start: int, end: int) -> None:
             await send({"type": "http.response.body", "body": data, "more_body": remaining > 0})
     if remaining > 0:  # the file shrank under us (it cannot: objects are replaced by rename); end the body
         await send({"type": "http.response.body", "body": b""})
+
+
+def copy_range(source: Path, target: Path, start: int, end: int) -> bytes:
+    """Bytes ``start``..``end`` (inclusive) of ``source`` into ``target``, flushed to disk; their MD5 (the ETag of a
+    part UploadPartCopy makes)."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with source.open("rb") as src, target.open("wb") as dst:
+        src.seek(start)
+        left = end - start + 1
+        while left > 0:
+            chunk = src.read(min(1 << 20, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            dst.write(chunk)
+            left -= len(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return digest.digest()
+
+
+def copy_source_range(header: str | None, size: int) -> tuple[int, int]:
+    """``x-amz-copy-source-range`` (``bytes=first-last``, within the source) as (first, last); the whole source
+    when absent. StoreError ``InvalidArgument`` otherwise, as S3 answers."""
+    if not header:
+        return 0, size - 1
+    m = re.fullmatch(r"bytes=(\d+)-(\d+)", header.strip())
+    if m is None or int(m[1]) > int(m[2]) or int(m[2]) >= size:
+        raise StoreError(
+            "InvalidArgument",
+            f"The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the "
+            f"zero-based offsets of the first and last bytes to copy, within the source's {size} bytes: {header}",
+        )
+    return int(m[1]), int(m[2])

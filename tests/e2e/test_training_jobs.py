@@ -265,6 +265,19 @@ def test_the_builtin_xgboost_algorithm_trains_on_csv_with_the_label_first(up: Up
     (tmp_path / "xgboost-model").rename(tmp_path / "model.ubj")
     booster.load_model(str(tmp_path / "model.ubj"))
     assert booster.num_boosted_rounds() == 20
+    # deployed as the built-in algorithm's model is: its image, no script, the artefact holding only xgboost-model
+    image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
+    artefact = d["ModelArtifacts"]["S3ModelArtifacts"]
+    sm.create_model(ModelName="xgb-1", PrimaryContainer={"Image": image, "ModelDataUrl": artefact})
+    variant = {"VariantName": "AllTraffic", "ModelName": "xgb-1", "InitialInstanceCount": 1}
+    sm.create_endpoint_config(
+        EndpointConfigName="xgb-1", ProductionVariants=[{**variant, "InstanceType": "ml.m5.large"}]
+    )
+    sm.create_endpoint(EndpointName="xgb-1", EndpointConfigName="xgb-1")
+    sm.get_waiter("endpoint_in_service").wait(EndpointName="xgb-1", WaiterConfig=FAST)
+    out = up.rt().invoke_endpoint(EndpointName="xgb-1", Body=b"10,1\n20,2\n", ContentType="text/csv", Accept="text/csv")
+    predicted = [float(v) for v in out["Body"].read().decode().replace("\n", ",").split(",") if v.strip()]
+    assert len(predicted) == 2 and abs(predicted[0] - 32) < 4 and abs(predicted[1] - 62) < 4, predicted
 
     with pytest.raises(botocore.exceptions.ClientError) as missing:
         sm.create_training_job(**builtin(s3, "xgb-2", rows, objective="reg:squarederror"))

@@ -16,7 +16,7 @@ from servekit.serving.runtime.onnx import OnnxRuntime
 from servekit.serving.runtime.pytorch import TorchRuntime
 from servekit.serving.runtime.saved_model import SavedModelRuntime
 from servekit.serving.runtime.sklearn import SklearnRuntime
-from servekit.serving.runtime.xgboost_native import XGBoostRuntime
+from servekit.serving.runtime.xgboost_native import XGBoostRuntime, unreadable_sagemaker_model
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +77,14 @@ class RuntimeRegistry:
         for runtime in self._runtimes.values():
             if runtime.can_load(path):
                 return runtime
+        old_xgboost = unreadable_sagemaker_model(path)
+        if old_xgboost is not None:
+            raise ConfigError(old_xgboost)
         raise ConfigError(
             f"no runtime recognises the files in {path}: expected code/inference.py, a .onnx file, a "
             f".joblib/.pkl file, a SavedModel (saved_model.pb), a TorchScript .pt or torch.export .pt2 archive, "
-            f"an XGBoost .json/.ubj or a LightGBM .txt model (or name the runtime in servekit.toml)"
+            f"an XGBoost .json/.ubj (or SageMaker's xgboost-model) or a LightGBM .txt model (or name the runtime in "
+            "servekit.toml)"
         )
 
     def load(self, path: Path, platform: str = "", options: RuntimeOptions | None = None) -> Servable:

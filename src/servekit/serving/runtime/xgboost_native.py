@@ -28,15 +28,44 @@ _PROBABILITY_OBJECTIVES = ("binary:logistic", "multi:softprob")
 _MARGIN_OBJECTIVES = ("binary:logitraw", "multi:softmax")
 
 
+SAGEMAKER_NAME = "xgboost-model"  # what SageMaker's XGBoost algorithm (and servekit's training of it) writes
+
+
+def _xgboost_head(head: bytes) -> bool:
+    """Whether a file starts as XGBoost's JSON or UBJSON model does."""
+    return head.startswith(b'{"learner"') or (head.startswith(b"{L") and b"learner" in head)
+
+
 def _model_file(path: Path) -> Path | None:
-    """The XGBoost model in ``path``: a ``.ubj``/``.json`` file that starts as XGBoost writes one (a version
-    directory may hold other JSON files, which must not make it look like an XGBoost model)."""
-    for candidate in sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES):
+    """The XGBoost model in ``path``: a ``.ubj``/``.json`` file, or SageMaker's ``xgboost-model``, that starts as
+    XGBoost writes one (a version directory may hold other JSON files, which must not make it look like an XGBoost
+    model)."""
+    names = sorted(
+        p for p in path.iterdir() if p.is_file() and (p.suffix.lower() in SUFFIXES or p.name == SAGEMAKER_NAME)
+    )
+    for candidate in names:
         with candidate.open("rb") as fh:
             head = fh.read(64)
-        if head.startswith(b'{"learner"') or (head.startswith(b"{L") and b"learner" in head):
+        if _xgboost_head(head):
             return candidate
     return None
+
+
+def unreadable_sagemaker_model(path: Path) -> str | None:
+    """Why a version's ``xgboost-model`` is no model servekit reads (an older XGBoost's binary format or a pickled
+    booster, which XGBoost 2 and later do not load), or None."""
+    candidate = path / SAGEMAKER_NAME
+    if not candidate.is_file():
+        return None
+    with candidate.open("rb") as fh:
+        head = fh.read(64)
+    if _xgboost_head(head):
+        return None
+    return (
+        f"{candidate} is not in XGBoost's JSON or UBJSON model format (it is an older XGBoost's binary model or a "
+        "pickled booster, which XGBoost 2 and later cannot read): load it with the XGBoost that wrote it and save it "
+        "again with Booster.save_model('xgboost-model.json')"
+    )
 
 
 def _import_xgboost() -> Any:
@@ -89,7 +118,8 @@ class XGBoostRuntime:
             raise ConfigError(f"no XGBoost model (.json or .ubj written by Booster.save_model) in {path}")
         xgboost = _import_xgboost()
         try:
-            booster = xgboost.Booster(model_file=str(model_file))
+            # from its bytes: XGBoost tells JSON from UBJSON by content (SageMaker's xgboost-model has no suffix)
+            booster = xgboost.Booster(model_file=bytearray(model_file.read_bytes()))
         except xgboost.core.XGBoostError as exc:
             raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
         threads = pool_threads(options.intra_op_threads)

@@ -186,3 +186,22 @@ def test_rest_predict_classify_regress(client: TestClient, models: dict[str, tup
     assert meta["metadata"]["signature_def"]["signature_def"]["regress"]["method_name"] == REGRESS_METHOD
     bad = client.post("/v1/models/lgb_reg:predict", json={"instances": [[1.0, 2.0]]})
     assert bad.status_code == 400 and "inputs: FP64[-1,4]" in bad.text
+
+
+def test_sagemakers_xgboost_model_file_is_read_and_an_older_format_is_named(tmp_path: Path) -> None:
+    """The built-in algorithm's artefact holds ``xgboost-model`` (no suffix; UBJSON inside when servekit's training
+    wrote it): it loads. A pickled booster of an older XGBoost (what SageMaker's 2018 containers wrote) is refused
+    saying what it is and how to save it again."""
+    x = np.random.default_rng(0).random((40, 3))
+    booster = xgb.train({"objective": "reg:squarederror"}, xgb.DMatrix(x, label=x[:, 0] * 2), 4)
+    new = tmp_path / "new" / "1"
+    new.mkdir(parents=True)
+    booster.save_model(str(new / "m.ubj"))
+    (new / "m.ubj").rename(new / "xgboost-model")
+    servable = RuntimeRegistry().load(new)
+    assert servable is not None
+    old = tmp_path / "old" / "1"
+    old.mkdir(parents=True)
+    (old / "xgboost-model").write_bytes(b"ccopy_reg\n_reconstructor\np0\n(cxgboost.core\nBooster\n")
+    with pytest.raises(ConfigError, match="older XGBoost's binary model or a pickled booster"):
+        RuntimeRegistry().load(old)

@@ -52,6 +52,11 @@ FRAMEWORK_REPOSITORIES = frozenset(
         "huggingface-tensorflow-inference",
     }
 )
+# SageMaker's TensorFlow Serving images: the artefact holds SavedModels in TF Serving's layout, not servekit's
+TFS_REPOSITORIES = frozenset(
+    {"tensorflow-inference", "sagemaker-tensorflow-serving", "sagemaker-tensorflow-serving-eia"}
+)
+TFS_DEFAULT_MODEL = "SAGEMAKER_TFS_DEFAULT_MODEL_NAME"
 MODEL_OWN_CODE = "/opt/ml/model/code"  # SAGEMAKER_SUBMIT_DIRECTORY of a repacked model: the model's code/ folder
 CODE_DIR = "code"
 MANIFEST_NAME = "servekit.toml"  # servekit.serving.runtime.manifest's file (hosting does not import the runtime)
@@ -175,8 +180,11 @@ class FrameworkModels:
 
     def model_dir(self, container: ContainerSpec, model_base: str, name: str = "") -> str:
         """The model base an instance serves: ``model_base`` itself for a container that is not a framework model's,
-        else its composed copy (every version folder of ``model_base`` with the code and the entry point)."""
+        else its composed copy (every version folder of ``model_base`` with the code and the entry point; for a
+        TensorFlow Serving image, the SavedModels found in its layouts, :func:`tfs_versions`)."""
         ep = entry_point(container)
+        if ep is None and image_repository(container.image) in TFS_REPOSITORIES and container.mode != "MultiModel":
+            return self._tfs(container, model_base, name)
         if ep is None:
             return model_base
         if self._cache is None:
@@ -212,6 +220,29 @@ class FrameworkModels:
             log.info("model %s: framework model composed in %s (entry point %s)", name or model_base, final, ep.program)
         return str(final)
 
+    def _tfs(self, container: ContainerSpec, model_base: str, name: str) -> str:
+        """A base whose version folders are the SavedModel TF Serving would serve from this artefact."""
+        found = tfs_versions(Path(model_base), container.environment.get(TFS_DEFAULT_MODEL, ""))
+        if found is None:
+            return model_base  # servekit's own layout (<base>/<n>/saved_model.pb), or no SavedModel: as it is
+        if self._cache is None:
+            raise FrameworkError("this control plane has no folder for composed models; serve the model as it is")
+        key = _key("tfs", str(Path(model_base).resolve()), *(f"{v}={p}" for v, p in sorted(found.items())))
+
+        def make(tmp: Path) -> None:
+            for version, folder in found.items():
+                dest = tmp / str(version)
+                dest.mkdir(parents=True)
+                for item in sorted(os.listdir(folder)):
+                    os.symlink(folder.resolve() / item, dest / item)
+
+        final = self._cache / key
+        if build_once(final, make):
+            log.info(
+                "model %s: TF Serving layout composed in %s (versions %s)", name or model_base, final, sorted(found)
+            )
+        return str(final)
+
     def _code(self, url: str) -> Path:
         """The unpacked source directory ``url`` names (its files, not its base)."""
         try:
@@ -239,3 +270,48 @@ def _compose(version: Path, code: Path | None, entry: str, dest: Path) -> None:
 
 def _key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode(errors="surrogateescape")).hexdigest()[:32]
+
+
+def _saved_models(folder: Path) -> dict[int, Path]:
+    """TF Serving's versions under ``folder``: its integer-named subfolders holding a saved_model.pb(txt)."""
+    out: dict[int, Path] = {}
+    for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if child.is_dir() and child.name.isdigit() and any((child / f).is_file() for f in _SAVED_MODEL_FILES):
+            out[int(child.name)] = child
+    return out
+
+
+_SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+
+
+def tfs_versions(base: Path, default_model: str = "") -> dict[int, Path] | None:
+    """The SavedModels of an artefact in the layouts SageMaker's TF Serving container takes, by version: inside
+    the artefact (``<base>/1``), ``<model>/<version>/saved_model.pb`` (one model, or several and
+    ``SAGEMAKER_TFS_DEFAULT_MODEL_NAME`` naming one) or ``<version>/saved_model.pb``. None when the base is
+    already servekit's layout or holds no SavedModel; :class:`FrameworkError` when it holds several models and none
+    is named, or a ``code/inference.py`` (TF Serving's pre- and post-processing handlers, not served yet)."""
+    versions = [d for d in base.iterdir() if d.is_dir() and d.name.isdigit()] if base.is_dir() else []
+    if not versions or any(any((v / f).is_file() for f in _SAVED_MODEL_FILES) for v in versions):
+        return None
+    if len(versions) > 1:  # <base>/<version>/saved_model.pb came in as servekit's own layout
+        return None
+    root = versions[0]
+    if (root / CODE_DIR / "inference.py").is_file():
+        raise FrameworkError(
+            "the model holds code/inference.py (TF Serving's input_handler and output_handler): servekit serves "
+            "SageMaker's TensorFlow Serving models without their pre- and post-processing script; leave it out"
+        )
+    direct = _saved_models(root)
+    if direct:
+        return direct
+    models = {d.name: found for d in sorted(root.iterdir()) if d.is_dir() and (found := _saved_models(d))}
+    if not models:
+        return None
+    if len(models) == 1:
+        return next(iter(models.values()))
+    if default_model in models:
+        return models[default_model]
+    raise FrameworkError(
+        f"the model holds {len(models)} TF Serving models ({', '.join(sorted(models))}): name the one to serve with "
+        f"the container's {TFS_DEFAULT_MODEL} environment variable"
+    )

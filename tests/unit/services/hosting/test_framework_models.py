@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
 import tarfile
 import tomllib
 from collections.abc import Iterator
@@ -274,3 +275,41 @@ def test_create_model_refuses_unusable_code_and_the_plan_serves_the_composed_fol
     assert (Path(framework.model_dir) / "1" / "code" / "train.py").read_bytes() == TRAIN
     assert framework.environment["SAGEMAKER_PROGRAM"] == "train.py"
     assert Path(plain.model_dir).parent.name == "archives"  # the model data as it is
+
+
+TFS_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-inference:2.19-cpu"
+
+
+def _saved_model(folder: Path) -> Path:
+    (folder / "variables").mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"graph")
+    (folder / "variables" / "variables.index").write_bytes(b"index")
+    return folder
+
+
+def test_tf_servings_layouts_become_servekits_versions(tmp_path: Path) -> None:
+    """What SageMaker's TF Serving container takes inside model.tar.gz (servekit unpacks it as <base>/1):
+    <model>/<version>/saved_model.pb, several models with SAGEMAKER_TFS_DEFAULT_MODEL_NAME naming one; servekit's own
+    layout and other images stay as they are; a code/inference.py (TFS's handlers) is refused saying so."""
+    models = FrameworkModels(lambda url: url, tmp_path / "cache")
+    one = tmp_path / "one"
+    _saved_model(one / "1" / "tfs-test-model" / "00000123")
+    composed = Path(models.model_dir(ContainerSpec(TFS_IMAGE), str(one), "tfs"))
+    assert sorted(os.listdir(composed)) == ["123"]
+    assert (composed / "123" / "saved_model.pb").read_bytes() == b"graph"
+    assert (composed / "123" / "variables" / "variables.index").is_file()
+    own = tmp_path / "own"
+    _saved_model(own / "1")
+    assert models.model_dir(ContainerSpec(TFS_IMAGE), str(own)) == str(own)
+    assert models.model_dir(ContainerSpec("servekit"), str(one)) == str(one)
+    two = tmp_path / "two"
+    _saved_model(two / "1" / "a" / "1")
+    _saved_model(two / "1" / "b" / "7")
+    with pytest.raises(FrameworkError, match=r"2 TF Serving models \(a, b\): name the one"):
+        models.model_dir(ContainerSpec(TFS_IMAGE), str(two))
+    chosen = models.model_dir(ContainerSpec(TFS_IMAGE, environment={"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "b"}), str(two))
+    assert sorted(os.listdir(chosen)) == ["7"]
+    (one / "1" / "code").mkdir()
+    (one / "1" / "code" / "inference.py").write_text("def input_handler(data, context): ...\n")
+    with pytest.raises(FrameworkError, match="input_handler and output_handler"):
+        models.model_dir(ContainerSpec(TFS_IMAGE), str(one))

@@ -111,7 +111,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "services.logs": BASE | {"aws", "state"},
     # SageMaker training jobs: scripts in a sandbox showing /opt/ml; S3 and the log shipper are handed in. Its store
     # holds processing and tuning jobs too (one aggregate).
-    "services.training": BASE | {"config", "aws", "state", "accelerators"},
+    # (its first-party algorithms, run in a job's sandbox, read RecordIO-protobuf with serving.codecs)
+    "services.training": BASE | {"config", "aws", "state", "accelerators", "serving.codecs"},
     # SageMaker processing jobs: the training jobs' sandbox and process runner, inputs and outputs at LocalPath.
     "services.processing": BASE | {"aws", "state", "services.training", "accelerators"},
     # Hyperparameter tuning: a search (Optuna for Bayesian) launching training jobs through the training service.

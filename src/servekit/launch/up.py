@@ -335,6 +335,7 @@ def build(
         sessions=sessions,
         role_documents=role_documents,
         namespaces=database_url is None,  # a run in a namespace reaches the plane only, not a database server
+        compose=fleets.framework.model_dir,  # the model as its endpoints serve it
     )
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)

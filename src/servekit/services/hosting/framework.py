@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -57,6 +58,10 @@ TFS_REPOSITORIES = frozenset(
     {"tensorflow-inference", "sagemaker-tensorflow-serving", "sagemaker-tensorflow-serving-eia"}
 )
 TFS_DEFAULT_MODEL = "SAGEMAKER_TFS_DEFAULT_MODEL_NAME"
+# SageMaker's first-party algorithms servekit serves: their images' artefacts with servekit's inference script for
+# them (a package of the jobs' algorithms, found without importing it: hosting imports no training module)
+FIRST_PARTY_HANDLERS = {"kmeans": "kmeans.py"}
+FIRST_PARTY_PACKAGE = "servekit.services.training.algorithms.handlers"
 MODEL_OWN_CODE = "/opt/ml/model/code"  # SAGEMAKER_SUBMIT_DIRECTORY of a repacked model: the model's code/ folder
 CODE_DIR = "code"
 MANIFEST_NAME = "servekit.toml"  # servekit.serving.runtime.manifest's file (hosting does not import the runtime)
@@ -185,6 +190,9 @@ class FrameworkModels:
         ep = entry_point(container)
         if ep is None and image_repository(container.image) in TFS_REPOSITORIES and container.mode != "MultiModel":
             return self._tfs(container, model_base, name)
+        first_party = FIRST_PARTY_HANDLERS.get(image_repository(container.image))
+        if ep is None and first_party is not None and container.mode != "MultiModel":
+            ep = EntryPoint(first_party, FIRST_PARTY_PACKAGE)
         if ep is None:
             return model_base
         if self._cache is None:
@@ -244,7 +252,13 @@ class FrameworkModels:
         return str(final)
 
     def _code(self, url: str) -> Path:
-        """The unpacked source directory ``url`` names (its files, not its base)."""
+        """The unpacked source directory ``url`` names (its files, not its base); servekit's own folder of
+        first-party inference scripts for :data:`FIRST_PARTY_PACKAGE`."""
+        if url == FIRST_PARTY_PACKAGE:
+            spec = importlib.util.find_spec(FIRST_PARTY_PACKAGE)
+            if spec is None or not spec.submodule_search_locations:
+                raise FrameworkError(f"{FIRST_PARTY_PACKAGE} is missing from this install")
+            return Path(next(iter(spec.submodule_search_locations)))
         try:
             base = Path(self._resolve(url))
         except Exception as exc:  # the resolver's own reason (a missing object, a broken archive, no access)

@@ -34,7 +34,18 @@ FRAMEWORKS = {
 # import servekit's packages into the control plane): Model Monitor's analyzer (DefaultModelMonitor.suggest_baseline).
 ANALYZER = "sagemaker-model-monitor-analyzer"
 BUILTIN: dict[str, tuple[str, ...]] = {
-    ANALYZER: ("python3", "-u", "-m", "servekit.services.monitoring.baseline.analyzer")
+    ANALYZER: ("python3", "-u", "-m", "servekit.services.monitoring.baseline.analyzer"),
+    # SageMaker's first-party algorithms servekit trains (services/training/algorithms; docs/algorithms.md)
+    "kmeans": ("python3", "-u", "-m", "servekit.services.training.algorithms.kmeans"),
+}
+# The metrics a built-in algorithm reports without MetricDefinitions (what a tuning job may take as its objective)
+ALGORITHM_METRICS: dict[str, frozenset[str]] = {
+    "kmeans": frozenset({"test:msd", "test:ssd"}),
+    "sagemaker-xgboost": frozenset(
+        f"{channel}:{metric}"
+        for channel in ("train", "validation")
+        for metric in ("rmse", "mae", "logloss", "error", "auc", "aucpr", "merror", "mlogloss", "map", "ndcg", "mse")
+    ),
 }
 # what a framework's scripts import, and what a user installs for it
 MODULES = {"scikit-learn": "sklearn", "xgboost": "xgboost", "pytorch": "torch", "tensorflow": "tensorflow"}
@@ -46,6 +57,11 @@ def repository(image: str) -> str:
     """``<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>`` (or ``@sha256:…``) → ``<repository>``."""
     path = image.split("/", 1)[1] if "/" in image else image
     return path.split("@", 1)[0].rsplit(":", 1)[0] if ":" in path.split("@", 1)[0] else path.split("@", 1)[0]
+
+
+def algorithm_metrics(image: str) -> frozenset[str]:
+    """The metrics ``image``'s built-in algorithm reports by itself (none for other images)."""
+    return ALGORITHM_METRICS.get(repository(image), frozenset())
 
 
 def framework_of(image: str) -> str | None:

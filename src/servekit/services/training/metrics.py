@@ -111,6 +111,13 @@ def evaluation_metrics(text: str, when: float) -> list[dict[str, Any]]:
     ]
 
 
+def evaluation_regex(name: str) -> str:
+    """The regex that finds a built-in algorithm's metric ``channel:metric`` in its evaluation lines (what a tuning
+    job's early stopping reads when the objective has no MetricDefinition)."""
+    channel, _, metric = name.partition(":")
+    return rf"(?<![\w-]){re.escape(channel)}-{re.escape(metric)}:([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+
 def final_metrics(definitions: list[Mapping[str, str]], text: str, when: float) -> list[dict[str, Any]]:
     """``MetricDefinitions`` over the job's log: each metric's last match (its first group, else the match)."""
     out = []

@@ -41,7 +41,9 @@ from servekit.aws.offsets import offset_page
 from servekit.aws.policy import PolicyError
 from servekit.aws.sessions import SessionKeys
 from servekit.aws.timestamps import optional_epoch
+from servekit.services.hosting.framework import FrameworkError
 from servekit.services.hosting.store import Hosting
+from servekit.services.hosting.store_rows import ContainerSpec
 from servekit.services.training.network import job_network, loopback_address
 from servekit.services.training.roles import RoleDocuments, role_policy
 from servekit.services.transform.repo import TransformJobRow, TransformJobs
@@ -82,6 +84,7 @@ class TransformJobsApi:
         sessions: SessionKeys | None = None,
         namespaces: bool = False,
         role_documents: RoleDocuments | None = None,
+        compose: Callable[[ContainerSpec, str, str], str] | None = None,
     ) -> None:
         """``resolve``: a ModelDataUrl to a local servekit model base (``<base>/<version>/...``), raising with a
         reason when it cannot (the hosting service's resolver). ``environment``: variables the runs get beyond
@@ -93,6 +96,9 @@ class TransformJobsApi:
         self._sessions = sessions
         self._namespaces = namespaces
         self._role_documents = role_documents
+        # what the model's image makes of its artefact, as its endpoints serve it (a framework script, a first-party
+        # algorithm's, TF Serving's layout): the hosting service's FrameworkModels.model_dir
+        self._compose = compose
         self._held: dict[str, contextlib.AsyncExitStack] = {}
         self.jobs = jobs
         self.models = models
@@ -247,6 +253,11 @@ class TransformJobsApi:
             base = Path(self._resolve(model.container.model_data_url))
         except Exception as exc:  # the resolver's own reason (a missing path, an unreachable bucket)
             raise validation_exception(f"Model {name}'s ModelDataUrl cannot be used: {exc}") from None
+        if self._compose is not None:
+            try:
+                base = Path(self._compose(model.container, str(base), name))
+            except (FrameworkError, OSError) as exc:
+                raise validation_exception(f"Model {name} cannot be served: {getattr(exc, 'message', exc)}") from None
         versions = [d for d in base.iterdir() if d.is_dir() and d.name.isdigit()] if base.is_dir() else []
         if not versions:
             raise validation_exception(f"Model {name}'s artifacts at {base} have no version directory (<base>/1/...)")

@@ -24,8 +24,9 @@ from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.services.training.api import TrainingJobsApi
+from servekit.services.training.images import algorithm_metrics
 from servekit.services.training.jobs import RESTARTED, JobTasks, fail_unfinished, list_page, when
-from servekit.services.training.metrics import LogLines, metric_values
+from servekit.services.training.metrics import LogLines, evaluation_regex, metric_values
 from servekit.services.training.runner import KIND as TRAINING
 from servekit.services.training.store import JobExists, SageMakerJobRow, SageMakerJobs
 from servekit.services.tuning import warmstart
@@ -98,11 +99,13 @@ class TuningJobsApi:
         objective = config.get("HyperParameterTuningJobObjective")
         if not objective:
             raise validation_exception("HyperParameterTuningJobObjective is required (the metric to optimize)")
-        metrics = {m["Name"] for m in (definition.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []}
+        spec = definition.get("AlgorithmSpecification") or {}
+        metrics = {m["Name"] for m in spec.get("MetricDefinitions") or []}
+        metrics |= algorithm_metrics(str(spec.get("TrainingImage") or ""))  # a built-in algorithm's own
         if objective["MetricName"] not in metrics:
             raise validation_exception(
                 f"The objective metric {objective['MetricName']} is not among the training job definition's "
-                f"MetricDefinitions ({', '.join(sorted(metrics)) or 'none'})"
+                f"MetricDefinitions or its built-in algorithm's metrics ({', '.join(sorted(metrics)) or 'none'})"
             )
         name_of_strategy = config.get("Strategy", "Bayesian")
         if (config.get("StrategyConfig") or {}).get("HyperbandStrategyConfig") and name_of_strategy != "Hyperband":
@@ -185,7 +188,10 @@ class TuningJobsApi:
         elif config.get("TrainingJobEarlyStoppingType", "Off") == "Auto":
             stopper = MedianStopping(maximize)
         definitions = (definition.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
-        regex = next(d["Regex"] for d in definitions if d["Name"] == objective["MetricName"])
+        regex = next(
+            (d["Regex"] for d in definitions if d["Name"] == objective["MetricName"]),
+            evaluation_regex(objective["MetricName"]),  # a built-in algorithm's own metric, in its evaluation lines
+        )
         limits = config.get("ResourceLimits") or {}
         max_jobs = int(limits.get("MaxNumberOfTrainingJobs", 1))
         parallel = max(1, int(limits.get("MaxParallelTrainingJobs", 1)))

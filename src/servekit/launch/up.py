@@ -335,7 +335,7 @@ def build(
         sessions=sessions,
         role_documents=role_documents,
         namespaces=database_url is None,  # a run in a namespace reaches the plane only, not a database server
-        compose=fleets.framework.model_dir,  # the model as its endpoints serve it
+        compose=fleets.framework.batch_model_dir,  # a first-party algorithm's or TF Serving's model, composed
     )
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)

@@ -228,6 +228,14 @@ class FrameworkModels:
             log.info("model %s: framework model composed in %s (entry point %s)", name or model_base, final, ep.program)
         return str(final)
 
+    def batch_model_dir(self, container: ContainerSpec, model_base: str, name: str = "") -> str:
+        """What a batch transform run loads: a model whose artefact only its image can read (a first-party
+        algorithm's, TF Serving's layout) as its endpoints serve it; any other as it is, read by servekit's runtimes
+        (a framework script's model.joblib too, as transform has always read it)."""
+        if entry_point(container) is not None:
+            return model_base
+        return self.model_dir(container, model_base, name)
+
     def _tfs(self, container: ContainerSpec, model_base: str, name: str) -> str:
         """A base whose version folders are the SavedModel TF Serving would serve from this artefact."""
         found = tfs_versions(Path(model_base), container.environment.get(TFS_DEFAULT_MODEL, ""))

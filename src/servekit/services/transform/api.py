@@ -96,8 +96,8 @@ class TransformJobsApi:
         self._sessions = sessions
         self._namespaces = namespaces
         self._role_documents = role_documents
-        # what the model's image makes of its artefact, as its endpoints serve it (a framework script, a first-party
-        # algorithm's, TF Serving's layout): the hosting service's FrameworkModels.model_dir
+        # what the model's image makes of its artefact where only the image can read it (a first-party algorithm's,
+        # TF Serving's layout): the hosting service's FrameworkModels.batch_model_dir
         self._compose = compose
         self._held: dict[str, contextlib.AsyncExitStack] = {}
         self.jobs = jobs

@@ -313,3 +313,19 @@ def test_tf_servings_layouts_become_servekits_versions(tmp_path: Path) -> None:
     (one / "1" / "code" / "inference.py").write_text("def input_handler(data, context): ...\n")
     with pytest.raises(FrameworkError, match="input_handler and output_handler"):
         models.model_dir(ContainerSpec(TFS_IMAGE), str(one))
+
+
+def test_a_batch_run_composes_only_what_only_the_image_reads(tmp_path: Path) -> None:
+    """Batch transform reads a framework script's artefact with servekit's runtimes, as it always has; a first-party
+    algorithm's artefact gets the algorithm's inference script, as its endpoints do."""
+    models = FrameworkModels(lambda url: url, tmp_path / "cache")
+    base = tmp_path / "base"
+    (base / "1").mkdir(parents=True)
+    (base / "1" / "model_algo-1").write_bytes(b"centers")
+    assert models.batch_model_dir(container(), str(base)) == str(base)
+    kmeans = Path(
+        models.batch_model_dir(ContainerSpec("382416733822.dkr.ecr.us-east-1.amazonaws.com/kmeans:1"), str(base))
+    )
+    manifest = tomllib.loads((kmeans / "1" / "servekit.toml").read_text())
+    assert manifest == {"runtime": "python", "entry_point": "kmeans.py"}
+    assert (kmeans / "1" / "code" / "kmeans.py").is_file() and (kmeans / "1" / "model_algo-1").is_file()

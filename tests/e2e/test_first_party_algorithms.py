@@ -55,7 +55,7 @@ def _job(name: str, **hps: str) -> dict[str, Any]:
         "HyperParameters": {"k": "3", "feature_dim": "2", "mini_batch_size": "50", "force_dense": "True", **hps},
         "InputDataConfig": channels,
         "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/kmeans-output"},
-        "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 10},
+        "ResourceConfig": {"InstanceType": "ml.m4.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},  # the SDK suite's
         "StoppingCondition": {"MaxRuntimeInSeconds": 600},
     }
 

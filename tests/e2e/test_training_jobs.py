@@ -122,6 +122,7 @@ def test_a_script_mode_job_sees_sagemakers_contract_and_its_model_lands_in_s3(up
     d = sm.describe_training_job(TrainingJobName="fit-1")
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     assert d["SecondaryStatus"] == "Completed"
+    assert d["OutputDataConfig"] == {"KmsKeyId": "", "S3OutputPath": f"s3://{BUCKET}/output"}  # as AWS says it
     assert [t["Status"] for t in d["SecondaryStatusTransitions"]] == [
         "Starting",
         "Downloading",

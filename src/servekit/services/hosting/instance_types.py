@@ -63,7 +63,12 @@ _BUNDLED: dict[str, tuple[int, float, float]] = {
     "ml.t3.large": (2, 8, 0.1),
     "ml.t3.xlarge": (4, 16, 0.2),
     "ml.t3.2xlarge": (8, 32, 0.399),
-    # general purpose
+    # general purpose (m4: the previous generation, still what the SDK's own tests name as their CPU type)
+    "ml.m4.xlarge": (4, 16, 0.24),
+    "ml.m4.2xlarge": (8, 32, 0.48),
+    "ml.m4.4xlarge": (16, 64, 0.96),
+    "ml.m4.10xlarge": (40, 160, 2.4),
+    "ml.m4.16xlarge": (64, 256, 3.84),
     "ml.m5.large": (2, 8, 0.115),
     "ml.m5.xlarge": (4, 16, 0.23),
     "ml.m5.2xlarge": (8, 32, 0.461),
@@ -75,6 +80,10 @@ _BUNDLED: dict[str, tuple[int, float, float]] = {
     "ml.m6i.4xlarge": (16, 64, 0.922),
     "ml.m6i.8xlarge": (32, 128, 1.843),
     # compute optimised
+    "ml.c4.xlarge": (4, 7.5, 0.239),
+    "ml.c4.2xlarge": (8, 15, 0.477),
+    "ml.c4.4xlarge": (16, 30, 0.955),
+    "ml.c4.8xlarge": (36, 60, 1.91),
     "ml.c5.large": (2, 4, 0.102),
     "ml.c5.xlarge": (4, 8, 0.204),
     "ml.c5.2xlarge": (8, 16, 0.408),

@@ -151,6 +151,8 @@ class TrainingJobsApi:
             StoppingCondition=req.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400},
         )
         out.setdefault("ResourceConfig", {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 30})
+        # AWS says an output with no KMS key as an empty KmsKeyId (the SDK's attach() reads it)
+        out["OutputDataConfig"] = {"KmsKeyId": "", **(out.get("OutputDataConfig") or {})}
         for key in ("TrainingStartTime", "TrainingEndTime"):
             if d.get(key) is not None:
                 out[key] = when(d[key])

@@ -86,7 +86,7 @@ def test_an_unknown_type_names_the_known_ones() -> None:
     with pytest.raises(UnknownInstanceType) as caught:
         instance_types()["ml.p4d.24xlarge"]
     assert caught.value.name == "ml.p4d.24xlarge"
-    assert "unknown instance type 'ml.p4d.24xlarge'; known types: ml.c5.2xlarge" in str(caught.value)
+    assert "unknown instance type 'ml.p4d.24xlarge'; known types: ml.c4.2xlarge" in str(caught.value)
     assert instance_types().get("ml.p4d.24xlarge") is None and "ml.p4d.24xlarge" not in instance_types()
 
 

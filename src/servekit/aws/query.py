@@ -23,7 +23,6 @@ from servekit.aws.errors import ApiError
 from servekit.aws.models import service_model
 from servekit.aws.protocol import request_id
 from servekit.aws.sigv4 import Verifier
-from servekit.aws.timestamps import parse_timestamp
 from servekit.aws.validate import parse_input
 
 MAX_BODY = 1 << 20
@@ -54,21 +53,12 @@ def signed_for(service: str) -> Callable[[Scope], bool]:
 
 
 def _scalar(shape: Shape, text: str, path: str) -> Any:
-    kind = shape.type_name
     try:
-        if kind in ("integer", "long"):
-            return int(text)
-        if kind in ("float", "double"):
-            return float(text)
-        if kind == "boolean":
-            if text not in ("true", "false"):
-                raise ValueError(text)
-            return text == "true"
-        if kind == "timestamp":
-            return parse_timestamp(text)
+        return xml.scalar(shape, text)  # the query protocol's values are written as its XML's are
     except ValueError:
-        raise ApiError("ValidationError", f"Invalid value {text!r} for {path}: expected a {kind}", 400) from None
-    return text
+        raise ApiError(
+            "ValidationError", f"Invalid value {text!r} for {path}: expected a {shape.type_name}", 400
+        ) from None
 
 
 def _indexed(form: Mapping[str, str], prefix: str) -> list[str]:

@@ -149,20 +149,26 @@ def _value(node: ET.Element, shape: Shape, depth: int) -> Any:
         assert isinstance(shape, ListShape)
         item = shape.member.serialization.get("name", "member")
         return [_value(n, shape.member, depth + 1) for n in node if _local(n.tag) == item]
-    text = (node.text or "").strip()
     try:
-        if kind in ("integer", "long"):
-            return int(text)
-        if kind in ("float", "double"):
-            return float(text)
-        if kind == "boolean":
-            if text not in ("true", "false"):
-                raise ValueError(f"{text!r} is not true or false")
-            return text == "true"
-        if kind == "timestamp":
-            return parse_timestamp(text)
-        if kind == "blob":
-            return base64.b64decode(text, validate=True)
+        return scalar(shape, (node.text or "").strip())
     except ValueError as exc:
         raise XmlInputError(f"<{_local(node.tag)}>: {exc}") from None
+
+
+def scalar(shape: Shape, text: str) -> Any:
+    """A scalar member's text (an XML element's, a query form's value) as its shape's type; ValueError saying why
+    it is not one."""
+    kind = shape.type_name
+    if kind in ("integer", "long"):
+        return int(text)
+    if kind in ("float", "double"):
+        return float(text)
+    if kind == "boolean":
+        if text not in ("true", "false"):
+            raise ValueError(f"{text!r} is not true or false")
+        return text == "true"
+    if kind == "timestamp":
+        return parse_timestamp(text)
+    if kind == "blob":
+        return base64.b64decode(text, validate=True)
     return text

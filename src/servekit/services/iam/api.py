@@ -22,6 +22,7 @@ from urllib.parse import quote
 from servekit.aws.credentials import AccessKey, authorize
 from servekit.aws.errors import ApiError
 from servekit.aws.names import Account
+from servekit.aws.offsets import offset_page
 from servekit.aws.policy import Document, PolicyError, check
 from servekit.aws.query import QueryHandler
 from servekit.services.iam.managed import POLICIES
@@ -253,15 +254,11 @@ class IamApi:
 def _page(items: list[Any], member: str, p: Mapping[str, Any]) -> dict[str, Any]:
     """IAM's ``Marker``/``MaxItems`` paging over ``items`` (the marker is the next item's position, opaque to
     clients)."""
-    start = 0
-    if p.get("Marker"):
-        try:
-            start = int(p["Marker"])
-        except ValueError:
-            raise ApiError("ValidationError", f"Invalid Marker {p['Marker']!r}", 400) from None
-    size = int(p.get("MaxItems", 100))
-    page = items[start : start + size]
-    out: dict[str, Any] = {member: page, "IsTruncated": start + size < len(items)}
-    if out["IsTruncated"]:
-        out["Marker"] = str(start + size)
+    try:
+        page, marker = offset_page(items, p.get("Marker"), int(p.get("MaxItems", 100)))
+    except ApiError:
+        raise ApiError("ValidationError", f"Invalid Marker {p.get('Marker')!r}", 400) from None
+    out: dict[str, Any] = {member: list(page), "IsTruncated": marker is not None}
+    if marker is not None:
+        out["Marker"] = marker
     return out

@@ -11,7 +11,6 @@ JSON policy documents), not evaluated: what a key may be used for is decided by 
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
@@ -22,6 +21,7 @@ from typing import Any
 from servekit.aws.errors import ApiError
 from servekit.aws.front import Handler
 from servekit.aws.names import Account
+from servekit.aws.offsets import offset_page
 from servekit.services.kms import crypto
 from servekit.services.kms.store import AliasExists, KeyRow, Keys
 
@@ -461,16 +461,11 @@ class KmsApi:
 
 def _page(items: list[Any], member: str, p: Mapping[str, Any]) -> dict[str, Any]:
     """KMS's ``Limit``/``Marker`` paging (the marker is the next item's position, opaque to clients)."""
-    start = 0
-    if p.get("Marker"):
-        try:
-            start = int(base64.urlsafe_b64decode(p["Marker"]).decode())
-        except ValueError:
-            raise _error(
-                "InvalidMarkerException", "The request was rejected because the marker is not valid."
-            ) from None
-    size = int(p.get("Limit", 100))
-    out: dict[str, Any] = {member: items[start : start + size], "Truncated": start + size < len(items)}
-    if out["Truncated"]:
-        out["NextMarker"] = base64.urlsafe_b64encode(str(start + size).encode()).decode()
+    try:
+        page, marker = offset_page(items, p.get("Marker"), int(p.get("Limit", 100)))
+    except ApiError:
+        raise _error("InvalidMarkerException", "The request was rejected because the marker is not valid.") from None
+    out: dict[str, Any] = {member: list(page), "Truncated": marker is not None}
+    if marker is not None:
+        out["NextMarker"] = marker
     return out

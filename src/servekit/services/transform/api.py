@@ -66,7 +66,7 @@ def _described() -> tuple[str, ...]:
 
 
 TRANSFORM_SESSION_S = 7 * 86400.0  # a run's session outlives any run; it is revoked when the run ends
-DEFAULT_ROLE = "SageMakerExecutionRole"
+DEFAULT_ROLE = "SageMakerRole"  # the execution role a home has (services.iam.api.DEFAULT_ROLE)
 MODEL_TAG = "servekit:ModelName"  # the plane's model a job created through the API runs (its request has a path)
 _SORT = {"Name": "name", "CreationTime": "created", "Status": "status"}
 

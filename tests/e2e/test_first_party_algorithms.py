@@ -64,9 +64,17 @@ def test_kmeans_trains_on_records_reports_msd_and_serves_its_clusters(up: UpProc
     s3, sm, rt = up.client("s3"), up.sm(), up.rt()
     s3.put_object(Bucket=BUCKET, Key="kmeans/train/part-0", Body=rp.write(_points(50, 1)))
     s3.put_object(Bucket=BUCKET, Key="kmeans/test/part-0", Body=rp.write(_points(10, 2)))
-    sm.create_training_job(**_job("kmeans-1", init_method="kmeans++", eval_metrics='["msd", "ssd"]'))
+    tags = [{"Key": "sagemaker.amazonaws.com/job", "Value": "kmeans"}, {"Key": "team", "Value": "a"}]
+    sm.create_training_job(**_job("kmeans-1", init_method="kmeans++", eval_metrics='["msd", "ssd"]'), Tags=tags)
     sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="kmeans-1", WaiterConfig=FAST)
     d = sm.describe_training_job(TrainingJobName="kmeans-1")
+    # the job's tags, as KMeans.attach() reads them; AddTags and DeleteTags change them
+    assert sm.list_tags(ResourceArn=d["TrainingJobArn"])["Tags"] == tags
+    sm.add_tags(ResourceArn=d["TrainingJobArn"], Tags=[{"Key": "team", "Value": "b"}])
+    sm.delete_tags(ResourceArn=d["TrainingJobArn"], TagKeys=["sagemaker.amazonaws.com/job"])
+    assert sm.list_tags(ResourceArn=d["TrainingJobArn"])["Tags"] == [{"Key": "team", "Value": "b"}]
+    with pytest.raises(botocore.exceptions.ClientError, match="does not exist"):
+        sm.list_tags(ResourceArn=d["TrainingJobArn"].replace("kmeans-1", "no-such-job"))
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     metrics = {m["MetricName"]: m["Value"] for m in d["FinalMetricDataList"]}
     assert set(metrics) == {"test:msd", "test:ssd"} and metrics["test:msd"] < 0.5  # points 0.3 from their centers
@@ -75,7 +83,10 @@ def test_kmeans_trains_on_records_reports_msd_and_serves_its_clusters(up: UpProc
         ModelName="kmeans-1",
         PrimaryContainer={"Image": IMAGE, "ModelDataUrl": d["ModelArtifacts"]["S3ModelArtifacts"]},
         ExecutionRoleArn=ROLE,
+        Tags=[{"Key": "model", "Value": "kmeans"}],
     )
+    model_arn = sm.describe_model(ModelName="kmeans-1")["ModelArn"]
+    assert sm.list_tags(ResourceArn=model_arn)["Tags"] == [{"Key": "model", "Value": "kmeans"}]
     variant = {
         "VariantName": "AllTraffic",
         "ModelName": "kmeans-1",

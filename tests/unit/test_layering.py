@@ -33,6 +33,7 @@ _SERVICES = frozenset(
         "s3",
         "iam",
         "kms",
+        "tagging",
         "sts",
         "logs",
         "cloudwatch",
@@ -104,6 +105,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "services.iam": BASE | {"aws", "state"},
     # KMS: symmetric keys kept in the home (a store in the state database, their material wrapped), real encryption.
     "services.kms": BASE | {"aws", "state"},
+    # Tags of SageMaker's resources by ARN (AddTags/ListTags/DeleteTags, each Create*'s Tags), over the other
+    # services' handlers as the front hands them in.
+    "services.tagging": BASE | {"aws", "state"},
     # STS: who the calling key is (GetCallerIdentity), sessions of IAM's roles (AssumeRole).
     "services.sts": BASE | {"aws", "services.iam"},
     # CloudWatch Logs: log groups and streams, their operations, and the shipper that reads the output files of

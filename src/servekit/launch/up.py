@@ -77,6 +77,7 @@ from servekit.services.s3.api import S3Service, is_s3_request
 from servekit.services.s3.objects import Objects
 from servekit.services.s3.store import ObjectStore, StoreError
 from servekit.services.sts.api import StsService, is_sts_request
+from servekit.services.tagging.api import TaggingApi
 from servekit.services.training.api import TrainingJobsApi
 from servekit.services.training.hosts import JobEnvelope
 from servekit.services.training.images import ImageTable
@@ -410,6 +411,9 @@ def build(
             **tuning.handlers(),
         }
     )
+    # Tags of every resource: each Create*'s Tags kept by the new ARN; AddTags/ListTags/DeleteTags for any ARN
+    tagging = TaggingApi(db.tags, dict(sagemaker_ops))
+    sagemaker_ops.update({**tagging.recording(sagemaker_ops), **tagging.handlers()})
     # Asynchronous inference: InvokeEndpointAsync's durable queue, run through the gateway, answers into S3
     async_invocations = AsyncInvocations(
         db.async_invocations,

@@ -21,6 +21,7 @@ from servekit.services.monitoring.schedules.store import Monitoring
 from servekit.services.pipelines.runs.repo import Pipelines
 from servekit.services.registry.store import Registry
 from servekit.services.schema import MIGRATIONS
+from servekit.services.tagging.store import Tags
 from servekit.services.training.store import SageMakerJobs
 from servekit.services.transform.repo import TransformJobs
 from servekit.state.connection import DEFAULT_TIMEOUT_S, Connection
@@ -104,6 +105,11 @@ class StateDB(Database):
     def kms_keys(self) -> Keys:
         """KMS's keys and aliases, stamped with the wall clock."""
         return Keys(self.conn)
+
+    @cached_property
+    def tags(self) -> Tags:
+        """The tags of SageMaker's resources, by ARN."""
+        return Tags(self.conn)
 
     @cached_property
     def logs(self) -> Logs:

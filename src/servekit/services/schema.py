@@ -19,6 +19,7 @@ from servekit.services.logs import store as logs
 from servekit.services.monitoring.schedules import store as monitoring_schedules
 from servekit.services.pipelines.runs import repo as pipeline_runs
 from servekit.services.registry import store as registry
+from servekit.services.tagging import store as tags
 from servekit.services.training import store as sagemaker_jobs
 from servekit.services.transform import repo as transform_jobs
 from servekit.state.migrations import Migration, check_migrations
@@ -38,6 +39,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     sagemaker_jobs.AGGREGATE: sagemaker_jobs.MIGRATIONS,
     iam.AGGREGATE: iam.MIGRATIONS,
     kms.AGGREGATE: kms.MIGRATIONS,
+    tags.AGGREGATE: tags.MIGRATIONS,
 }
 
 check_migrations(MIGRATIONS)

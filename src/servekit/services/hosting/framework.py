@@ -60,7 +60,15 @@ TFS_REPOSITORIES = frozenset(
 TFS_DEFAULT_MODEL = "SAGEMAKER_TFS_DEFAULT_MODEL_NAME"
 # SageMaker's first-party algorithms servekit serves: their images' artefacts with servekit's inference script for
 # them (a package of the jobs' algorithms, found without importing it: hosting imports no training module)
-FIRST_PARTY_HANDLERS = {"kmeans": "kmeans.py"}
+FIRST_PARTY_HANDLERS = {
+    "kmeans": "kmeans.py",
+    "pca": "pca.py",
+    "randomcutforest": "randomcutforest.py",
+    "linear-learner": "linear_learner.py",
+    "factorization-machines": "factorization_machines.py",
+    "lda": "lda.py",
+    "knn": "knn.py",
+}
 FIRST_PARTY_PACKAGE = "servekit.services.training.algorithms.handlers"
 MODEL_OWN_CODE = "/opt/ml/model/code"  # SAGEMAKER_SUBMIT_DIRECTORY of a repacked model: the model's code/ folder
 CODE_DIR = "code"

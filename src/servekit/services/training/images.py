@@ -36,11 +36,55 @@ ANALYZER = "sagemaker-model-monitor-analyzer"
 BUILTIN: dict[str, tuple[str, ...]] = {
     ANALYZER: ("python3", "-u", "-m", "servekit.services.monitoring.baseline.analyzer"),
     # SageMaker's first-party algorithms servekit trains (services/training/algorithms; docs/algorithms.md)
-    "kmeans": ("python3", "-u", "-m", "servekit.services.training.algorithms.kmeans"),
+    **{
+        repo: ("python3", "-u", "-m", f"servekit.services.training.algorithms.{module}")
+        for repo, module in {
+            "kmeans": "kmeans",
+            "pca": "pca",
+            "randomcutforest": "randomcutforest",
+            "linear-learner": "linear_learner",
+            "factorization-machines": "factorization_machines",
+            "lda": "lda",
+            "knn": "knn",
+        }.items()
+    },
 }
 # The metrics a built-in algorithm reports without MetricDefinitions (what a tuning job may take as its objective)
 ALGORITHM_METRICS: dict[str, frozenset[str]] = {
     "kmeans": frozenset({"test:msd", "test:ssd"}),
+    "randomcutforest": frozenset({"test:f1"}),
+    "linear-learner": frozenset(
+        f"{channel}:{metric}"
+        for channel in ("test", "validation")
+        for metric in (
+            "objective_loss",
+            "binary_classification_accuracy",
+            "binary_f_beta",
+            "precision",
+            "recall",
+            "roc_auc_score",
+            "absolute_loss",
+            "mse",
+            "rmse",
+            "r2",
+            "multiclass_accuracy",
+            "multiclass_top_k_accuracy",
+            "dcg",
+            "macro_f_beta",
+            "macro_precision",
+            "macro_recall",
+        )
+    ),
+    "factorization-machines": frozenset(
+        {
+            "test:rmse",
+            "test:binary_classification_accuracy",
+            "test:binary_classification_cross_entropy",
+            "test:binary_f_beta",
+        }
+    ),
+    "lda": frozenset({"test:pwll"}),
+    "knn": frozenset({"test:accuracy", "test:mse"}),
     "sagemaker-xgboost": frozenset(
         f"{channel}:{metric}"
         for channel in ("train", "validation")

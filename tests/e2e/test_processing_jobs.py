@@ -27,6 +27,9 @@ kept = [r for r in rows if "?" not in r]
 os.makedirs("/opt/ml/processing/train/part", exist_ok=True)
 open("/opt/ml/processing/train/part/clean.csv", "w").write("\\n".join(kept) + "\\n")
 open("/opt/ml/processing/report/report.txt", "w").write(f"kept {len(kept)} of {len(rows)} {sys.argv[1:]}")
+# inputs are writable, as a processing container's are (the SDK's FrameworkProcessor unpacks its code there)
+open("/opt/ml/processing/input/code/unpacked.txt", "w").write("unpacked")
+assert open("/opt/ml/processing/input/code/unpacked.txt").read() == "unpacked"
 print("cleaned", len(kept), "rows with", sys.executable)
 """
 
@@ -150,6 +153,7 @@ import json, os, socket
 host = json.load(open("/opt/ml/config/resourceconfig.json"))["current_host"]
 part = sorted(os.listdir("/opt/ml/processing/input"))
 seen = {"host": host, "hostname": socket.gethostname(), "part": [p for p in part if p != "code"]}
+seen["code_inode"] = os.stat("/opt/ml/processing/input/code").st_ino  # each instance writes into its own copy
 open(f"/opt/ml/processing/train/{host}.json", "w").write(json.dumps(seen))
 open(f"/opt/ml/processing/report/{host}.txt", "w").write("progress " + host)
 print("instance", host, "done", flush=True)
@@ -176,6 +180,7 @@ def test_two_instances_share_a_sharded_input_and_continuous_outputs_survive_a_fa
         for host in ("algo-1", "algo-2")
     }
     parts = ["part-0.csv", "part-1.csv", "part-2.csv", "part-3.csv", "raw.csv"]
+    assert seen["algo-1"].pop("code_inode") != seen["algo-2"].pop("code_inode")
     assert seen["algo-1"] == {"host": "algo-1", "hostname": "algo-1", "part": parts[0::2]}
     assert seen["algo-2"] == {"host": "algo-2", "hostname": "algo-2", "part": parts[1::2]}
 

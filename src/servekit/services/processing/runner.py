@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,7 @@ class ProcessingRunner(SandboxJobRunner):
     def _prepare(
         self, req: Mapping[str, Any], job_dir: Path, hosts: list[str]
     ) -> tuple[dict[str, list[tuple[Path, str, bool]]], list[tuple[str, list[Path], str]]]:
-        """Each instance's mounts (inputs read-only at their LocalPath, its own output folders writable) and each
+        """Each instance's mounts (its own copy of each input at their LocalPath, its own output folders) and each
         output's (S3Uri, the instances' folders, S3UploadMode)."""
         mounts: dict[str, list[tuple[Path, str, bool]]] = {host: [] for host in hosts}
         for host in hosts:
@@ -216,8 +217,11 @@ class ProcessingRunner(SandboxJobRunner):
             except (OSError, ValueError) as exc:
                 raise JobFailed(f"ClientError: input {item.get('InputName')}: {exc}") from None
             sharded = source.get("S3DataDistributionType") == "ShardedByS3Key" and len(hosts) > 1
-            for host, part in zip(hosts, shards(folder, len(hosts)) if sharded else [folder] * len(hosts), strict=True):
-                mounts[host].append((part, local, False))
+            # Writable, as a processing container's inputs are (the SDK's FrameworkProcessor unpacks its code into
+            # its `code` input): each instance writes into a copy of its own.
+            parts = shards(folder, len(hosts)) if sharded else [folder, *(_copy(folder, h) for h in hosts[1:])]
+            for host, part in zip(hosts, parts, strict=True):
+                mounts[host].append((part, local, True))
         outputs: list[tuple[str, list[Path], str]] = []
         for i, item in enumerate((req.get("ProcessingOutputConfig") or {}).get("Outputs") or []):
             target = item.get("S3Output")
@@ -231,6 +235,14 @@ class ProcessingRunner(SandboxJobRunner):
                 folders.append(folder)
             outputs.append((str(target["S3Uri"]), folders, str(target.get("S3UploadMode") or "EndOfJob")))
         return {host: nest(m) for host, m in mounts.items()}, outputs
+
+
+def _copy(folder: Path, host: str) -> Path:
+    """An instance's own copy of an input folder, beside it."""
+    copy = folder.with_name(f"{folder.name}.{host}")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(folder, copy, symlinks=True)
+    return copy
 
 
 def nest(mounts: list[tuple[Path, str, bool]]) -> list[tuple[Path, str, bool]]:

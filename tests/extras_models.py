@@ -55,6 +55,51 @@ def tf1_saved_model(path: Path) -> Path:
     return path
 
 
+def tf1_half_plus_three(path: Path) -> Path:
+    """TF Serving's classic test model as the SageMaker SDK's tests ship it (``tfs-test-model``): ``y = x / 2 + 3``
+    with ``x`` parsed from tf.Examples (shape ``[None, 1]``), and SignatureDefs written by hand whose tensors declare
+    no shape (read as scalars) and whose ``regress`` input claims to be a float: TensorFlow 2's loader cannot wrap
+    it; TF Serving runs it in a session."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    graph = tf.Graph()
+    with graph.as_default():
+        serialized = tf.compat.v1.placeholder(tf.string, name="tf_example")
+        # TF1's ParseExample (rank-1 input only), as the 2018 graph has: tf.io.parse_example writes ParseExampleV2
+        parsed = tf.raw_ops.ParseExample(
+            serialized=serialized,
+            names=tf.constant([], tf.string),
+            sparse_keys=[],
+            dense_keys=[tf.constant("x")],
+            dense_defaults=[tf.constant([], tf.float32)],
+            sparse_types=[],
+            dense_shapes=[[1]],
+        )
+        x = tf.identity(parsed.dense_values[0], name="x")
+        a = tf.compat.v1.Variable(0.5, name="a")
+        b = tf.compat.v1.Variable(3.0, name="b")
+        y = tf.add(a * x, b, name="y")
+
+        def info(tensor: Any, dtype: Any) -> Any:
+            return meta_graph_pb2.TensorInfo(name=tensor.name, dtype=dtype.as_datatype_enum)
+
+        predict = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict")
+        predict.inputs["x"].CopyFrom(info(x, tf.float32))
+        predict.outputs["y"].CopyFrom(info(y, tf.float32))
+        regress = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/regress")
+        regress.inputs["inputs"].CopyFrom(info(serialized, tf.float32))  # (sic: the example strings)
+        regress.outputs["outputs"].CopyFrom(info(tf.identity(y), tf.float32))
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            builder = tf.compat.v1.saved_model.Builder(str(path))
+            builder.add_meta_graph_and_variables(
+                sess, ["serve"], signature_def_map={"serving_default": predict, "tensorflow/serving/regress": regress}
+            )
+            builder.save()
+    return path
+
+
 def tf2_saved_model(path: Path) -> Path:
     """A ``tf.Module`` saved with ``tf.saved_model.save``: a float predict signature and a string one."""
     import tensorflow as tf

@@ -107,6 +107,19 @@ def _is_float(c: str) -> bool:
     return True
 
 
+def _json_lines(body: bytes) -> bool:
+    """Whether a body that is not one JSON document is several, one per line (each line a JSON array or object)."""
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    if len(lines) < 2 or not all(line[:1] in (b"[", b"{") for line in lines):
+        return False
+    try:
+        for line in lines:
+            orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def decode_jsonlines(body: bytes) -> list[Any]:
     values = []
     for lineno, line in enumerate(body.splitlines(), start=1):
@@ -182,7 +195,14 @@ def decode_body(body: bytes, media: str) -> tuple[dict[str, npt.NDArray[Any]], b
             fast = numeric_body(body)
             if fast is not None:
                 return {ONLY_INPUT: fast[1]}, fast[2], fast[0]
-        doc = loads(body)
+        try:
+            doc = loads(body)
+        except ServekitError:
+            if not _json_lines(body):
+                raise
+            # several JSON documents, one per line, sent as application/json: SageMaker's TF Serving container reads
+            # them as JSON Lines (the SDK's JSONLinesSerializer with its default content type does this)
+            return decode_instances(decode_jsonlines_fast(body), ()), True, None
         if isinstance(doc, dict) and ("instances" in doc or "inputs" in doc):
             sig_name = doc.get("signature_name")
             inputs, as_rows = decode_predict(doc, ())

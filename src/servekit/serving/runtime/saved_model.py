@@ -12,6 +12,7 @@ TensorFlow runs the graph without the GIL on its own intra-op pool. TF Serving's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ from servekit.serving.runtime.saved_model_signatures import (
     read_meta_graph,
     signatures_of,
 )
+from servekit.serving.runtime.saved_model_v1 import V1Session, is_v1
 from servekit.serving.runtime.saved_model_warmup import WarmupRequest, replay
 from servekit.types import CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD, Signature, TensorMap
 
@@ -113,12 +115,18 @@ class SavedModelServable:
         sigs, skipped = signatures_of(meta_graph)
         for name, why in skipped.items():
             log.info("SavedModel %s: signature %r is not served: %s", path, name, why)
+        self._model: Any = None
+        self._session: V1Session | None = None
         try:
             with tf.device(self._tf_device):
-                self._model: Any = tf.saved_model.load(str(path), tags=["serve"])
+                if is_v1(meta_graph):  # TF1's SavedModelBuilder: run in a session, as TF Serving does
+                    self._session = V1Session(tf, path, meta_graph)
+                    self._functions: dict[str, Any] = self._session.functions(sigs)
+                else:
+                    self._model = tf.saved_model.load(str(path), tags=["serve"])
+                    self._functions = {n: self._model.signatures[n] for n in sigs if n in self._model.signatures}
         except Exception as exc:  # TensorFlow raises its own error types for missing variables, bad graphs...
             raise ConfigError(f"cannot load the SavedModel in {path}: {type(exc).__name__}: {exc}") from exc
-        self._functions = {name: self._model.signatures[name] for name in sigs if name in self._model.signatures}
         self._features: dict[str, tuple[ExampleFeature, ...] | None] = {}
         served: dict[str, Signature] = {}
         for name, sig in sigs.items():
@@ -139,6 +147,12 @@ class SavedModelServable:
                     validate=False,
                 )
             served[name] = sig
+        if self._session is not None:  # a TF1 signature whose declared shapes are not its graph's: the graph checks
+            session = self._session
+            served = {
+                n: sig if session.declared_shapes_hold(n) else dataclasses.replace(sig, validate=False)
+                for n, sig in served.items()
+            }
         served.update({s.name: s for s in manifest.signatures})  # a servekit.toml may restate a signature
         if not served:
             raise ConfigError(f"the SavedModel in {path} has no signature servekit can serve ({skipped})")
@@ -164,7 +178,7 @@ class SavedModelServable:
                 feed[spec.name] = tf.constant(value if sig.validate else np.asarray(value, dtype=spec.dtype))
         with tf.device(self._tf_device):
             result = fn(**feed)
-        return {spec.name: result[spec.name].numpy() for spec in sig.outputs}
+        return {spec.name: np.asarray(result[spec.name]) for spec in sig.outputs}
 
     # ---- tf.Example inputs -----------------------------------------------------------------------------------
     def _serialized(self, signature: str, value: npt.NDArray[Any]) -> list[bytes]:
@@ -198,7 +212,7 @@ class SavedModelServable:
         try:
             probe = self._tf.constant(self._serialized(sig.name, zeros), dtype=self._tf.string)
             result = self._functions[sig.name](**{sig.inputs[0].name: probe})
-            classes = result["classes"].numpy()[0]
+            classes = np.asarray(result["classes"])[0]
         except Exception as exc:  # a graph that refuses zeros: no labels rather than no model
             log.info("signature %r: no class labels from a probe example (%s)", sig.name, exc)
             return ()
@@ -243,6 +257,9 @@ class SavedModelServable:
     def unload(self) -> None:
         self._functions = {}
         self._model = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
 
 def _example(row: list[Any], features: tuple[ExampleFeature, ...]) -> bytes:

@@ -218,3 +218,15 @@ def test_lists_deeper_than_a_tensor_say_so() -> None:
         to_array(loads(b"[" * 70 + b"1" + b"]" * 70), "x")
     with pytest.raises(ServekitError, match="ragged"):
         to_array([[1, 2], [3]], "x")
+
+
+def test_json_lines_sent_as_application_json_are_rows() -> None:
+    """SageMaker's TF Serving container reads several JSON documents, one per line, in an application/json body as
+    JSON Lines (the SDK's JSONLinesSerializer, or a string body, with the default content type)."""
+    from servekit.serving.codecs.sagemaker import JSON, decode_body
+
+    inputs, as_rows, _ = decode_body(b"[1.0, 2.0, 5.0]\n[1.0, 2.0, 5.0]", JSON)
+    assert as_rows and np.asarray(next(iter(inputs.values()))).tolist() == [[1.0, 2.0, 5.0], [1.0, 2.0, 5.0]]
+    for broken in (b"[1.0, 2.0]\n[1.0,", b"[1.0]\n2.0", b"[1.0] [2.0]"):  # not one JSON value per line: refused
+        with pytest.raises(ServekitError, match="JSON"):
+            decode_body(broken, JSON)

@@ -14,7 +14,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 tf = pytest.importorskip("tensorflow")
 
-from tests.extras_models import CLASSES, example, tf1_saved_model, tf2_saved_model  # noqa: E402
+from tests.extras_models import CLASSES, example, tf1_half_plus_three, tf1_saved_model, tf2_saved_model  # noqa: E402
 
 from servekit.errors import ConfigError, ErrorCode, ServekitError  # noqa: E402
 from servekit.serving.runtime.base import concurrency_of  # noqa: E402
@@ -183,3 +183,18 @@ def test_warmup_records_are_replayed_and_a_failing_one_fails_the_load(tmp_path: 
     _write(version, [_predict_log({"x": x, "bias": bias})] * (MAX_RECORDS + 1))
     with pytest.raises(ConfigError, match=r"Number of warmup records exceeds the maximum \(1000\)"):
         RuntimeRegistry().load(version)
+
+
+def test_a_tf1_model_runs_in_a_session_fed_as_tf_serving_feeds_it(tmp_path: Path) -> None:
+    """The SageMaker SDK's TF Serving test model (issue 45): TensorFlow 2's loader refuses it; servekit runs it in
+    a session as TF Serving does, feeding ``x`` (a ``[None, 1]`` tensor) the shape the request holds."""
+    path = tf1_half_plus_three(tmp_path / "1")
+    with pytest.raises(ValueError, match="rank"):
+        tf.saved_model.load(str(path))
+    s = RuntimeRegistry().load(path)
+    out = s.predict("serving_default", {"x": np.array([1.0, 2.0, 5.0])})
+    assert_allclose(out["y"], [3.5, 4.0, 5.5])
+    assert out["y"].shape == (3,)
+    regress = s.predict("tensorflow/serving/regress", {"inputs": np.array([[2.0], [4.0]])})  # rows become examples
+    assert_allclose(regress["outputs"], [[4.0], [5.0]])
+    s.unload()

@@ -30,9 +30,17 @@ from servekit.services.training.metrics import LogLines, evaluation_regex, metri
 from servekit.services.training.runner import KIND as TRAINING
 from servekit.services.training.store import JobExists, SageMakerJobRow, SageMakerJobs
 from servekit.services.tuning import warmstart
-from servekit.services.tuning.space import HyperbandSearch, SpaceError, Strategy, hyperband_resources, parse, strategy
+from servekit.services.tuning.space import (
+    HyperbandSearch,
+    SpaceError,
+    Strategy,
+    auto,
+    hyperband_resources,
+    parse,
+    strategy,
+)
 from servekit.services.tuning.stopping import MedianStopping, Stopper
-from servekit.services.tuning.warmstart import Parent, WarmStartError
+from servekit.services.tuning.warmstart import OBJECTIVE_HP, Parent, WarmStartError
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +135,10 @@ class TuningJobsApi:
             except WarmStartError as exc:
                 raise validation_exception(str(exc)) from None
         arn = self.account.arn_of("hyper-parameter-tuning-job", name)
+        # SageMaker adds the objective to the static hyperparameters (DescribeHyperParameterTuningJob says it, each
+        # training job gets it; the SDK's tuner deletes it when it rebuilds an estimator from the description)
+        statics = {**(definition.get("StaticHyperParameters") or {}), OBJECTIVE_HP: objective["MetricName"]}
+        p = {**p, "TrainingJobDefinition": {**definition, "StaticHyperParameters": statics}}
         try:
             self.jobs.create(KIND, name, arn, p, "InProgress", "")
         except JobExists:
@@ -216,7 +228,11 @@ class TuningJobsApi:
                 }
                 request.update(
                     TrainingJobName=job,
-                    HyperParameters={**(definition.get("StaticHyperParameters") or {}), **tuned},
+                    HyperParameters={
+                        **(definition.get("StaticHyperParameters") or {}),
+                        **auto(config.get("ParameterRanges") or {}),
+                        **tuned,
+                    },
                 )
                 try:
                     self.training.launch(request, tuning_arn=row.arn)

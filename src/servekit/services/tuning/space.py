@@ -44,11 +44,19 @@ def parse(ranges: Mapping[str, Any]) -> list[Param]:
             raise SpaceError(f"{r.get('Name')}: a categorical range needs Values")
         out.append(Param(r["Name"], "categorical", values=tuple(str(v) for v in r["Values"])))
     if not out:
-        raise SpaceError("ParameterRanges names no hyperparameter to tune")
+        hint = " (Autotune's AutoParameters keep their ValueHint here: name a range to tune)" if auto(ranges) else ""
+        raise SpaceError(f"ParameterRanges names no hyperparameter to tune{hint}")
     names = [p.name for p in out]
     if len(set(names)) != len(names):
         raise SpaceError("a hyperparameter is named in more than one range")
     return out
+
+
+def auto(ranges: Mapping[str, Any]) -> dict[str, str]:
+    """Autotune's ``AutoParameters`` (the SDK sends each hyperparameter not kept static, with its value as the
+    hint): servekit's Autotune keeps each at its ``ValueHint`` and tunes the ranges given. SageMaker chooses ranges
+    for some of them from what it knows of each algorithm (docs/training-jobs.md)."""
+    return {str(a["Name"]): str(a.get("ValueHint", "")) for a in ranges.get("AutoParameters") or []}
 
 
 def text(param: Param, value: Any) -> str:

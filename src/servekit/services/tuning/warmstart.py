@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servekit.services.tuning.space import SpaceError, parse
+from servekit.services.tuning.space import SpaceError, auto, parse
 
 ENDED = ("Completed", "Stopped", "Failed")
 
@@ -42,18 +42,24 @@ def _kinds(request: Mapping[str, Any]) -> dict[str, str]:
     return {p.name: p.kind for p in params}
 
 
+# the objective metric SageMaker adds to a tuning job's static hyperparameters (and so to each of its training jobs')
+OBJECTIVE_HP = "_tuning_objective_metric"
+
+
 def _static(request: Mapping[str, Any]) -> dict[str, str]:
-    return dict((request.get("TrainingJobDefinition") or {}).get("StaticHyperParameters") or {})
+    """The static hyperparameters the user gave (without the objective SageMaker adds to a stored job's)."""
+    static = (request.get("TrainingJobDefinition") or {}).get("StaticHyperParameters") or {}
+    ranges = (request.get("HyperParameterTuningJobConfig") or {}).get("ParameterRanges") or {}
+    return {**{k: v for k, v in static.items() if k != OBJECTIVE_HP}, **auto(ranges)}
 
 
-def _data(request: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+def _data(request: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """The training image and the channels' names: what IdenticalDataAndAlgorithm can hold a child to. Not the
+    channels' S3 URIs: the same data may lie under another key (the SDK's RecordSet uploads it anew for each
+    tuner), and SageMaker takes such a child."""
     definition = request.get("TrainingJobDefinition") or {}
     image = str((definition.get("AlgorithmSpecification") or {}).get("TrainingImage", ""))
-    channels = sorted(
-        (str(ch.get("ChannelName")), str(((ch.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri", "")))
-        for ch in definition.get("InputDataConfig") or []
-    )
-    return image, channels
+    return image, sorted(str(ch.get("ChannelName")) for ch in definition.get("InputDataConfig") or [])
 
 
 def check(request: Mapping[str, Any], parents: Mapping[str, Parent | None]) -> None:
@@ -99,7 +105,7 @@ def check(request: Mapping[str, Any], parents: Mapping[str, Parent | None]) -> N
         if warm_type == "IdenticalDataAndAlgorithm" and _data(parent.request) != _data(request):
             raise WarmStartError(
                 f"IdenticalDataAndAlgorithm needs the parent tuning job {parent.name}'s training image and input "
-                "data; use WarmStartType TransferLearning for new data or a new image"
+                "channels; use WarmStartType TransferLearning for other data or another image"
             )
 
 

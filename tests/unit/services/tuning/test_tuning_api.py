@@ -239,6 +239,11 @@ def test_a_warm_start_learns_from_its_parent_and_names_the_overall_best(
     ]
     assert child["OverallBestTrainingJob"]["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == max(scores)
     assert "tuning job child: 4 result(s) of its parents seed the search" in caplog.messages
+    # SageMaker's reserved hyperparameter: the objective, in the description and in each training job's
+    statics = child["TrainingJobDefinition"]["StaticHyperParameters"]
+    assert statics == {"sagemaker_program": '"train.py"', "_tuning_objective_metric": "score"}
+    job = db.sagemaker_jobs.get(TRAINING, child["BestTrainingJob"]["TrainingJobName"])
+    assert job is not None and job.request["HyperParameters"]["_tuning_objective_metric"] == "score"
 
 
 @pytest.mark.parametrize(
@@ -286,3 +291,29 @@ def test_a_warm_start_from_a_job_that_does_not_exist_names_it(db: StateDB, tmp_p
     with pytest.raises(ApiError, match="do not exist: nobody") as err:
         run_virtual(main)
     assert err.value.code == "ValidationException"
+
+
+def test_autotunes_auto_parameters_keep_their_value_hints(db: StateDB, tmp_path: Path) -> None:
+    """The SDK's ``autotune=True`` sends each hyperparameter not kept static as an AutoParameter with its value as
+    the hint: servekit's training jobs get the hint (k-means' required ``k``), the given ranges are tuned."""
+    api, _training = api_with(db, tmp_path, lambda hp: [quality(hp)])
+    request = tuning("auto-hints", "Bayesian", jobs=2)
+    request["Autotune"] = {"Mode": "Enabled"}
+    request["HyperParameterTuningJobConfig"]["ParameterRanges"]["AutoParameters"] = [{"Name": "k", "ValueHint": "10"}]
+
+    async def main() -> list[dict[str, Any]]:
+        await api.create(request)
+        await finished(api, "auto-hints")
+        return await summaries(api, "auto-hints")
+
+    jobs = run_virtual(main)
+    for summary in jobs:
+        row = db.sagemaker_jobs.get(TRAINING, summary["TrainingJobName"])
+        assert row is not None and row.request["HyperParameters"]["k"] == "10"
+        assert set(summary["TunedHyperParameters"]) == {"alpha"}
+    only_hints = tuning("hints-only", "Bayesian", jobs=1)
+    only_hints["HyperParameterTuningJobConfig"]["ParameterRanges"] = {
+        "AutoParameters": [{"Name": "k", "ValueHint": "3"}]
+    }
+    with pytest.raises(ApiError, match="AutoParameters keep their ValueHint"):
+        asyncio.run(api.create(only_hints))

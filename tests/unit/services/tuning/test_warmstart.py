@@ -104,7 +104,7 @@ def test_a_parent_like_its_child_passes() -> None:
         (
             request(TrainingJobDefinition__AlgorithmSpecification={"TrainingImage": "img:2"}),
             {"parent": parent()},
-            "IdenticalDataAndAlgorithm needs the parent tuning job parent's training image and input data",
+            "IdenticalDataAndAlgorithm needs the parent tuning job parent's training image and input channels",
         ),
     ],
 )
@@ -113,6 +113,21 @@ def test_broken_rules_name_the_parent_and_why(
 ) -> None:
     with pytest.raises(WarmStartError, match=message):
         check(child, parents)
+
+
+def test_identical_data_is_the_same_image_and_channels_wherever_the_data_lies() -> None:
+    """The SDK's RecordSet uploads the same data under a new key for each tuner: SageMaker takes such a child."""
+    moved = request()
+    moved["TrainingJobDefinition"]["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] = "s3://b/again"
+    check(moved, {"parent": parent()})
+    renamed = request()
+    renamed["TrainingJobDefinition"]["InputDataConfig"][0]["ChannelName"] = "other"
+    with pytest.raises(WarmStartError, match="training image and input channels"):
+        check(renamed, {"parent": parent()})
+    # the objective SageMaker adds to a stored job's static hyperparameters is not one of the user's
+    stored = request()
+    stored["TrainingJobDefinition"]["StaticHyperParameters"]["_tuning_objective_metric"] = "validation:rmse"
+    check(request(), {"parent": parent(req=stored)})
 
 
 def test_transfer_learning_takes_new_data_and_a_new_image() -> None:

@@ -224,8 +224,16 @@ class TuningJobsApi:
                 request = {
                     k: v
                     for k, v in definition.items()
-                    if k not in ("StaticHyperParameters", "DefinitionName", "TuningObjective", "HyperParameterRanges")
+                    if k
+                    not in (
+                        "StaticHyperParameters",
+                        "DefinitionName",
+                        "TuningObjective",
+                        "HyperParameterRanges",
+                        "HyperParameterTuningResourceConfig",
+                    )
                 }
+                request["ResourceConfig"] = resource_config(definition)
                 request.update(
                     TrainingJobName=job,
                     HyperParameters={
@@ -381,7 +389,10 @@ class TuningJobsApi:
                 "TrainingJobEarlyStoppingType": "Off",
                 **row.request["HyperParameterTuningJobConfig"],
             },
-            "TrainingJobDefinition": row.request.get("TrainingJobDefinition"),
+            "TrainingJobDefinition": {
+                "ResourceConfig": resource_config(row.request["TrainingJobDefinition"]),
+                **row.request["TrainingJobDefinition"],
+            },
             "HyperParameterTuningJobStatus": row.status,
             "CreationTime": when(row.created),
             "LastModifiedTime": when(row.modified),
@@ -453,3 +464,23 @@ class TuningJobsApi:
         if event is not None:
             event.set()
         return {}
+
+
+def resource_config(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The ResourceConfig of a definition's training jobs: its own, or the one its
+    ``HyperParameterTuningResourceConfig`` names (what the SDK's tuner sends: instance type, count and volume, or
+    ``InstanceConfigs``, of which servekit takes the first). DescribeHyperParameterTuningJob answers it too (the
+    SDK's ``HyperparameterTuner.attach`` reads the definition's ResourceConfig)."""
+    given = definition.get("ResourceConfig")
+    if given:
+        return dict(given)
+    hpo = definition.get("HyperParameterTuningResourceConfig") or {}
+    first = (hpo.get("InstanceConfigs") or [{}])[0]
+    out = {
+        "InstanceType": first.get("InstanceType") or hpo.get("InstanceType") or "ml.m5.large",
+        "InstanceCount": int(first.get("InstanceCount") or hpo.get("InstanceCount") or 1),
+        "VolumeSizeInGB": int(first.get("VolumeSizeInGB") or hpo.get("VolumeSizeInGB") or 30),
+    }
+    if hpo.get("VolumeKmsKeyId"):
+        out["VolumeKmsKeyId"] = hpo["VolumeKmsKeyId"]
+    return out

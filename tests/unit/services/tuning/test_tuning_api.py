@@ -317,3 +317,27 @@ def test_autotunes_auto_parameters_keep_their_value_hints(db: StateDB, tmp_path:
     }
     with pytest.raises(ApiError, match="AutoParameters keep their ValueHint"):
         asyncio.run(api.create(only_hints))
+
+
+def test_the_sdks_tuning_resource_config_sizes_the_training_jobs(db: StateDB, tmp_path: Path) -> None:
+    """The SDK's tuner sends HyperParameterTuningResourceConfig (instance type and count, or InstanceConfigs);
+    its training jobs get that ResourceConfig, and Describe answers one (HyperparameterTuner.attach reads it)."""
+    api, _training = api_with(db, tmp_path, lambda hp: [quality(hp)])
+    request = tuning("sized", "Random", jobs=1)
+    request["TrainingJobDefinition"]["HyperParameterTuningResourceConfig"] = {
+        "InstanceConfigs": [
+            {"InstanceType": "ml.m4.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 31},
+            {"InstanceType": "ml.m4.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+        ]
+    }
+
+    async def main() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        await api.create(request)
+        return await finished(api, "sized"), await summaries(api, "sized")
+
+    described, jobs = run_virtual(main)
+    sized = {"InstanceType": "ml.m4.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 31}
+    assert described["TrainingJobDefinition"]["ResourceConfig"] == sized
+    row = db.sagemaker_jobs.get(TRAINING, jobs[0]["TrainingJobName"])
+    assert row is not None and row.request["ResourceConfig"] == sized
+    assert "HyperParameterTuningResourceConfig" not in row.request

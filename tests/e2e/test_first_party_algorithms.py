@@ -75,6 +75,12 @@ def test_kmeans_trains_on_records_reports_msd_and_serves_its_clusters(up: UpProc
     assert sm.list_tags(ResourceArn=d["TrainingJobArn"])["Tags"] == [{"Key": "team", "Value": "b"}]
     with pytest.raises(botocore.exceptions.ClientError, match="does not exist"):
         sm.list_tags(ResourceArn=d["TrainingJobArn"].replace("kmeans-1", "no-such-job"))
+    # Search finds the job by its artefact, as the SDK's model card code does (Estimator.register())
+    artefact = d["ModelArtifacts"]["S3ModelArtifacts"]
+    by_artefact = {"Name": "ModelArtifacts.S3ModelArtifacts", "Operator": "Equals", "Value": artefact}
+    found = sm.search(Resource="TrainingJob", SearchExpression={"Filters": [by_artefact]})["Results"]
+    assert [r["TrainingJob"]["TrainingJobName"] for r in found] == ["kmeans-1"]
+    assert found[0]["TrainingJob"]["Tags"] == [{"Key": "team", "Value": "b"}]
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     metrics = {m["MetricName"]: m["Value"] for m in d["FinalMetricDataList"]}
     assert set(metrics) == {"test:msd", "test:ssd"} and metrics["test:msd"] < 0.5  # points 0.3 from their centers

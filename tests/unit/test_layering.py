@@ -34,6 +34,7 @@ _SERVICES = frozenset(
         "iam",
         "kms",
         "tagging",
+        "search",
         "sts",
         "logs",
         "cloudwatch",
@@ -108,6 +109,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Tags of SageMaker's resources by ARN (AddTags/ListTags/DeleteTags, each Create*'s Tags), over the other
     # services' handlers as the front hands them in.
     "services.tagging": BASE | {"aws", "state"},
+    # SageMaker's Search, over the other services' List* and Describe* as the front hands them in.
+    "services.search": BASE | {"aws"},
     # STS: who the calling key is (GetCallerIdentity), sessions of IAM's roles (AssumeRole).
     "services.sts": BASE | {"aws", "services.iam"},
     # CloudWatch Logs: log groups and streams, their operations, and the shipper that reads the output files of

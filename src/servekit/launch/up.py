@@ -76,6 +76,7 @@ from servekit.services.registry.packages import container_for
 from servekit.services.s3.api import S3Service, is_s3_request
 from servekit.services.s3.objects import Objects
 from servekit.services.s3.store import ObjectStore, StoreError
+from servekit.services.search.api import SearchApi
 from servekit.services.sts.api import StsService, is_sts_request
 from servekit.services.tagging.api import TaggingApi
 from servekit.services.training.api import TrainingJobsApi
@@ -414,6 +415,7 @@ def build(
     # Tags of every resource: each Create*'s Tags kept by the new ARN; AddTags/ListTags/DeleteTags for any ARN
     tagging = TaggingApi(db.tags, dict(sagemaker_ops))
     sagemaker_ops.update({**tagging.recording(sagemaker_ops), **tagging.handlers()})
+    sagemaker_ops.update(SearchApi(dict(sagemaker_ops), lambda arn: db.tags.get(arn) or []).handlers())
     # Asynchronous inference: InvokeEndpointAsync's durable queue, run through the gateway, answers into S3
     async_invocations = AsyncInvocations(
         db.async_invocations,

@@ -1,0 +1,1 @@
+"""SageMaker Search over the resources the plane keeps."""

@@ -451,3 +451,35 @@ def test_a_manifest_channel_gets_the_listed_objects_and_augmented_manifests_are_
     with pytest.raises(botocore.exceptions.ClientError) as refused:
         sm.create_training_job(**job(s3, "manifest-2", lister, InputDataConfig=[channel]))
     assert "S3DataType AugmentedManifestFile is not supported here" in str(refused.value)
+
+
+XGB_SCRIPT = """
+import os
+import xgboost as xgb
+from sagemaker_xgboost_container import encoder
+from sagemaker_xgboost_container.data_utils import get_dmatrix
+
+dtrain = get_dmatrix(os.environ["SM_CHANNEL_TRAIN"], "libsvm")
+booster = xgb.train({"max_depth": 2, "objective": "reg:squarederror"}, dtrain, num_boost_round=3)
+probe = encoder.decode("1.0,2.0\\n3.0,4.0", "text/csv")
+print("rows", dtrain.num_row(), "features", dtrain.num_col(), "probe", probe.num_row())
+booster.save_model(os.path.join(os.environ["SM_MODEL_DIR"], "xgboost-model"))
+"""
+
+
+def test_a_script_for_the_xgboost_container_imports_its_library(up: UpProcess) -> None:
+    """Scripts written for SageMaker's XGBoost container import ``sagemaker_xgboost_container`` (the SDK's abalone
+    example: ``get_dmatrix(channel, "libsvm")``); servekit puts its stand-in beside the script."""
+    pytest.importorskip("xgboost")
+    sm, s3, logs = clients(up)
+    request = job(s3, "xgb-script-1", XGB_SCRIPT)
+    request["AlgorithmSpecification"]["TrainingImage"] = XGB_IMAGE
+    s3.put_object(Bucket=BUCKET, Key="data/xgb-script-1/data.csv", Body=b"1 1:0.5 2:1.0\n0 1:0.1\n1 2:3.0\n")
+    sm.create_training_job(**request)
+    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="xgb-script-1", WaiterConfig=FAST)
+    d = sm.describe_training_job(TrainingJobName="xgb-script-1")
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    stream = logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="xgb-script-1/")
+    name = stream["logStreams"][0]["logStreamName"]
+    events = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=name, startFromHead=True)
+    assert any("rows 3 features 3 probe 2" in e["message"] for e in events["events"])

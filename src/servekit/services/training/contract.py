@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 ML = "/opt/ml"
@@ -17,6 +18,9 @@ MODEL = f"{ML}/model"
 OUTPUT = f"{ML}/output"
 OUTPUT_DATA = f"{OUTPUT}/data"
 CODE = f"{ML}/code"
+# stand-ins for the libraries a framework container puts beside a script (sagemaker_xgboost_container), on the
+# script's PYTHONPATH after its own code
+CONTAINER_LIBRARIES = str(Path(__file__).resolve().parent / "containers")
 HOST = "algo-1"
 INTERFACE = "lo"  # a job's hosts share this machine's loopback (each resolves every host name to 127.0.0.1)
 # what the SDK adds for the container, not for the script
@@ -183,7 +187,7 @@ def environment(
         "SM_FRAMEWORK_PARAMS": json.dumps(script.framework_hyperparameters if script else {}),
         "TRAINING_JOB_NAME": str(request["TrainingJobName"]),
         "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": CODE,
+        "PYTHONPATH": f"{CODE}:{CONTAINER_LIBRARIES}",
     }
     for name in names:
         env[f"SM_CHANNEL_{name.upper()}"] = f"{DATA}/{name}"

@@ -543,7 +543,7 @@ class TrainingRunner(SandboxJobRunner):
                     if host in held:
                         sm[VISIBLE_ENV] = ",".join(str(i) for i in held[host])
                     if site is not None:  # what requirements.txt installed, after the source directory
-                        sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}"
+                        sm["PYTHONPATH"] = f"{contract.CODE}:{SITE}:{contract.CONTAINER_LIBRARIES}"
                     env = sandbox_env({**self.environment, **creds, **sm})
                     layouts.append(layout)
                     commands.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,6 @@ def _files(channel: Path) -> list[Path]:
 
 def load(channel: Path, content_type: str) -> Any:
     import numpy as np
-    import scipy.sparse  # type: ignore[import-untyped]
     import xgboost as xgb
 
     kind = content_type.split(";")[0].strip().lower()
@@ -73,27 +73,37 @@ def load(channel: Path, content_type: str) -> Any:
             raise AlgorithmError("CSV input needs the label and at least one feature column")
         return xgb.DMatrix(data[:, 1:], label=data[:, 0])
     if kind in ("libsvm", "text/libsvm", "text/x-libsvm", ""):
-        labels: list[float] = []
-        rows_i: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        for f in _files(channel):
-            for line in f.read_text().splitlines():
-                parts = line.split("#", 1)[0].split()
-                if not parts:
-                    continue
-                try:
-                    labels.append(float(parts[0]))
-                    for item in parts[1:]:
-                        index, value = item.split(":", 1)
-                        rows_i.append(len(labels) - 1)
-                        cols.append(int(index))
-                        vals.append(float(value))
-                except ValueError:
-                    raise AlgorithmError(f"{f.name}: {line[:80]!r} is not a libsvm line") from None
-        matrix = scipy.sparse.csr_matrix((vals, (rows_i, cols)), shape=(len(labels), max(cols, default=0) + 1))
-        return xgb.DMatrix(matrix, label=np.array(labels))
+        matrix, labels = libsvm((f.name, f.read_text()) for f in _files(channel))
+        return xgb.DMatrix(matrix, label=labels)
     raise AlgorithmError(f"Content type {content_type} is not supported: use text/csv or libsvm")
+
+
+def libsvm(texts: Iterable[tuple[str, str]]) -> tuple[Any, Any]:
+    """Rows of libsvm text (``<label> <index>:<value> ...``; ``#`` starts a comment), each ``(name, text)``
+    named in errors: a sparse matrix of the features and an array of the labels."""
+    import numpy as np
+    import scipy.sparse  # type: ignore[import-untyped]
+
+    labels: list[float] = []
+    rows_i: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    for name, text in texts:
+        for line in text.splitlines():
+            parts = line.split("#", 1)[0].split()
+            if not parts:
+                continue
+            try:
+                labels.append(float(parts[0]))
+                for item in parts[1:]:
+                    index, value = item.split(":", 1)
+                    rows_i.append(len(labels) - 1)
+                    cols.append(int(index))
+                    vals.append(float(value))
+            except ValueError:
+                raise AlgorithmError(f"{name}: {line[:80]!r} is not a libsvm line") from None
+    matrix = scipy.sparse.csr_matrix((vals, (rows_i, cols)), shape=(len(labels), max(cols, default=0) + 1))
+    return matrix, np.array(labels)
 
 
 def main() -> int:

@@ -161,3 +161,35 @@ def run(main: Callable[[], None]) -> int:
 def raw_hyperparameters() -> dict[str, Any]:
     path = CONFIG / "hyperparameters.json"
     return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def labelled_channel(
+    name: str, required: bool = True
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """A supervised algorithm's channel: its rows and labels, the RecordIO records' ``label`` or, in CSV, each row's
+    first column (SageMaker's CSV format for supervised training); AlgorithmError when it has no labels."""
+    found = channel(name, required)
+    if found is None:
+        return None
+    x, y = found
+    config = json.loads((CONFIG / "inputdataconfig.json").read_text())
+    kind = str(config[name].get("ContentType") or recordio_protobuf.CONTENT_TYPE).split(";")[0].strip().lower()
+    if kind in CSV:
+        if x.shape[1] < 2:
+            raise AlgorithmError(f"The {name} channel's CSV rows need a label (the first column) and features")
+        return x[:, 1:], x[:, 0].copy()
+    if y is None:
+        raise AlgorithmError(f"The {name} channel's records have no label (label['values'])")
+    return x, y
+
+
+def report_channels(scores: Mapping[str, Mapping[str, float]]) -> None:
+    """Several channels' metrics (``validation`` and ``test``) as :func:`report` prints them, in ONE evaluation line:
+    servekit's job reads the last such line into ``FinalMetricDataList``."""
+    items = []
+    for channel_name, metrics in scores.items():
+        for name, value in metrics.items():
+            say(f"#{channel_name}_score (algo-1) : ('{name}', {value})")
+            items.append(f"{channel_name}-{name}:{value:.10g}")
+    if items:
+        say("[0]\t" + "\t".join(items))

@@ -6,15 +6,13 @@ CSV (``cluster,distance`` per record; servekit's, for a batch transform whose ou
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from servekit.services.training.algorithms import kmeans
+from servekit.services.training.algorithms import instances, kmeans
 from servekit.serving.codecs import recordio_protobuf as rp
 
 
@@ -22,39 +20,9 @@ def model_fn(model_dir: str) -> npt.NDArray[np.float64]:
     return kmeans.load(Path(model_dir))
 
 
-def _features(instance: Any) -> list[float]:
-    if isinstance(instance, dict):
-        found = instance.get("features")
-        if found is None and isinstance(instance.get("data"), dict):
-            found = (instance["data"].get("features") or {}).get("values")
-        if isinstance(found, list):
-            return [float(v) for v in found]
-    if isinstance(instance, list):
-        return [float(v) for v in instance]
-    raise ValueError('each instance is {"features": [numbers]} (or {"data": {"features": {"values": [...]}}})')
-
-
 def input_fn(body: bytes | str, content_type: str) -> npt.NDArray[np.float64]:
     """The records of a request (the toolkit hands text bodies over decoded, binary ones as bytes)."""
-    kind = content_type.split(";")[0].strip().lower()
-    if kind == rp.CONTENT_TYPE:
-        return rp.read(body if isinstance(body, bytes) else body.encode("latin-1"))[0]
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
-    if kind == "text/csv":
-        return np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2)
-    if kind == "application/json":
-        doc = json.loads(text)
-        instances = doc.get("instances") if isinstance(doc, dict) else doc
-        if not isinstance(instances, list):
-            raise ValueError('a JSON body is {"instances": [...]}')
-        return np.asarray([_features(i) for i in instances], dtype=np.float64)
-    if kind in ("application/jsonlines", "application/jsonl"):
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-        return np.asarray([_features(i) for i in lines], dtype=np.float64)
-    raise ValueError(
-        f"content type {content_type!r} is not one k-means takes: {rp.CONTENT_TYPE}, text/csv, application/json, "
-        "application/jsonlines"
-    )
+    return instances.read(body, content_type, "k-means")
 
 
 def predict_fn(data: npt.NDArray[np.float64], centers: npt.NDArray[np.float64]) -> list[dict[str, float]]:

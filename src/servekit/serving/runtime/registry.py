@@ -83,8 +83,8 @@ class RuntimeRegistry:
         raise ConfigError(
             f"no runtime recognises the files in {path}: expected code/inference.py, a .onnx file, a "
             f".joblib/.pkl file, a SavedModel (saved_model.pb), a TorchScript .pt or torch.export .pt2 archive, "
-            f"an XGBoost .json/.ubj (or SageMaker's xgboost-model) or a LightGBM .txt model (or name the runtime in "
-            "servekit.toml)"
+            f"an XGBoost .json/.ubj/.bin (or SageMaker's xgboost-model) or a LightGBM .txt model (or name the runtime "
+            "in servekit.toml)"
         )
 
     def load(self, path: Path, platform: str = "", options: RuntimeOptions | None = None) -> Servable:

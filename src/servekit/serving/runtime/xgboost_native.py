@@ -1,5 +1,9 @@
 """XGBoost models in XGBoost's own format (``Booster.save_model``: ``.json`` or ``.ubj``), without joblib.
 
+A model in an older XGBoost's binary format (``xgboost-model``, ``.bin``, ``.model``), or SageMaker's pickled
+``xgboost.core.Booster`` holding one, which XGBoost 3 no longer reads, is converted to the JSON format at load
+(xgboost_legacy).
+
 The booster's objective says what it is: ``binary:*`` and ``multi:*`` objectives are classifiers (their
 probabilities computed as ``XGBClassifier.predict_proba`` does), everything else answers values (regression,
 ranking, survival). Predictions go through ``inplace_predict``, which runs in XGBoost's C library without the
@@ -9,6 +13,7 @@ GIL on ``nthread`` threads.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,9 @@ from servekit.serving.runtime import devices
 from servekit.serving.runtime.base import Concurrency, Servable, pool_threads
 from servekit.serving.runtime.manifest import Manifest
 from servekit.serving.runtime.tabular import BoosterServable
+from servekit.serving.runtime.xgboost_legacy import convert, looks_legacy, looks_pickled
+
+log = logging.getLogger(__name__)
 
 SUFFIXES = (".json", ".ubj")
 # Classification objectives whose prediction is a probability (value) or a margin to squash (margin).
@@ -29,6 +37,8 @@ _MARGIN_OBJECTIVES = ("binary:logitraw", "multi:softmax")
 
 
 SAGEMAKER_NAME = "xgboost-model"  # what SageMaker's XGBoost algorithm (and servekit's training of it) writes
+LEGACY_SUFFIXES = (".bin", ".model")  # what older XGBoost's binary models were usually called
+_HEAD = 512  # enough of a file to tell the formats apart
 
 
 def _xgboost_head(head: bytes) -> bool:
@@ -36,30 +46,40 @@ def _xgboost_head(head: bytes) -> bool:
     return head.startswith(b'{"learner"') or (head.startswith(b"{L") and b"learner" in head)
 
 
-def _model_file(path: Path) -> Path | None:
-    """The XGBoost model in ``path``: a ``.ubj``/``.json`` file, or SageMaker's ``xgboost-model``, that starts as
-    XGBoost writes one (a version directory may hold other JSON files, which must not make it look like an XGBoost
-    model)."""
-    names = sorted(
-        p for p in path.iterdir() if p.is_file() and (p.suffix.lower() in SUFFIXES or p.name == SAGEMAKER_NAME)
-    )
-    for candidate in names:
-        with candidate.open("rb") as fh:
-            head = fh.read(64)
-        if _xgboost_head(head):
-            return candidate
+def _legacy_head(head: bytes) -> bool:
+    """Whether a file starts as an older XGBoost's binary model or a pickled booster does (converted at load)."""
+    return looks_legacy(head) or looks_pickled(head)
+
+
+def _model_file(path: Path) -> tuple[Path, bool] | None:
+    """The XGBoost model in ``path`` and whether it is in a legacy format: a ``.ubj``/``.json`` file, or
+    SageMaker's ``xgboost-model``, that starts as XGBoost writes one (a version directory may hold other JSON files,
+    which must not make it look like an XGBoost model); else an ``xgboost-model``/``.bin``/``.model`` file that
+    starts as an older XGBoost's binary model or a pickled booster."""
+    files = sorted(p for p in path.iterdir() if p.is_file())
+    heads: dict[Path, bytes] = {}
+    for candidate in files:
+        if candidate.suffix.lower() in SUFFIXES + LEGACY_SUFFIXES or candidate.name == SAGEMAKER_NAME:
+            with candidate.open("rb") as fh:
+                heads[candidate] = fh.read(_HEAD)
+    for candidate, head in heads.items():
+        if candidate.suffix.lower() not in LEGACY_SUFFIXES and _xgboost_head(head):
+            return candidate, False
+    for candidate, head in heads.items():
+        if candidate.suffix.lower() not in SUFFIXES and _legacy_head(head):
+            return candidate, True
     return None
 
 
 def unreadable_sagemaker_model(path: Path) -> str | None:
-    """Why a version's ``xgboost-model`` is no model servekit reads (an older XGBoost's binary format or a pickled
-    booster, which XGBoost 2 and later do not load), or None."""
+    """Why a version's ``xgboost-model`` is no model servekit reads (neither XGBoost's JSON/UBJSON format nor an
+    older XGBoost's binary model or pickled booster that servekit converts), or None."""
     candidate = path / SAGEMAKER_NAME
     if not candidate.is_file():
         return None
     with candidate.open("rb") as fh:
-        head = fh.read(64)
-    if _xgboost_head(head):
+        head = fh.read(_HEAD)
+    if _xgboost_head(head) or _legacy_head(head):
         return None
     return (
         f"{candidate} is not in XGBoost's JSON or UBJSON model format (it is an older XGBoost's binary model or a "
@@ -113,13 +133,25 @@ class XGBoostRuntime:
         return _model_file(path) is not None
 
     def load(self, path: Path, manifest: Manifest, options: RuntimeOptions) -> Servable:
-        model_file = _model_file(path)
-        if model_file is None:
+        found = _model_file(path)
+        if found is None:
             raise ConfigError(f"no XGBoost model (.json or .ubj written by Booster.save_model) in {path}")
+        model_file, legacy = found
         xgboost = _import_xgboost()
+        data = model_file.read_bytes()
+        if legacy:
+            try:
+                data = convert(data)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"{model_file} looks like an older XGBoost's binary model or a pickled booster, but servekit "
+                    f"cannot convert it ({exc}): load it with the XGBoost that wrote it and save it again with "
+                    "Booster.save_model('xgboost-model.json')"
+                ) from exc
+            log.info("%s: converted an older XGBoost's binary model (or pickled booster) to JSON at load", model_file)
         try:
             # from its bytes: XGBoost tells JSON from UBJSON by content (SageMaker's xgboost-model has no suffix)
-            booster = xgboost.Booster(model_file=bytearray(model_file.read_bytes()))
+            booster = xgboost.Booster(model_file=bytearray(data))
         except xgboost.core.XGBoostError as exc:
             raise ConfigError(f"cannot load {model_file.name}: {exc}") from exc
         threads = pool_threads(options.intra_op_threads)

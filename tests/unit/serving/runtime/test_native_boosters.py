@@ -190,8 +190,8 @@ def test_rest_predict_classify_regress(client: TestClient, models: dict[str, tup
 
 def test_sagemakers_xgboost_model_file_is_read_and_an_older_format_is_named(tmp_path: Path) -> None:
     """The built-in algorithm's artefact holds ``xgboost-model`` (no suffix; UBJSON inside when servekit's training
-    wrote it): it loads. A pickled booster of an older XGBoost (what SageMaker's 2018 containers wrote) is refused
-    saying what it is and how to save it again."""
+    wrote it): it loads. A pickled booster of an older XGBoost (what SageMaker's 2018 containers wrote) is converted
+    (test_xgboost_legacy.py); a damaged one is refused saying what it is and how to save it again."""
     x = np.random.default_rng(0).random((40, 3))
     booster = xgb.train({"objective": "reg:squarederror"}, xgb.DMatrix(x, label=x[:, 0] * 2), 4)
     new = tmp_path / "new" / "1"

@@ -6,7 +6,6 @@ answering RecordIO-protobuf, CSV and JSON with each record's closest cluster."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import botocore.exceptions
@@ -15,24 +14,14 @@ import pytest
 from tests.e2e.test_tuning_jobs import wait
 
 from servekit.serving.codecs import recordio_protobuf as rp
+from servekit.testing import algorithms
 from servekit.testing.hosting import UpProcess
 
 pytestmark = pytest.mark.e2e
-FAST = {"Delay": 1, "MaxAttempts": 180}
-BUCKET = "sagemaker-us-east-1-000000000000"
 IMAGE = "382416733822.dkr.ecr.us-east-1.amazonaws.com/kmeans:1"
-ROLE = "arn:aws:iam::000000000000:role/SageMakerRole"
 CENTERS = np.array([[0.0, 0.0], [10.0, 10.0], [0.0, 10.0]])
 
-
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path_factory.mktemp("algorithms") / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
+up = pytest.fixture(scope="module")(algorithms.up_fixture("algorithms"))
 
 
 def _points(n: int, seed: int) -> np.ndarray:
@@ -41,33 +30,21 @@ def _points(n: int, seed: int) -> np.ndarray:
 
 
 def _job(name: str, **hps: str) -> dict[str, Any]:
-    channels = [
-        {
-            "ChannelName": ch,
-            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/kmeans/{ch}"}},
-        }
-        for ch in ("train", "test")
-    ]
-    return {
-        "TrainingJobName": name,
-        "RoleArn": ROLE,
-        "AlgorithmSpecification": {"TrainingImage": IMAGE, "TrainingInputMode": "File"},
-        "HyperParameters": {"k": "3", "feature_dim": "2", "mini_batch_size": "50", "force_dense": "True", **hps},
-        "InputDataConfig": channels,
-        "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/kmeans-output"},
-        "ResourceConfig": {"InstanceType": "ml.m4.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},  # the SDK suite's
-        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
-    }
+    return algorithms.training_job_request(
+        name,
+        IMAGE,
+        {"k": "3", "feature_dim": "2", "mini_batch_size": "50", "force_dense": "True", **hps},
+        algorithms.s3_channels("kmeans", ("train", "test")),
+        algorithms.s3_uri("kmeans-output"),
+    )
 
 
 def test_kmeans_trains_on_records_reports_msd_and_serves_its_clusters(up: UpProcess) -> None:
     s3, sm, rt = up.client("s3"), up.sm(), up.rt()
-    s3.put_object(Bucket=BUCKET, Key="kmeans/train/part-0", Body=rp.write(_points(50, 1)))
-    s3.put_object(Bucket=BUCKET, Key="kmeans/test/part-0", Body=rp.write(_points(10, 2)))
+    s3.put_object(Bucket=algorithms.BUCKET, Key="kmeans/train/part-0", Body=rp.write(_points(50, 1)))
+    s3.put_object(Bucket=algorithms.BUCKET, Key="kmeans/test/part-0", Body=rp.write(_points(10, 2)))
     tags = [{"Key": "sagemaker.amazonaws.com/job", "Value": "kmeans"}, {"Key": "team", "Value": "a"}]
-    sm.create_training_job(**_job("kmeans-1", init_method="kmeans++", eval_metrics='["msd", "ssd"]'), Tags=tags)
-    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="kmeans-1", WaiterConfig=FAST)
-    d = sm.describe_training_job(TrainingJobName="kmeans-1")
+    d = algorithms.train(sm, _job("kmeans-1", init_method="kmeans++", eval_metrics='["msd", "ssd"]'), Tags=tags)
     # the job's tags, as KMeans.attach() reads them; AddTags and DeleteTags change them
     assert sm.list_tags(ResourceArn=d["TrainingJobArn"])["Tags"] == tags
     sm.add_tags(ResourceArn=d["TrainingJobArn"], Tags=[{"Key": "team", "Value": "b"}])
@@ -85,55 +62,41 @@ def test_kmeans_trains_on_records_reports_msd_and_serves_its_clusters(up: UpProc
     metrics = {m["MetricName"]: m["Value"] for m in d["FinalMetricDataList"]}
     assert set(metrics) == {"test:msd", "test:ssd"} and metrics["test:msd"] < 0.5  # points 0.3 from their centers
 
-    sm.create_model(
-        ModelName="kmeans-1",
-        PrimaryContainer={"Image": IMAGE, "ModelDataUrl": d["ModelArtifacts"]["S3ModelArtifacts"]},
-        ExecutionRoleArn=ROLE,
-        Tags=[{"Key": "model", "Value": "kmeans"}],
+    algorithms.create_model(
+        sm, "kmeans-1", IMAGE, d["ModelArtifacts"]["S3ModelArtifacts"], Tags=[{"Key": "model", "Value": "kmeans"}]
     )
     model_arn = sm.describe_model(ModelName="kmeans-1")["ModelArn"]
     assert sm.list_tags(ResourceArn=model_arn)["Tags"] == [{"Key": "model", "Value": "kmeans"}]
-    variant = {
-        "VariantName": "AllTraffic",
-        "ModelName": "kmeans-1",
-        "InitialInstanceCount": 1,
-        "InstanceType": "ml.m5.large",
-    }
-    sm.create_endpoint_config(EndpointConfigName="kmeans-1", ProductionVariants=[variant])
-    sm.create_endpoint(EndpointName="kmeans-1", EndpointConfigName="kmeans-1")
-    sm.get_waiter("endpoint_in_service").wait(EndpointName="kmeans-1", WaiterConfig=FAST)
+    algorithms.create_endpoint(sm, "kmeans-1")
     probe = np.array([[0.1, -0.1], [9.9, 10.2], [0.2, 9.8]], dtype=np.float32)
-    out = rt.invoke_endpoint(
-        EndpointName="kmeans-1", Body=rp.write(probe), ContentType=rp.CONTENT_TYPE, Accept=rp.CONTENT_TYPE
-    )
-    records = []
-    for payload in rp.frames(out["Body"].read()):
-        record = rp.Record()
-        record.ParseFromString(payload)
-        records.append(record)
-    clusters = [int(r.label["closest_cluster"].float32_tensor.values[0]) for r in records]
+    records = algorithms.invoke_records(rt, "kmeans-1", probe)
+    clusters = [int(r["closest_cluster"][0]) for r in records]
     assert len(set(clusters)) == 3  # three points, three different clusters
-    assert all(r.label["distance_to_cluster"].float32_tensor.values[0] < 1.0 for r in records)
+    assert all(r["distance_to_cluster"][0] < 1.0 for r in records)
     csv = rt.invoke_endpoint(EndpointName="kmeans-1", Body=b"0.1,-0.1\n9.9,10.2\n", ContentType="text/csv")
     predictions = json.loads(csv["Body"].read())["predictions"]
     assert [int(p["closest_cluster"]) for p in predictions] == clusters[:2]
     # a batch transform of the same model: CSV rows in, a line per row out
-    s3.put_object(Bucket=BUCKET, Key="kmeans/batch/rows.csv", Body=b"0.1,-0.1\n9.9,10.2\n0.2,9.8\n")
+    s3.put_object(Bucket=algorithms.BUCKET, Key="kmeans/batch/rows.csv", Body=b"0.1,-0.1\n9.9,10.2\n0.2,9.8\n")
     sm.create_transform_job(
         TransformJobName="kmeans-batch",
         ModelName="kmeans-1",
         TransformInput={
-            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/kmeans/batch"}},
+            "DataSource": {
+                "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{algorithms.BUCKET}/kmeans/batch"}
+            },
             "ContentType": "text/csv",
             "SplitType": "Line",
         },
-        TransformOutput={"S3OutputPath": f"s3://{BUCKET}/kmeans/batch-out", "AssembleWith": "Line"},
+        TransformOutput={"S3OutputPath": f"s3://{algorithms.BUCKET}/kmeans/batch-out", "AssembleWith": "Line"},
         TransformResources={"InstanceType": "ml.m5.large", "InstanceCount": 1},
     )
-    sm.get_waiter("transform_job_completed_or_stopped").wait(TransformJobName="kmeans-batch", WaiterConfig=FAST)
+    sm.get_waiter("transform_job_completed_or_stopped").wait(
+        TransformJobName="kmeans-batch", WaiterConfig=algorithms.FAST
+    )
     t = sm.describe_transform_job(TransformJobName="kmeans-batch")
     assert t["TransformJobStatus"] == "Completed", t.get("FailureReason")
-    lines = s3.get_object(Bucket=BUCKET, Key="kmeans/batch-out/rows.csv.out")["Body"].read().decode().split()
+    lines = s3.get_object(Bucket=algorithms.BUCKET, Key="kmeans/batch-out/rows.csv.out")["Body"].read().decode().split()
     assert [int(line.split(",")[0]) for line in lines] == clusters
     instances = {"instances": [{"features": [0.2, 9.8]}]}
     answer = rt.invoke_endpoint(EndpointName="kmeans-1", Body=json.dumps(instances), ContentType="application/json")
@@ -144,13 +107,13 @@ def test_bad_hyperparameters_fail_the_job_naming_them(up: UpProcess) -> None:
     sm = up.sm()
     sm.create_training_job(**_job("kmeans-bad", init_method="best"))
     with pytest.raises(botocore.exceptions.WaiterError):
-        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="kmeans-bad", WaiterConfig=FAST)
+        algorithms.wait_for_training(sm, "kmeans-bad")
     reason = sm.describe_training_job(TrainingJobName="kmeans-bad")["FailureReason"]
     assert reason == "ClientError: Hyperparameter init_method: 'best' is not valid (expected one of random, kmeans++)"
     job = _job("kmeans-extra", colour="blue")
     sm.create_training_job(**job)
     with pytest.raises(botocore.exceptions.WaiterError):
-        sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="kmeans-extra", WaiterConfig=FAST)
+        algorithms.wait_for_training(sm, "kmeans-extra")
     assert "colour was unexpected" in sm.describe_training_job(TrainingJobName="kmeans-extra")["FailureReason"]
 
 

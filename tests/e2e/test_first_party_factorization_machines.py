@@ -7,29 +7,18 @@ the ``factorization-machines`` image answering the SDK tests' JSON (``{"instance
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from servekit.serving.codecs import recordio_protobuf as rp
+from servekit.testing import algorithms
 from servekit.testing.hosting import UpProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-FAST = {"Delay": 1, "MaxAttempts": 180}
-BUCKET = "sagemaker-us-east-1-000000000000"
 IMAGE = "382416733822.dkr.ecr.us-east-1.amazonaws.com/factorization-machines:1"
-ROLE = "arn:aws:iam::000000000000:role/SageMakerRole"
 
-
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path_factory.mktemp("factorization-machines") / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
+up = pytest.fixture(scope="module")(algorithms.up_fixture("factorization-machines"))
 
 
 def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,29 +30,14 @@ def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_factorization_machines_train_report_accuracy_and_serve_json(up: UpProcess) -> None:
     s3, sm, rt = up.client("s3"), up.sm(), up.rt()
-    s3.put_object(Bucket=BUCKET, Key="fm/train/part-0", Body=rp.write(*_data(300, 1)))
-    s3.put_object(Bucket=BUCKET, Key="fm/test/part-0", Body=rp.write(*_data(60, 2)))
-    channels = [
-        {
-            "ChannelName": ch,
-            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/fm/{ch}"}},
-        }
-        for ch in ("train", "test")
-    ]
+    s3.put_object(Bucket=algorithms.BUCKET, Key="fm/train/part-0", Body=rp.write(*_data(300, 1)))
+    s3.put_object(Bucket=algorithms.BUCKET, Key="fm/test/part-0", Body=rp.write(*_data(60, 2)))
+    channels = algorithms.s3_channels("fm", ("train", "test"))
     hps = {"num_factors": "4", "feature_dim": "4", "predictor_type": "binary_classifier", "mini_batch_size": "30"}
     hps |= {"epochs": "40", "linear_lr": "0.05", "factors_lr": "0.05", "factors_init_sigma": "0.1"}
-    sm.create_training_job(
-        TrainingJobName="fm-1",
-        RoleArn=ROLE,
-        AlgorithmSpecification={"TrainingImage": IMAGE, "TrainingInputMode": "File"},
-        HyperParameters=hps,
-        InputDataConfig=channels,
-        OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/fm-output"},
-        ResourceConfig={"InstanceType": "ml.m4.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
-        StoppingCondition={"MaxRuntimeInSeconds": 600},
+    d = algorithms.train(
+        sm, algorithms.training_job_request("fm-1", IMAGE, hps, channels, algorithms.s3_uri("fm-output"))
     )
-    sm.get_waiter("training_job_completed_or_stopped").wait(TrainingJobName="fm-1", WaiterConfig=FAST)
-    d = sm.describe_training_job(TrainingJobName="fm-1")
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     metrics = {m["MetricName"]: m["Value"] for m in d["FinalMetricDataList"]}
     assert set(metrics) == {
@@ -73,20 +47,7 @@ def test_factorization_machines_train_report_accuracy_and_serve_json(up: UpProce
     }
     assert metrics["test:binary_classification_accuracy"] > 0.9
 
-    sm.create_model(
-        ModelName="fm-1",
-        PrimaryContainer={"Image": IMAGE, "ModelDataUrl": d["ModelArtifacts"]["S3ModelArtifacts"]},
-        ExecutionRoleArn=ROLE,
-    )
-    variant = {
-        "VariantName": "AllTraffic",
-        "ModelName": "fm-1",
-        "InitialInstanceCount": 1,
-        "InstanceType": "ml.m5.large",
-    }
-    sm.create_endpoint_config(EndpointConfigName="fm-1", ProductionVariants=[variant])
-    sm.create_endpoint(EndpointName="fm-1", EndpointConfigName="fm-1")
-    sm.get_waiter("endpoint_in_service").wait(EndpointName="fm-1", WaiterConfig=FAST)
+    algorithms.deploy(sm, "fm-1", IMAGE, d["ModelArtifacts"]["S3ModelArtifacts"])
     probe = [[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0]]  # the interaction on, then off
     body = json.dumps({"instances": [{"features": row} for row in probe]})  # the SDK tests' serializer
     answer = rt.invoke_endpoint(
@@ -94,12 +55,5 @@ def test_factorization_machines_train_report_accuracy_and_serve_json(up: UpProce
     )
     predictions = json.loads(answer["Body"].read())["predictions"]
     assert [p["predicted_label"] for p in predictions] == [1, 0]
-    out = rt.invoke_endpoint(
-        EndpointName="fm-1",
-        Body=rp.write(np.array(probe, dtype=np.float32)),
-        ContentType=rp.CONTENT_TYPE,
-        Accept=rp.CONTENT_TYPE,
-    )
-    record = rp.Record()
-    record.ParseFromString(next(rp.frames(out["Body"].read())))
-    assert record.label["score"].float32_tensor.values[0] == pytest.approx(predictions[0]["score"], rel=1e-5)
+    record = algorithms.invoke_records(rt, "fm-1", np.array(probe, dtype=np.float32))[0]
+    assert record["score"][0] == pytest.approx(predictions[0]["score"], rel=1e-5)

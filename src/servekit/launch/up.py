@@ -303,8 +303,12 @@ def build(
     # Model registry: package groups, versions and their approval; deploy on approval through hosting's operations
     registry = RegistryService(db.registry, hosting.handlers(), account)
     # Model Monitor: job definitions, schedules on endpoints, executions of `servekit monitor` on their capture; a
-    # baseline in the plane's own S3 store (a baselining job's output) is read from the store's files
-    planner = Planner(db.monitoring, db.hosting, account, objects.local_path)
+    # baseline in the plane's own S3 store (a baselining job's output) is read from the store's files; outputs to an
+    # s3:// URI of that store are written under the home, then put into the store as objects
+    planner = Planner(
+        db.monitoring, db.hosting, account, objects.local_path, put=Objects(objects).put_file,
+        scratch=home / "monitoring-outputs",
+    )  # fmt: skip
     scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, account)
     monitoring = MonitoringService(db.monitoring, planner, scheduler, account)
     # Pipelines: SageMaker's definitions run in this process, each step calling the operations below (the table is

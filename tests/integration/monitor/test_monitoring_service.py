@@ -24,6 +24,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from servekit.aws import Credentials
+from servekit.aws.errors import ApiError
 from servekit.aws.front import Call
 from servekit.aws.names import Account
 from servekit.services.cloudwatch.source import MetricQuery
@@ -290,7 +291,7 @@ def test_job_definitions_create_describe_list_delete(world: World) -> None:
                     "MonitoringOutputs": [{"S3Output": {"S3Uri": "s3://b/out", "LocalPath": "/o"}}]
                 }
             },
-            "must be a local path or file:// URI",
+            "MonitoringOutputs[0].S3Output.S3Uri 's3://b/out' is not in servekit up's own S3 store",
         ),
         ({"DataQualityBaselineConfig": {}}, "give DataQualityBaselineConfig.ConstraintsResource.S3Uri"),
         (
@@ -315,7 +316,7 @@ def test_job_definitions_create_describe_list_delete(world: World) -> None:
                     }
                 }
             },
-            "servekit monitors endpoints",
+            "BatchTransformInput.DataCapturedDestinationS3Uri 's3://b/c' is not in servekit up's own S3 store",
         ),
         (
             {"DataQualityAppSpecification": {"ImageUri": "x", "Environment": {"publish_cloudwatch_metrics": "Yes"}}},
@@ -684,3 +685,26 @@ def test_the_subprocess_runner_stops_a_command_past_its_time(tmp_path: Path) -> 
     with pytest.raises(TimeoutError):
         asyncio.run(run_subprocess([sys.executable, "-c", script], tmp_path / "log", 0.5))
     assert not marker.exists()
+
+
+def test_an_endpoint_capturing_into_servekits_s3_is_read_from_the_stores_folder(world: World) -> None:
+    """The SDK's DataCaptureConfig(True) captures to the default bucket: a schedule reads the folder the store keeps
+    the endpoint's prefix in (before the first capture too); another bucket is refused with the reason."""
+    store = world.tmp / "s3"
+    (store / "bucket").mkdir(parents=True)
+
+    def objects(uri: str) -> Path | None:
+        return store / "bucket" if uri == "s3://bucket/" else None
+
+    arn = "arn:aws:sagemaker:us-east-1:000000000000:"
+    variant = {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.large"}
+    states = (VariantState("AllTraffic", 1.0, 1.0, 1, 1),)
+    for name, destination in (("s3cap", "s3://bucket/model-monitor/data-capture"), ("far", "s3://other/c")):
+        capture = {"EnableCapture": True, "DestinationS3Uri": destination}
+        world.hosting.create_endpoint_config(name, f"{arn}endpoint-config/{name}", [variant], capture)
+        world.hosting.create_endpoint(name, f"{arn}endpoint/{name}", name, "InService", states)
+    planner = Planner(world.service.repo, world.hosting, Account(), objects)
+    assert planner.capture_dir("s3cap") == str(store / "bucket" / "model-monitor" / "data-capture" / "s3cap")
+    assert planner.capture_uri("s3cap") == "s3://bucket/model-monitor/data-capture/s3cap"
+    with pytest.raises(ApiError, match="not in servekit up's own S3 store"):
+        planner.capture_dir("far")

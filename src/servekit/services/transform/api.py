@@ -265,8 +265,6 @@ class TransformJobsApi:
 
     async def create_transform_job(self, p: dict[str, Any]) -> dict[str, Any]:
         name = p["TransformJobName"]
-        if p.get("DataCaptureConfig"):
-            raise validation_exception("DataCaptureConfig is not supported: batch data capture is not implemented")
         if self.jobs.get(name) is not None:
             raise validation_exception(f"Job with name {name} already exists; give another name for a new job.")
         request = {k: v for k, v in p.items() if k not in ("ModelName", "Tags", "ExperimentConfig")}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from servekit._utils.ctrl_c import CtrlC
 from servekit.errors import ConfigError
+from servekit.services.transform.capture import write_capture
 from servekit.services.transform.engine import Engine, RunOptions, shard
 from servekit.services.transform.object_runner import ObjectResult, ObjectTask
 from servekit.services.transform.objects import (
@@ -192,6 +193,7 @@ def _run(
     started: float,
     ctrl_c: CtrlC,
 ) -> JobSummary:
+    begun = time.time()  # the hour a capture is labelled with: when the job (this run) started, UTC
     try:
         if overlaps(spec.input_uri, spec.output_path):
             raise InputError(f"the output path {spec.output_path} lies inside the input {spec.input_uri}")
@@ -231,6 +233,14 @@ def _run(
         return _settle(store, summary, JobStatus.FAILED, "; ".join([head, *reasons]), started, clock)
     job = store.get(spec.name)
     status = JobStatus.COMPLETED_WITH_ERRORS if job is not None and job.errors else JobStatus.COMPLETED
+    if spec.capture_destination:
+        try:
+            write_capture(spec.capture_destination, spec.name, begun, [t.obj for t in tasks], spec.output_path)
+        except OSError as exc:  # the outputs are there, but the capture Model Monitor would read is not
+            reason = (
+                f"DataCaptureConfig: the capture manifests could not be written to {spec.capture_destination}: {exc}"
+            )
+            return _settle(store, summary, JobStatus.FAILED, reason, started, clock)
     return _settle(store, summary, status, "", started, clock)
 
 

@@ -84,6 +84,8 @@ class TransformSpec:
     invocation_timeout_s: int = 600
     environment: tuple[tuple[str, str], ...] = ()
     strict: bool = False  # SageMaker's behaviour: a failed record fails its object and the job
+    capture_destination: str = ""  # DataCaptureConfig.DestinationS3Uri: manifests of what the job read and wrote
+    capture_kms_key: str = ""  # DataCaptureConfig.KmsKeyId: kept, not used (servekit's store encrypts on its own)
     tags: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
@@ -166,11 +168,12 @@ _TOP_KEYS = {
     "DataProcessing",
     "Tags",
     "ExperimentConfig",
+    "DataCaptureConfig",
     # servekit's own keys
     "EndpointUrl",
     "Strict",
 }
-_UNSUPPORTED = {"DataCaptureConfig": "batch data capture is not supported yet"}
+_UNSUPPORTED: dict[str, str] = {}  # fields refused with the reason (none today)
 
 
 def _enum(kind: type[enum.StrEnum], value: Any, where: str) -> Any:
@@ -233,6 +236,14 @@ def spec_from_request(doc: Mapping[str, Any]) -> TransformSpec:
         doc, "TransformResources", {"InstanceType", "InstanceCount", "VolumeKmsKeyId", "TransformAmiVersion"}
     )
     proc = _section(doc, "DataProcessing", {"InputFilter", "OutputFilter", "JoinSource"})
+    capture = _section(doc, "DataCaptureConfig", {"DestinationS3Uri", "KmsKeyId", "GenerateInferenceId"})
+    if capture and not capture.get("DestinationS3Uri"):
+        raise ConfigError("DataCaptureConfig.DestinationS3Uri is required")
+    if capture.get("GenerateInferenceId"):
+        raise ConfigError(
+            "DataCaptureConfig.GenerateInferenceId is not supported: servekit's batch capture writes SageMaker's "
+            "manifests of the job's objects and adds no inference ids to its outputs"
+        )
     client = _section(doc, "ModelClientConfig", {"InvocationsTimeoutInSeconds", "InvocationsMaxRetries"})
     split = _enum(SplitType, tin.get("SplitType") or "None", "TransformInput.SplitType")
     raw_strategy = doc.get("BatchStrategy")
@@ -272,6 +283,8 @@ def spec_from_request(doc: Mapping[str, Any]) -> TransformSpec:
         ),
         environment=_pairs(doc.get("Environment"), "Environment"),
         strict=strict,
+        capture_destination=str(capture.get("DestinationS3Uri") or ""),
+        capture_kms_key=str(capture.get("KmsKeyId") or ""),
         tags=_pairs(doc.get("Tags"), "Tags"),
     )
 
@@ -312,6 +325,10 @@ def spec_to_request(spec: TransformSpec) -> dict[str, Any]:
         doc["TransformOutput"]["Accept"] = spec.accept
     if spec.tags:
         doc["Tags"] = [{"Key": k, "Value": v} for k, v in spec.tags]
+    if spec.capture_destination:
+        doc["DataCaptureConfig"] = {"DestinationS3Uri": spec.capture_destination, "GenerateInferenceId": False}
+        if spec.capture_kms_key:
+            doc["DataCaptureConfig"]["KmsKeyId"] = spec.capture_kms_key
     return doc
 
 
@@ -320,5 +337,6 @@ def changed_fields(a: TransformSpec, b: TransformSpec) -> list[str]:
 
     Instances, concurrency, retries and timeouts may change between runs: they never change an output."""
     ignored = {"tags", "instance_count", "instance_type", "max_concurrent_transforms", "max_retries"}
+    ignored |= {"capture_destination", "capture_kms_key"}  # where the manifests go, not what the outputs hold
     ignored.add("invocation_timeout_s")
     return [f for f in TransformSpec.__dataclass_fields__ if f not in ignored and getattr(a, f) != getattr(b, f)]

@@ -43,8 +43,11 @@ def test_create_transform_job_shape_round_trips() -> None:
         ModelClientConfig={"InvocationsTimeoutInSeconds": 30, "InvocationsMaxRetries": 1},
         Environment={"A": "1"},
         Tags=[{"Key": "team", "Value": "ml"}],
+        DataCaptureConfig={"DestinationS3Uri": "s3://b/capture", "KmsKeyId": "k", "GenerateInferenceId": False},
     )
     spec = spec_from_request(doc)
+    assert (spec.capture_destination, spec.capture_kms_key) == ("s3://b/capture", "k")
+    assert spec_to_request(spec)["DataCaptureConfig"] == doc["DataCaptureConfig"]
     assert spec.split_type is SplitType.LINE
     assert spec.batch_strategy is BatchStrategy.MULTI  # the default once records are split
     assert spec.instance_count == 2 and spec.max_concurrent_transforms == 4
@@ -80,7 +83,8 @@ def test_sagemaker_defaults() -> None:
         ({"MaxPayloadInMB": 101}, "0..100"),
         ({"BatchStrategy": "Sometimes"}, "SingleRecord | MultiRecord"),
         ({"Unknown": 1}, "unknown field"),
-        ({"DataCaptureConfig": {"DestinationS3Uri": "s3://x"}}, "not supported"),
+        ({"DataCaptureConfig": {"DestinationS3Uri": "s3://x", "GenerateInferenceId": True}}, "not supported"),
+        ({"DataCaptureConfig": {"KmsKeyId": "k"}}, "DestinationS3Uri is required"),
         ({"DataProcessing": {"InputFilter": "features"}}, r"InputFilter: .* must start with \$"),
         ({"DataProcessing": {"OutputFilter": "$[1:].x"}}, "several children"),
         ({"ModelClientConfig": {"InvocationsMaxRetries": 9}}, "0..3"),

@@ -37,7 +37,7 @@ from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.timestamps import optional_epoch
 from servekit.errors import IllegalTransition
-from servekit.services.monitoring.schedules.jobs import JobSpecError, MonitoringType, spec_from_definition
+from servekit.services.monitoring.schedules.jobs import JobSpecError, MonitoringType
 from servekit.services.monitoring.schedules.lifecycle import ExecutionStatus, ScheduleStatus, check_schedule_transition
 from servekit.services.monitoring.schedules.plans import Planner
 from servekit.services.monitoring.schedules.scheduler import Scheduler
@@ -105,7 +105,7 @@ class MonitoringService:
             name = p["JobDefinitionName"]
             arn = self._arn(kind, name)
             try:
-                spec = spec_from_definition(type_, p, self._planner.objects)
+                spec = self._planner.definition_spec(type_, p)
             except JobSpecError as exc:
                 raise validation_exception(str(exc)) from None
             request = {k: v for k, v in p.items() if k != "Tags"}
@@ -191,7 +191,7 @@ class MonitoringService:
         tags = {str(t["Key"]): str(t["Value"]) for t in p.get("Tags") or []}
         config = p["MonitoringScheduleConfig"]
         type_, definition_name, plan = self._planner.plan(config, tags)
-        self._planner.capture_dir(plan.spec.endpoint_name)
+        self._planner.check_input(plan.spec)
         arn = self._arn("monitoring-schedule", name)
         try:
             self.repo.create_schedule(
@@ -220,8 +220,9 @@ class MonitoringService:
             "CreationTime": row.created,
             "LastModifiedTime": row.modified,
             "MonitoringScheduleConfig": row.config,
-            "EndpointName": row.endpoint_name,
         }
+        if row.endpoint_name:  # none when the schedule watches a batch transform's capture
+            out["EndpointName"] = row.endpoint_name
         if row.failure_reason:
             out["FailureReason"] = row.failure_reason
         latest = self.repo.latest_execution(row.arn)
@@ -256,9 +257,10 @@ class MonitoringService:
                 "CreationTime": r.created,
                 "LastModifiedTime": r.modified,
                 "MonitoringScheduleStatus": r.status,
-                "EndpointName": r.endpoint_name,
                 "MonitoringType": r.type,
             }
+            if r.endpoint_name:
+                s["EndpointName"] = r.endpoint_name
             if r.definition_name:
                 s["MonitoringJobDefinitionName"] = r.definition_name
             summaries.append(s)
@@ -281,7 +283,7 @@ class MonitoringService:
         row = self._schedule(p["MonitoringScheduleName"])
         config = p["MonitoringScheduleConfig"]
         type_, definition_name, plan = self._planner.plan(config, row.tags)
-        self._planner.capture_dir(plan.spec.endpoint_name)
+        self._planner.check_input(plan.spec)
         changes: dict[str, Any] = {
             "config": config,
             "type_": type_.value,
@@ -378,9 +380,10 @@ def _execution_summary(row: ExecutionRow) -> dict[str, Any]:
         "LastModifiedTime": row.modified,
         "MonitoringExecutionStatus": row.status,
         "ProcessingJobArn": row.arn,
-        "EndpointName": row.endpoint_name,
         "MonitoringType": row.type,
     }
+    if row.endpoint_name:
+        out["EndpointName"] = row.endpoint_name
     if row.failure_reason:
         out["FailureReason"] = row.failure_reason
     if row.definition_name:
@@ -393,10 +396,9 @@ def _processing_job(row: ExecutionRow) -> dict[str, Any]:
     job = row.job
     command = [str(c) for c in job.get("command") or []]
     since, until = job.get("since"), job.get("until")
-    environment = {
-        "sagemaker_endpoint_name": row.endpoint_name,
-        "sagemaker_monitoring_schedule_name": row.schedule_name,
-    }
+    environment = {"sagemaker_monitoring_schedule_name": row.schedule_name}
+    if row.endpoint_name:
+        environment["sagemaker_endpoint_name"] = row.endpoint_name
     if since is not None and until is not None:
         environment.update(
             {
@@ -438,12 +440,14 @@ def _processing_job(row: ExecutionRow) -> dict[str, Any]:
         "ProcessingInputs": [],
     }
     if job.get("data"):
+        batch = not row.endpoint_name
         out["ProcessingInputs"] = [
             {
-                "InputName": "endpoint_input",
+                "InputName": "batch_transform_input" if batch else "endpoint_input",
                 "S3Input": {
-                    "S3Uri": f"file://{job['data']}",
-                    "LocalPath": f"{_LOCAL_PREFIX}/input/endpoint",
+                    # where the data is as configured (an s3:// URI stays one), else the folder read
+                    "S3Uri": str(job.get("data_uri") or f"file://{job['data']}"),
+                    "LocalPath": f"{_LOCAL_PREFIX}/input/{'batch' if batch else 'endpoint'}",
                     "S3DataType": "S3Prefix",
                     "S3InputMode": "File",
                 },

@@ -13,8 +13,12 @@ How SageMaker's job definition maps onto servekit's monitor:
 - ``*JobInput.EndpointInput.EndpointName``: the endpoint whose capture is read: the ``DataCaptureConfig``
   destination of its endpoint config at run time, ``<DestinationS3Uri>/<endpoint>/``. ``StartTimeOffset`` and
   ``EndTimeOffset`` (model quality's label delay) replace the schedule's ``DataAnalysis*Time``.
+- ``DataQualityJobInput.BatchTransformInput``: a batch transform job's capture under ``DataCapturedDestinationS3Uri``
+  instead of an endpoint's (:mod:`~servekit.services.monitoring.schedules.batch`), data quality only.
 - ``*JobOutputConfig.MonitoringOutputs[0].S3Output.S3Uri``: where each execution writes, under
-  ``<uri>/<endpoint>/<schedule>/yyyy/mm/dd/hh/`` as SageMaker does (time-compressed schedules add ``/MMSS``).
+  ``<uri>/<endpoint>/<schedule>/yyyy/mm/dd/hh/`` as SageMaker does (time-compressed schedules add ``/MMSS``); an
+  ``s3://`` URI of servekit up's own store is written locally, then put into the store
+  (:mod:`~servekit.services.monitoring.schedules.locations`).
 - ``*AppSpecification.ContainerArguments``: more flags for the ``servekit monitor`` command (e.g.
   ``["--min-window-rows", "50"]``); the flags the scheduler sets itself are refused. ``ImageUri`` is required by
   the API and not used (servekit runs its own monitor). ``Environment["publish_cloudwatch_metrics"] =
@@ -25,9 +29,10 @@ How SageMaker's job definition maps onto servekit's monitor:
   problem type, ``EndpointInput.InferenceAttribute``/``ProbabilityAttribute``/``ProbabilityThresholdAttribute``
   where the prediction is in the captured answer, and the baseline a model-quality ``constraints.json``.
 
-Locations are local: a path or ``file://`` URI (the monitor runs on this machine); a baseline may also be an
-``s3://`` URI of servekit up's own store (:data:`ObjectPaths`). Record preprocessor and
-post-analytics scripts, ``ContainerEntrypoint`` and ``BatchTransformInput`` are refused with what to do instead.
+Locations are local: a path or ``file://`` URI (the monitor runs on this machine); a baseline, an output and a batch
+transform's capture may also be ``s3://`` URIs of servekit up's own store (:data:`ObjectPaths`), another bucket is
+refused. Record preprocessor and post-analytics scripts and ``ContainerEntrypoint`` are refused with what to do
+instead.
 """
 
 from __future__ import annotations
@@ -37,13 +42,19 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servekit.services.monitoring.schedules.batch import BatchInput, batch_input
 from servekit.services.monitoring.schedules.lifecycle import ExecutionStatus
+from servekit.services.monitoring.schedules.locations import JobSpecError as JobSpecError
+from servekit.services.monitoring.schedules.locations import ObjectPaths as ObjectPaths
+from servekit.services.monitoring.schedules.locations import local_path as local_path
+from servekit.services.monitoring.schedules.locations import no_objects as no_objects
+from servekit.services.monitoring.schedules.locations import output_location, own_bucket
 
 DEFAULT_MAX_RUNTIME_S = 3600
 PUBLISH_ENV = "publish_cloudwatch_metrics"
@@ -71,13 +82,6 @@ SERVEKIT_NAMESPACE = "servekit"
 DATA_METRICS_NAMESPACE = "aws/sagemaker/Endpoints/data-metrics"
 MODEL_METRICS_NAMESPACE = "aws/sagemaker/Endpoints/model-metrics"
 NO_DATA = "Job inputs had no data"
-# An ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (None for another bucket): the
-# composition root hands in the store's resolver; without one no ``s3://`` URI is local.
-ObjectPaths = Callable[[str], Path | None]
-
-
-def no_objects(_uri: str) -> Path | None:
-    return None
 
 
 class MonitoringType(enum.StrEnum):
@@ -85,18 +89,16 @@ class MonitoringType(enum.StrEnum):
     MODEL_QUALITY = "ModelQuality"
 
 
-class JobSpecError(ValueError):
-    """A job definition servekit cannot run; the API answers ValidationException with this message."""
-
-
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """A monitoring job definition, checked: everything an execution needs besides the window."""
 
     type: MonitoringType
-    endpoint_name: str
+    endpoint_name: str  # "" when the input is a batch transform's capture
     baseline: str | None  # a local folder: a servekit baseline (or one of its versions)
     output: str  # a local folder: executions write under it
+    output_uri: str = ""  # the s3:// URI of servekit up's store the output folder's files are put under ("": none)
+    batch: BatchInput | None = None  # BatchTransformInput: the batch transform capture monitored
     extra_args: tuple[str, ...] = ()
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
     publish_metrics: bool = True
@@ -111,17 +113,6 @@ class JobSpec:
     role_arn: str = ""
     resources: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
-
-
-def local_path(uri: str, where: str) -> str:
-    """A local path from a path or ``file://`` URI; :class:`JobSpecError` for a remote one."""
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    if uri.startswith("/"):
-        return uri
-    raise JobSpecError(
-        f"{where} must be a local path or file:// URI (servekit runs monitoring on this machine), not {uri!r}."
-    )
 
 
 def baseline_folder(uri: str, where: str, objects: ObjectPaths = no_objects) -> str:
@@ -150,10 +141,11 @@ def baseline_folder(uri: str, where: str, objects: ObjectPaths = no_objects) -> 
 
 
 def spec_from_definition(
-    type_: MonitoringType, request: Mapping[str, Any], objects: ObjectPaths = no_objects
+    type_: MonitoringType, request: Mapping[str, Any], objects: ObjectPaths = no_objects, scratch: Path | None = None
 ) -> JobSpec:
     """A Create{DataQuality,ModelQuality}JobDefinition request as a :class:`JobSpec` (``objects``: where ``s3://``
-    URIs of servekit up's own store are on disk)."""
+    URIs of servekit up's own store are on disk; ``scratch``: where executions whose output is such a URI write
+    before their files go to the store; without it an ``s3://`` output is refused)."""
     prefix = type_.value
     job_input = request.get(f"{prefix}JobInput") or {}
     app = request.get(f"{prefix}AppSpecification") or {}
@@ -169,11 +161,15 @@ def spec_from_definition(
         request=request,
         resources=request.get("JobResources") or {},
         objects=objects,
+        scratch=scratch,
     )
 
 
 def spec_from_inline(
-    definition: Mapping[str, Any], type_: MonitoringType, objects: ObjectPaths = no_objects
+    definition: Mapping[str, Any],
+    type_: MonitoringType,
+    objects: ObjectPaths = no_objects,
+    scratch: Path | None = None,
 ) -> JobSpec:
     """A schedule's inline ``MonitoringJobDefinition`` as a :class:`JobSpec`."""
     inputs = definition.get("MonitoringInputs") or []
@@ -191,6 +187,7 @@ def spec_from_inline(
         request=definition,
         resources=definition.get("MonitoringResources") or {},
         objects=objects,
+        scratch=scratch,
     )
 
 
@@ -207,12 +204,22 @@ def _spec(
     request: Mapping[str, Any],
     resources: Mapping[str, Any],
     objects: ObjectPaths,
+    scratch: Path | None,
 ) -> JobSpec:
-    if job_input.get("BatchTransformInput") is not None or not job_input.get("EndpointInput"):
-        raise JobSpecError(
-            f"servekit monitors endpoints: give {input_where}.EndpointInput (BatchTransformInput is not supported)."
-        )
-    endpoint_input = job_input["EndpointInput"]
+    given_batch = job_input.get("BatchTransformInput")
+    if bool(given_batch) == bool(job_input.get("EndpointInput")):
+        raise JobSpecError(f"{input_where} takes exactly one of EndpointInput and BatchTransformInput.")
+    batch = None
+    if given_batch:
+        if type_ is not MonitoringType.DATA_QUALITY:
+            raise JobSpecError(
+                f"servekit monitors a batch transform's capture for data quality only: give {input_where}."
+                "EndpointInput (model quality joins labels to an endpoint's captured predictions by inference id)."
+            )
+        batch = batch_input(given_batch, input_where)
+        _batch_source(batch.destination, f"{input_where}.BatchTransformInput.DataCapturedDestinationS3Uri", objects)
+    # the offsets and attributes an execution reads are the same fields in either input
+    endpoint_input = given_batch or job_input["EndpointInput"]
     for key in ("RecordPreprocessorSourceUri", "PostAnalyticsProcessorSourceUri", "ContainerEntrypoint"):
         if app.get(key):
             raise JobSpecError(
@@ -229,7 +236,9 @@ def _spec(
     outputs = output.get("MonitoringOutputs") or []
     if len(outputs) != 1:
         raise JobSpecError(f"{output_where}.MonitoringOutputs takes exactly one output.")
-    out = local_path(str(outputs[0]["S3Output"]["S3Uri"]), f"{output_where}.MonitoringOutputs[0].S3Output.S3Uri")
+    out, out_uri = output_location(
+        str(outputs[0]["S3Output"]["S3Uri"]), f"{output_where}.MonitoringOutputs[0].S3Output.S3Uri", objects, scratch
+    )
     resource = baseline_config.get("ConstraintsResource") or baseline_config.get("StatisticsResource") or {}
     where = f"{type_.value}BaselineConfig" if input_where.endswith("JobInput") else "BaselineConfig"
     baseline = None
@@ -269,9 +278,11 @@ def _spec(
     threshold = endpoint_input.get("ProbabilityThresholdAttribute")
     return JobSpec(
         type=type_,
-        endpoint_name=str(endpoint_input["EndpointName"]),
+        endpoint_name="" if batch else str(endpoint_input["EndpointName"]),
         baseline=baseline,
         output=out,
+        output_uri=out_uri,
+        batch=batch,
         extra_args=args,
         max_runtime_s=int((request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or DEFAULT_MAX_RUNTIME_S),
         publish_metrics=publish == "Enabled",
@@ -289,6 +300,19 @@ def _spec(
     )
 
 
+def _batch_source(uri: str, where: str, objects: ObjectPaths) -> None:
+    """A batch transform capture must be where an execution can read it: on this machine or in servekit up's own
+    store (it may not exist yet: the transform job may run later)."""
+    if uri.startswith("s3://"):
+        if not own_bucket(uri, objects):
+            raise JobSpecError(
+                f"{where} {uri!r} is not in servekit up's own S3 store (no such bucket): servekit reads a batch "
+                "transform's capture from this machine: a local path, a file:// URI or an s3:// URI of its own store."
+            )
+    else:
+        local_path(uri, where)
+
+
 # ---------------------------------------------------------------------------------------------- running
 def iso(t: float) -> str:
     """Epoch seconds as the monitor's ISO 8601 (whole seconds, UTC)."""
@@ -296,10 +320,13 @@ def iso(t: float) -> str:
 
 
 def output_folder(spec: JobSpec, schedule: str, fire: float, compressed: bool) -> str:
-    """``<output>/<endpoint>/<schedule>/yyyy/mm/dd/hh`` (``/MMSS`` more when hours are compressed)."""
+    """``<output>/<endpoint>/<schedule>/yyyy/mm/dd/hh`` (``/MMSS`` more when hours are compressed); for a batch
+    transform's capture the last segment of its ``DataCapturedDestinationS3Uri`` (the transform job's capture folder)
+    stands for the endpoint."""
     t = datetime.fromtimestamp(fire, UTC)
     parts = t.strftime("%Y/%m/%d/%H/%M%S" if compressed else "%Y/%m/%d/%H")
-    return f"{spec.output.rstrip('/')}/{spec.endpoint_name}/{schedule}/{parts}"
+    source = spec.endpoint_name or (spec.batch.destination.rstrip("/").rsplit("/", 1)[-1] if spec.batch else "batch")
+    return f"{spec.output.rstrip('/')}/{source}/{schedule}/{parts}"
 
 
 def monitor_command(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from servekit.aws.errors import validation_exception
@@ -31,6 +32,7 @@ from servekit.services.monitoring.schedules.jobs import (
     spec_from_definition,
     spec_from_inline,
 )
+from servekit.services.monitoring.schedules.locations import PutObject, store_folder
 from servekit.services.monitoring.schedules.store import Monitoring
 
 HOUR_TAG = "servekit:hour-seconds"
@@ -48,14 +50,29 @@ class Plan:
 
 class Planner:
     def __init__(
-        self, repo: Monitoring, hosting: Hosting, account: Account | None = None, objects: ObjectPaths = no_objects
+        self,
+        repo: Monitoring,
+        hosting: Hosting,
+        account: Account | None = None,
+        objects: ObjectPaths = no_objects,
+        *,
+        put: PutObject | None = None,
+        scratch: Path | None = None,
     ) -> None:
         """``objects``: an ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (a baseline
-        there, such as a baselining job's output, is read from disk)."""
+        there, such as a baselining job's output, is read from disk; an endpoint's capture there is read from its
+        folder). ``put`` puts a file into that store as an object and ``scratch`` is the folder executions whose
+        output is an ``s3://`` URI of the store write in first: without both such an output is refused."""
         self.repo = repo
         self._hosting = hosting
         self._account = account or Account()
         self.objects = objects
+        self.put = put
+        self._scratch = scratch if put is not None else None
+
+    def definition_spec(self, type_: MonitoringType, request: Mapping[str, Any]) -> JobSpec:
+        """A Create*JobDefinition request as a :class:`JobSpec` (JobSpecError when servekit cannot run it)."""
+        return spec_from_definition(type_, request, self.objects, self._scratch)
 
     def plan(self, config: Mapping[str, Any], tags: Mapping[str, str]) -> tuple[MonitoringType, str | None, Plan]:
         """A MonitoringScheduleConfig (and the schedule's tags) checked: its type, job definition name and plan."""
@@ -79,11 +96,11 @@ class Planner:
                     raise validation_exception(
                         f"Job definition {by_name} is a {type_.value} job definition, not {given}."
                     )
-                spec = spec_from_definition(type_, row.request, self.objects)
+                spec = spec_from_definition(type_, row.request, self.objects, self._scratch)
                 definition_name: str | None = row.name
             else:
                 type_ = MonitoringType(given or MonitoringType.DATA_QUALITY)
-                spec = spec_from_inline(inline or {}, type_, self.objects)
+                spec = spec_from_inline(inline or {}, type_, self.objects, self._scratch)
                 definition_name = None
             schedule_config = config.get("ScheduleConfig") or {}
             cron = parse_expression(schedule_config.get("ScheduleExpression"))
@@ -94,9 +111,37 @@ class Planner:
             raise validation_exception(str(exc)) from None
         return type_, definition_name, Plan(cron, offsets, _hour_seconds(tags), spec)
 
+    def check_input(self, spec: JobSpec) -> None:
+        """ValidationException unless the schedule's input can be read: its endpoint captures (a batch transform's
+        capture is checked when the job definition is read, and may come later)."""
+        if spec.batch is None:
+            self.capture_dir(spec.endpoint_name)
+
+    def capture_uri(self, endpoint: str) -> str:
+        """``<DestinationS3Uri>/<endpoint>`` of the endpoint's capture as configured (what DescribeProcessingJob
+        names as the execution's input); "" when it captures nothing."""
+        capture = self._capture(endpoint)
+        if capture is None:
+            return ""
+        destination = str(capture["DestinationS3Uri"])
+        if not destination.startswith(("s3://", "file://")):
+            destination = f"file://{destination}"
+        return f"{destination.rstrip('/')}/{endpoint}"
+
+    def _capture(self, endpoint: str) -> Mapping[str, Any] | None:
+        row = self._hosting.get_endpoint(endpoint)
+        if row is None:
+            return None
+        config = self._hosting.get_endpoint_config(row.config_name)
+        capture = config.data_capture if config is not None else None
+        if not capture or not capture.get("EnableCapture", True) or not capture.get("DestinationS3Uri"):
+            return None
+        return capture
+
     def capture_dir(self, endpoint: str) -> str:
-        """Where ``endpoint`` captures now (``<DestinationS3Uri>/<endpoint>``); ValidationException if it does not
-        exist or captures nothing."""
+        """Where ``endpoint`` captures now (``<DestinationS3Uri>/<endpoint>``: a local folder, or the folder of
+        servekit up's own S3 store a prefix there is kept in); ValidationException if it does not exist or captures
+        nothing."""
         row = self._hosting.get_endpoint(endpoint)
         if row is None:
             arn = self._account.arn_of("endpoint", endpoint)  # unchecked: it names what is missing
@@ -108,8 +153,18 @@ class Planner:
                 f"Endpoint {endpoint} does not capture data: its endpoint config needs a DataCaptureConfig with "
                 "EnableCapture and a DestinationS3Uri for a monitoring schedule to read."
             )
+        destination = str(capture["DestinationS3Uri"])
+        if destination.startswith("s3://"):
+            # the endpoint's instances put their capture files into the store through its S3 API: read its folder
+            folder = store_folder(f"{destination.rstrip('/')}/{endpoint}", self.objects)
+            if folder is None:
+                raise validation_exception(
+                    f"Endpoint {endpoint} captures to {destination}, which is not in servekit up's own S3 store: "
+                    "servekit monitors a capture on this machine (a local path, a file:// URI or its own store)."
+                )
+            return str(folder)
         try:
-            root = local_path(str(capture["DestinationS3Uri"]), "DataCaptureConfig.DestinationS3Uri")
+            root = local_path(destination, "DataCaptureConfig.DestinationS3Uri")
         except JobSpecError as exc:
             raise validation_exception(str(exc)) from None
         return f"{root.rstrip('/')}/{endpoint}"

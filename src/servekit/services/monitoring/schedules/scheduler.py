@@ -15,11 +15,14 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +30,13 @@ from servekit._utils.background import BackgroundLoop
 from servekit.aws.errors import ApiError
 from servekit.aws.names import Account
 from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.monitoring.schedules.batch import stage
 from servekit.services.monitoring.schedules.cron import HOUR_S, analysis_window, due, next_fire
 from servekit.services.monitoring.schedules.jobs import (
     NO_DATA,
     SERVEKIT_NAMESPACE,
     JobSpec,
+    JobSpecError,
     MonitoringType,
     Outcome,
     last_line,
@@ -47,6 +52,7 @@ from servekit.services.monitoring.schedules.lifecycle import (
     ScheduleStatus,
     check_execution_transition,
 )
+from servekit.services.monitoring.schedules.locations import locate, publish, published_uri
 from servekit.services.monitoring.schedules.plans import Plan, Planner
 from servekit.services.monitoring.schedules.store import AlreadyExists, ExecutionRow, Monitoring, ScheduleRow
 
@@ -55,6 +61,7 @@ log = logging.getLogger(__name__)
 # (command, log file, timeout seconds) -> exit status; raises TimeoutError past the timeout
 Runner = Callable[[Sequence[str], Path, float], Awaitable[int]]
 LOG_NAME = "servekit-monitor.log"
+BATCH_FOLDER = ".batch-capture"  # in an execution's output folder: the batch capture it read, as capture records
 _ST = ScheduleStatus
 _X = ExecutionStatus
 
@@ -191,7 +198,7 @@ class Scheduler(BackgroundLoop):
     def _activate(self, row: ScheduleRow) -> None:
         try:
             plan = self._stored_plan(row)
-            self._planner.capture_dir(plan.spec.endpoint_name)
+            self._planner.check_input(plan.spec)
         except ApiError as exc:
             self._fail(row, exc.message)
             return
@@ -214,15 +221,16 @@ class Scheduler(BackgroundLoop):
         digest = hashlib.sha256(f"{row.arn}@{fire}".encode()).hexdigest()[:24]
         job_name = f"model-monitoring-{stamp}-{digest}"
         job = {"since": since, "until": until, "max_runtime_s": plan.spec.max_runtime_s}
+        uri = published_uri(plan.spec.output, plan.spec.output_uri, out)
         try:
             self.repo.create_execution(
-                job_name, self._account.arn_of("processing-job", job_name), row, fire, _X.PENDING, f"file://{out}", job
+                job_name, self._account.arn_of("processing-job", job_name), row, fire, _X.PENDING, uri, job
             )
         except AlreadyExists:  # made before a restart: never twice
             self.repo.mark_fired(row.name, fire)
             return job_name
         self.repo.mark_fired(row.name, fire)
-        task = asyncio.get_running_loop().create_task(self._execute(row, plan, job_name, since, until, Path(out)))
+        task = asyncio.get_running_loop().create_task(self._execute(row, plan, job_name, since, until, Path(out), uri))
         self._running[row.arn] = task
 
         def done(_: asyncio.Task[None]) -> None:
@@ -242,26 +250,24 @@ class Scheduler(BackgroundLoop):
         return self.repo.update_execution(job_name, status, **fields)
 
     async def _execute(
-        self, schedule: ScheduleRow, plan: Plan, job_name: str, since: float, until: float, out: Path
+        self, schedule: ScheduleRow, plan: Plan, job_name: str, since: float, until: float, out: Path, uri: str
     ) -> None:
         spec = plan.spec
         try:
             async with self._slots:
-                try:
-                    data = self._planner.capture_dir(spec.endpoint_name)
-                except ApiError as exc:
-                    self._finish(job_name, _X.FAILED, failure_reason=exc.message[:1024])
-                    return
-                if not await asyncio.to_thread(_has_capture, Path(data)):
-                    self._finish(job_name, _X.FAILED, failure_reason=f"{NO_DATA}: nothing captured under {data}.")
+                data = await self._input(spec, job_name, since, until, out)
+                if data is None:
                     return
                 command = monitor_command(spec, data, str(out), since, until, self._python)
+                source = spec.batch.destination if spec.batch else self._planner.capture_uri(spec.endpoint_name)
                 job = {"since": since, "until": until, "max_runtime_s": spec.max_runtime_s, "data": data}
-                self._finish(job_name, _X.IN_PROGRESS, started=self._clock(), job={**job, "command": command})
+                job |= {"data_uri": source, "command": command}
+                self._finish(job_name, _X.IN_PROGRESS, started=self._clock(), job=job)
                 out.mkdir(parents=True, exist_ok=True)
                 try:
                     code = await self._runner(command, out / LOG_NAME, float(spec.max_runtime_s))
                 except TimeoutError:
+                    await self._publish(spec, out, uri)
                     self._finish(
                         job_name,
                         _X.FAILED,
@@ -269,10 +275,15 @@ class Scheduler(BackgroundLoop):
                     )
                     return
                 if code != 0:
+                    await self._publish(spec, out, uri)
                     reason = last_line(await asyncio.to_thread(_read_text, out / LOG_NAME))
                     self._finish(job_name, _X.FAILED, failure_reason=reason or f"servekit monitor exited with {code}.")
                     return
                 outcome = await asyncio.to_thread(_read_outcome, spec.type, out)
+                # the files are in the store before the execution says it is over (the SDK reads them then)
+                await self._publish(spec, out, uri)
+                if spec.output_uri and outcome.violations_uri:
+                    outcome = replace(outcome, violations_uri=f"{uri}/constraint_violations.json")
                 self._conclude(schedule, job_name, outcome, spec)
         except asyncio.CancelledError:
             row = self.repo.get_execution(job_name)
@@ -284,6 +295,43 @@ class Scheduler(BackgroundLoop):
             log.exception("monitoring execution %s failed", job_name)
             with contextlib.suppress(Exception):
                 self._finish(job_name, _X.FAILED, failure_reason=(str(exc) or type(exc).__name__)[:1024])
+
+    async def _input(self, spec: JobSpec, job_name: str, since: float, until: float, out: Path) -> str | None:
+        """The local folder of capture records the execution reads; None (the execution Failed, saying why) when there
+        is none or it holds no data. A batch transform's capture in the window is first turned into capture records
+        in ``out/.batch-capture`` (never published)."""
+        if spec.batch is not None:
+            staged = out / BATCH_FOLDER
+            # an execution of the same hour before (an updated NOW schedule) staged here: read this window only
+            await asyncio.to_thread(shutil.rmtree, staged, True)
+            try:
+                count = await asyncio.to_thread(
+                    stage, spec.batch, partial(locate, objects=self._planner.objects), since, until, staged
+                )
+            except JobSpecError as exc:
+                self._finish(job_name, _X.FAILED, failure_reason=str(exc)[:1024])
+                return None
+            if not count:
+                reason = (f"{NO_DATA}: no batch transform capture under {spec.batch.destination.rstrip('/')}/input/ "
+                          "in the analysis window.")  # fmt: skip
+                self._finish(job_name, _X.FAILED, failure_reason=reason)
+                return None
+            return str(staged)
+        try:
+            data = self._planner.capture_dir(spec.endpoint_name)
+        except ApiError as exc:
+            self._finish(job_name, _X.FAILED, failure_reason=exc.message[:1024])
+            return None
+        if not await asyncio.to_thread(_has_capture, Path(data)):
+            self._finish(job_name, _X.FAILED, failure_reason=f"{NO_DATA}: nothing captured under {data}.")
+            return None
+        return data
+
+    async def _publish(self, spec: JobSpec, out: Path, uri: str) -> None:
+        """Put the execution's files into servekit up's S3 store under ``uri`` when its output is there."""
+        put = self._planner.put
+        if spec.output_uri and put is not None and out.is_dir():
+            await asyncio.to_thread(publish, out, uri, put, frozenset({BATCH_FOLDER}))
 
     def _conclude(self, schedule: ScheduleRow, job_name: str, outcome: Outcome, spec: JobSpec) -> None:
         if outcome.status is _X.FAILED:

@@ -23,7 +23,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         1,
         "the tags of SageMaker's resources, by ARN",
         (
-            """CREATE TABLE sagemaker_tags (
+            """CREATE TABLE tags_by_arn (
                 arn_key TEXT PRIMARY KEY,
                 arn TEXT NOT NULL,
                 tags TEXT NOT NULL
@@ -41,13 +41,13 @@ class Tags:
 
     def get(self, arn: str) -> list[Tag] | None:
         """The resource's tags in the order they were added; None for an ARN no Create* or AddTags recorded."""
-        row = self.conn.execute("SELECT tags FROM sagemaker_tags WHERE arn_key = ?", (arn.lower(),)).fetchone()
+        row = self.conn.execute("SELECT tags FROM tags_by_arn WHERE arn_key = ?", (arn.lower(),)).fetchone()
         return list(orjson.loads(row[0])) if row else None
 
     def replace(self, arn: str, tags: Sequence[Mapping[str, str]]) -> None:
         with transaction(self.conn) as c:
             c.execute(
-                "INSERT INTO sagemaker_tags (arn_key, arn, tags) VALUES (?, ?, ?) "
+                "INSERT INTO tags_by_arn (arn_key, arn, tags) VALUES (?, ?, ?) "
                 "ON CONFLICT (arn_key) DO UPDATE SET arn = excluded.arn, tags = excluded.tags",
                 (arn.lower(), arn, orjson.dumps([dict(t) for t in tags]).decode()),
             )
@@ -56,10 +56,10 @@ class Tags:
         """The tags ``change`` makes of the resource's (none yet: an empty list), stored in one transaction (two
         AddTags at once both land); ``change`` may raise to store nothing."""
         with transaction(self.conn) as c:
-            row = c.execute("SELECT tags FROM sagemaker_tags WHERE arn_key = ?", (arn.lower(),)).fetchone()
+            row = c.execute("SELECT tags FROM tags_by_arn WHERE arn_key = ?", (arn.lower(),)).fetchone()
             tags = change(list(orjson.loads(row[0])) if row else [])
             c.execute(
-                "INSERT INTO sagemaker_tags (arn_key, arn, tags) VALUES (?, ?, ?) "
+                "INSERT INTO tags_by_arn (arn_key, arn, tags) VALUES (?, ?, ?) "
                 "ON CONFLICT (arn_key) DO UPDATE SET tags = excluded.tags",
                 (arn.lower(), arn, orjson.dumps(tags).decode()),
             )

@@ -18,6 +18,8 @@ MODEL = f"{ML}/model"
 OUTPUT = f"{ML}/output"
 OUTPUT_DATA = f"{OUTPUT}/data"
 CODE = f"{ML}/code"
+# hyperparameters SageMaker adds that are not the user's (a tuning job's objective)
+RESERVED_HYPERPARAMETERS = frozenset({"_tuning_objective_metric"})
 # stand-ins for the libraries a framework container puts beside a script (sagemaker_xgboost_container), on the
 # script's PYTHONPATH after its own code
 CONTAINER_LIBRARIES = str(Path(__file__).resolve().parent / "containers")
@@ -61,9 +63,13 @@ class Script:
 
     @property
     def args(self) -> list[str]:
+        """``--name value`` for each of the user's hyperparameters. Not the objective a tuning job adds
+        (``_tuning_objective_metric``: SageMaker's, in hyperparameters.json and SM_HPS): a script that parses its
+        arguments strictly (``parse_args()``) would refuse it."""
         out: list[str] = []
         for name, value in self.user_hyperparameters.items():
-            out += [f"--{name}", _arg(value)]
+            if name not in RESERVED_HYPERPARAMETERS:
+                out += [f"--{name}", _arg(value)]
         return out
 
 

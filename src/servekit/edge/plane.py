@@ -69,6 +69,7 @@ class ControlPlane:
         mounts: Mapping[str, Callable[[ControlPlane], ASGIApp]] | None = None,
         fronts: Sequence[tuple[Callable[[Scope], bool], ASGIApp]] = (),
         before_invoke: Callable[[str], None] | None = None,
+        drains: Sequence[Background] = (),
     ) -> None:
         """``services``: more operations by service name (e.g. ``{"cloudwatch": {"GetMetricData": ...}}``), beside
         the SageMaker hosting operations. ``alarms``: the CloudWatch alarm evaluator, started and stopped with
@@ -79,10 +80,12 @@ class ControlPlane:
         services with a wire handling of their own (S3 streams bodies to disk, STS speaks the query protocol), each
         with the test that picks its requests (their SigV4 scope), asked before the body is read. ``before_invoke``:
         called with the endpoint of each InvokeEndpoint; what it raises is the answer (an asynchronous endpoint
-        refuses it)."""
+        refuses it). ``drains``: loops like ``background``, closed after the instances have stopped, so that what an
+        instance leaves on its way out (its last capture files) is still handled."""
         self.endpoint_metrics = endpoint_metrics
         self.alarms = alarms
         self.background = tuple(background)
+        self.drains = tuple(drains)
         # multi-model endpoints: endpoint -> TargetModel -> [hits, misses] since this process started
         self.model_cache: dict[str, dict[str, list[int]]] = {}
         self.api = api
@@ -113,7 +116,7 @@ class ControlPlane:
             self.endpoint_metrics.start()
         if self.alarms is not None:
             self.alarms.start()
-        for loop in self.background:
+        for loop in (*self.background, *self.drains):
             loop.start()
 
     async def _recover(self) -> None:
@@ -149,6 +152,8 @@ class ControlPlane:
         if self.endpoint_metrics is not None:
             await self.endpoint_metrics.close()
         await self.hosting.fleets.close()
+        for loop in reversed(self.drains):
+            await loop.close()
         await self.gateway.close()
 
     # ---- requests ----------------------------------------------------------------------------------------------

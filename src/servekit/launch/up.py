@@ -30,6 +30,7 @@ from servekit.backends.ray_actors import RayBackend, RayBackendConfig
 from servekit.backends.ray_job_hosts import RayJobHosts
 from servekit.edge.async_invocations import AsyncInvocations
 from servekit.edge.async_notifications import AsyncNotifications
+from servekit.edge.capture_staging import CaptureShipper
 from servekit.edge.metrics import EdgeMetrics
 from servekit.edge.plane import Background, ControlPlane
 from servekit.gateway.published import PublishedRoutingTable
@@ -238,6 +239,15 @@ def build(
     prometheus = EdgeMetrics(endpoint_metrics)
     instance_types = load_instance_types(instance_types_file)  # read once: hosting and recommendations share it
     envelopes = TableEnvelopes(instance_types)
+    # Data capture to the plane's own buckets, done by the plane as SageMaker's platform does it: instances (no
+    # credentials for this store, an isolated one no network to it) write into a staging folder under the home,
+    # and the shipper puts each finished file into the store as an object. Ray's actors may run on other machines,
+    # which cannot write into this home: they keep publishing to the URI themselves.
+    shipper = CaptureShipper(
+        home / "capture-staging",
+        own_bucket=lambda bucket: objects.bucket_created(bucket) is not None,
+        put=Objects(objects).put_file,
+    )
     fleets = Orchestrator(
         db.hosting,
         backend,
@@ -252,6 +262,7 @@ def build(
         framework_dir=home / "models" / "framework",  # framework models (SAGEMAKER_PROGRAM) composed here
         serverless_idle_s=serverless_idle_s,
         pipeline_dir=home / "models" / "pipeline",  # OPTION_PIPELINE_PARALLEL_DEGREE: models split into stages
+        capture_destination=shipper.destination if ray is None else None,
     )
     hosting = HostingService(
         db.hosting,
@@ -468,6 +479,7 @@ def build(
             "sagemaker-runtime": {"InvokeEndpointAsync": async_invocations.submit},
         },
         before_invoke=async_invocations.refuse_sync,
+        drains=[shipper],  # closed after the instances stop: it ships the capture files they publish as they go
         alarms=alarms,
         endpoint_metrics=endpoint_metrics,
         background=background,

@@ -3,7 +3,7 @@ its instances' ``servekit serve`` command line."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from servekit.aws.errors import validation_exception
@@ -32,10 +32,19 @@ def with_capture_format(capture: Mapping[str, Any] | None, tags: Sequence[Mappin
     return {**capture, _CAPTURE_FORMAT: value.strip().lower()}
 
 
-def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str) -> tuple[str, ...]:
+# A DestinationS3Uri -> where an instance writes its capture instead. servekit up hands one in that stages the
+# plane's own buckets in a local folder it ships into its S3 store (an instance has no credentials for it, and an
+# isolated one no network to it); exported pods, and other buckets, keep the URI as given.
+CaptureDestination = Callable[[str], str]
+
+
+def capture_args(
+    capture: Mapping[str, Any] | None, endpoint: str, variant: str, destination: CaptureDestination | None = None
+) -> tuple[str, ...]:
     """The ``servekit serve`` flags that make one variant's instances capture as the endpoint config's
-    ``DataCaptureConfig`` asks: its destination, sampling percentage and Input/Output options, into SageMaker's
-    layout ``<destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/``. No flags when capture is absent or disabled."""
+    ``DataCaptureConfig`` asks: its destination (as ``destination`` maps it), sampling percentage and Input/Output
+    options, into SageMaker's layout ``<destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/``. No flags when capture is
+    absent or disabled."""
     if not capture or not capture.get("EnableCapture", True) or not capture.get("DestinationS3Uri"):
         return ()
     want_in = want_out = False
@@ -45,9 +54,10 @@ def capture_args(capture: Mapping[str, Any] | None, endpoint: str, variant: str)
     if not (want_in or want_out):
         want_in = want_out = True
     mode = "both" if want_in and want_out else "input" if want_in else "output"
+    uri = str(capture["DestinationS3Uri"])
     return (
         "--capture_destination",
-        str(capture["DestinationS3Uri"]),
+        destination(uri) if destination is not None else uri,
         "--capture_sampling_percentage",
         str(int(capture.get("InitialSamplingPercentage", 100))),
         "--capture_mode",

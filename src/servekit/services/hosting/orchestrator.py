@@ -19,7 +19,7 @@ from servekit.aws.errors import ApiError, validation_exception
 from servekit.aws.names import Account, ResourceKind
 from servekit.backends.local import CpuPinningBackend, CpuPool, ReplicaBackend
 from servekit.gateway.service import RoutingTable
-from servekit.services.hosting.capture import capture_args
+from servekit.services.hosting.capture import CaptureDestination, capture_args
 from servekit.services.hosting.envelopes import Envelopes
 from servekit.services.hosting.fleet import AlarmStates, EndpointController, EndpointPlan, Preload, VariantPlan
 from servekit.services.hosting.framework import FrameworkError, FrameworkModels
@@ -69,12 +69,14 @@ class Orchestrator:
         framework_dir: Path | None = None,
         serverless_idle_s: float = DEFAULT_IDLE_S,
         pipeline_dir: Path | None = None,
+        capture_destination: CaptureDestination | None = None,
     ) -> None:
         """``machine`` (default: this one) is what oversubscription is judged against; ``cpus`` (default: the CPUs
         this process may run on) are handed out to instances as their own CPU sets while enough are free.
         ``alarm_states`` (alarm names -> their states) is what a deployment's AutoRollbackConfiguration watches.
         ``framework_dir``: where framework models' version folders are composed (None: such models are refused).
-        ``pipeline_dir``: where models split into pipeline stages are kept (None: no pipeline parallelism)."""
+        ``pipeline_dir``: where models split into pipeline stages are kept (None: no pipeline parallelism).
+        ``capture_destination``: where instances write a DataCaptureConfig's DestinationS3Uri (None: there)."""
         self.repo = repo
         if cpus is None:
             cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -98,6 +100,7 @@ class Orchestrator:
         self._serverless_idle_s = serverless_idle_s
         # (endpoint, variant) -> the instances an IC-based variant runs for its inference components' copies
         self.ic_instances: Callable[[str, str], int] | None = None
+        self._capture_destination = capture_destination
 
     # ---- what the API asks for (each runs in the background; its result lands as the endpoint's status) --------
     def create(self, name: str, config_name: str) -> None:
@@ -285,7 +288,7 @@ class Orchestrator:
             gpus=env.gpus,
             count=spec.provisioned if spec is not None else _kept(retain, v["VariantName"], 1, initial_count(v)),
             weight=_kept(retain, v["VariantName"], 0, float(v["InitialVariantWeight"])),
-            extra_args=capture_args(config.data_capture, name, v["VariantName"]),
+            extra_args=capture_args(config.data_capture, name, v["VariantName"], self._capture_destination),
             environment=dict(model.container.environment),
             multi_model=multi_model,
             model_cache=_model_cache(model.record),

@@ -120,6 +120,31 @@ def test_the_plan_carries_capture_flags_per_variant_and_the_envelope(hosting: Ho
     assert (a.vcpus, a.memory_bytes, b.vcpus, b.memory_bytes) == (2, 4 * 2**30, 8, 64 * 2**30)
 
 
+def test_the_plan_carries_the_destination_the_plane_maps_a_capture_uri_to(tmp_path: Path) -> None:
+    """servekit up hands in where instances write a DestinationS3Uri (its own buckets: a staging folder)."""
+    staged = {"s3://own/capture": "file:///home/capture-staging/own/capture"}
+    with StateDB.open(tmp_path / "home") as db:
+        fleets = Orchestrator(
+            db.hosting,
+            NoBackend(),
+            RoutingTable(),
+            Envelopes(),
+            lambda url: url,
+            machine=Machine(cpus=4, memory_gib=16.0),
+            cpus=[0, 1, 2, 3],
+            capture_destination=lambda uri: staged.get(uri, uri),
+        )
+        hosting = HostingService(db.hosting, fleets, Envelopes())
+        make_config(hosting, {**capture("Input"), "DestinationS3Uri": "s3://own/capture"}, [("A", "ml.t2.medium", 1)])
+        args = hosting.fleets.plan("ep", "cfg").variants[0].extra_args
+    assert args[args.index("--capture_destination") + 1] == "file:///home/capture-staging/own/capture"
+    assert args[-2:] == ("--capture_partition_prefix", "ep/A")
+    # without a mapping (servekit export's pods, a plane on Ray) instances capture to the URI as given
+    assert capture_args({**capture("Input"), "DestinationS3Uri": "s3://own/capture"}, "ep", "A")[1] == (
+        "s3://own/capture"
+    )
+
+
 def test_without_capture_the_plan_has_no_capture_flags(hosting: HostingService) -> None:
     make_config(hosting, None, [("A", "ml.t2.medium", 1)])
     assert hosting.fleets.plan("ep", "cfg").variants[0].extra_args == ()

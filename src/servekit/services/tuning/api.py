@@ -389,10 +389,7 @@ class TuningJobsApi:
                 "TrainingJobEarlyStoppingType": "Off",
                 **row.request["HyperParameterTuningJobConfig"],
             },
-            "TrainingJobDefinition": {
-                "ResourceConfig": resource_config(row.request["TrainingJobDefinition"]),
-                **row.request["TrainingJobDefinition"],
-            },
+            "TrainingJobDefinition": described_definition(row.request["TrainingJobDefinition"]),
             "HyperParameterTuningJobStatus": row.status,
             "CreationTime": when(row.created),
             "LastModifiedTime": when(row.modified),
@@ -484,3 +481,15 @@ def resource_config(definition: Mapping[str, Any]) -> dict[str, Any]:
     if hpo.get("VolumeKmsKeyId"):
         out["VolumeKmsKeyId"] = hpo["VolumeKmsKeyId"]
     return out
+
+
+def described_definition(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The TrainingJobDefinition as DescribeHyperParameterTuningJob answers it: with its ResourceConfig
+    (:func:`resource_config`) and its algorithm's MetricDefinitions, which SageMaker fills in for a built-in
+    algorithm (each metric it reports, with the regex that finds it in its log) and answers empty for an image
+    without any (the SDK's tuner reads them when it rebuilds a tuner from a description)."""
+    spec = dict(definition.get("AlgorithmSpecification") or {})
+    if not spec.get("MetricDefinitions"):
+        builtin = sorted(algorithm_metrics(str(spec.get("TrainingImage") or "")))
+        spec["MetricDefinitions"] = [{"Name": m, "Regex": evaluation_regex(m)} for m in builtin]
+    return {"ResourceConfig": resource_config(definition), **definition, "AlgorithmSpecification": spec}

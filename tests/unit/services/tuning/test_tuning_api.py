@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -341,3 +342,18 @@ def test_the_sdks_tuning_resource_config_sizes_the_training_jobs(db: StateDB, tm
     row = db.sagemaker_jobs.get(TRAINING, jobs[0]["TrainingJobName"])
     assert row is not None and row.request["ResourceConfig"] == sized
     assert "HyperParameterTuningResourceConfig" not in row.request
+
+
+def test_a_described_definition_names_a_builtin_algorithms_metrics() -> None:
+    """SageMaker fills in a built-in algorithm's MetricDefinitions in DescribeHyperParameterTuningJob (the SDK's
+    tuner reads them when it rebuilds a tuner); an image without any answers an empty list."""
+    from servekit.services.tuning.api import described_definition
+
+    kmeans = {"AlgorithmSpecification": {"TrainingImage": "382416733822.dkr.ecr.us-east-1.amazonaws.com/kmeans:1"}}
+    definitions = described_definition(kmeans)["AlgorithmSpecification"]["MetricDefinitions"]
+    assert [d["Name"] for d in definitions] == ["test:msd", "test:ssd"]
+    assert re.search(definitions[0]["Regex"], "[0]\ttest-msd:0.25\ttest-ssd:3.5").group(1) == "0.25"  # type: ignore[union-attr]
+    assert described_definition({"AlgorithmSpecification": {"TrainingImage": "mine:1"}})["AlgorithmSpecification"] == {
+        "TrainingImage": "mine:1",
+        "MetricDefinitions": [],
+    }

@@ -71,6 +71,7 @@ from servekit.services.pipelines.api import PipelinesApi
 from servekit.services.pipelines.execution.executor import Executor
 from servekit.services.pipelines.execution.services import ServiceCall
 from servekit.services.processing.api import ProcessingJobsApi
+from servekit.services.processing.runner import KIND as PROCESSING_KIND
 from servekit.services.processing.runner import ProcessingRunner
 from servekit.services.registry.api import RegistryService
 from servekit.services.registry.packages import container_for
@@ -318,7 +319,7 @@ def build(
     # s3:// URI of that store are written under the home, then put into the store as objects
     planner = Planner(
         db.monitoring, db.hosting, account, objects.local_path, put=Objects(objects).put_file,
-        scratch=home / "monitoring-outputs",
+        scratch=home / "monitoring-outputs", baselining_output=functools.partial(baselining_output, db),
     )  # fmt: skip
     scheduler = Scheduler(db.monitoring, planner, endpoint_metrics, account)
     monitoring = MonitoringService(db.monitoring, planner, scheduler, account)
@@ -620,3 +621,12 @@ def serve(app: Any, host: str, port: int, log_level: str) -> None:
     # Each listening socket under several descriptors: a burst of InvokeEndpoint clients is accepted in one loop
     # turn (launch/accept.py).
     uvicorn.Server(config).run(sockets=fanned_out([sock], stack.loop))
+
+
+def baselining_output(db: StateDB, job: str) -> str | None:
+    """A processing job's first output S3Uri (a baselining job's: DefaultModelMonitor.suggest_baseline's
+    statistics.json and constraints.json are there), for a schedule that names only its BaseliningJobName."""
+    row = db.sagemaker_jobs.get(PROCESSING_KIND, job)
+    outputs = ((row.request.get("ProcessingOutputConfig") or {}).get("Outputs") or []) if row is not None else []
+    uri = (outputs[0].get("S3Output") or {}).get("S3Uri") if outputs else None
+    return str(uri) if uri else None

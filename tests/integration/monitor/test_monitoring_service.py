@@ -249,6 +249,20 @@ def at(text: str) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- definitions
+def test_definitions_are_answered_with_sagemakers_defaults(world: World) -> None:
+    """The SDK's attach() and its tests read StoppingCondition and both NetworkConfig flags; SageMaker answers its
+    defaults where the request gave none (also in a schedule's inline MonitoringJobDefinition)."""
+    sm = world.sm
+    sm.create_data_quality_job_definition(**data_quality(world, NetworkConfig={"EnableNetworkIsolation": True}))
+    d = sm.describe_data_quality_job_definition(JobDefinitionName="dq")
+    assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600}
+    assert d["NetworkConfig"] == {"EnableNetworkIsolation": True, "EnableInterContainerTrafficEncryption": False}
+    sm.create_data_quality_job_definition(**data_quality(world, "dq2", StoppingCondition={"MaxRuntimeInSeconds": 92}))
+    assert sm.describe_data_quality_job_definition(JobDefinitionName="dq2")["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 92
+    }
+
+
 def test_job_definitions_create_describe_list_delete(world: World) -> None:
     sm = world.sm
     arn = sm.create_data_quality_job_definition(**data_quality(world))["JobDefinitionArn"]
@@ -293,10 +307,10 @@ def test_job_definitions_create_describe_list_delete(world: World) -> None:
             },
             "MonitoringOutputs[0].S3Output.S3Uri 's3://b/out' is not in servekit up's own S3 store",
         ),
-        ({"DataQualityBaselineConfig": {}}, "give DataQualityBaselineConfig.ConstraintsResource.S3Uri"),
+        # (no baseline at all is accepted since issue 45: executions compute statistics only, as SageMaker's do)
         (
             {"DataQualityBaselineConfig": {"ConstraintsResource": {"S3Uri": "file:///nowhere/constraints.json"}}},
-            "is not a baseline made by servekit monitor baseline",
+            "'file:///nowhere/constraints.json': no constraints.json there",
         ),
         (
             {"DataQualityAppSpecification": {"ImageUri": "x", "ContainerArguments": ["--data", "/elsewhere"]}},

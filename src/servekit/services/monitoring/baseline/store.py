@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from servekit.services.monitoring.baseline import statistics_constraints
+from servekit.services.monitoring.baseline import from_sagemaker, statistics_constraints
+from servekit.services.monitoring.baseline.sagemaker_files import SageMakerFileError
 from servekit.services.monitoring.drift.profiles import Baseline, CategoricalProfile, NumericProfile, Profile
 from servekit.services.monitoring.drift.schema import Feature, InferredType
 from servekit.services.monitoring.drift.sketch import Binning, CategoricalSummary, NumericSummary
@@ -96,7 +97,14 @@ def versions(root: Path) -> list[str]:
 
 
 def load(path: Path) -> Loaded:
-    """A version folder as given, or the current version of a baseline root with a fall-back to the previous."""
+    """A version folder as given, or the current version of a baseline root with a fall-back to the previous; or a
+    folder of SageMaker's own ``statistics.json``/``constraints.json`` (converted as it is read: see
+    :mod:`~servekit.services.monitoring.baseline.from_sagemaker`)."""
+    if from_sagemaker.is_sagemaker_folder(path):
+        try:
+            return Loaded(from_sagemaker.load_folder(path), path)
+        except SageMakerFileError as exc:
+            raise BaselineError(str(exc)) from None
     if (path / "baseline.json").exists() and not (path / "CURRENT").exists():
         return Loaded(load_version(path), path)
     if not path.is_dir():

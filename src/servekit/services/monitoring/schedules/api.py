@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,7 +37,7 @@ from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.timestamps import optional_epoch
 from servekit.errors import IllegalTransition
-from servekit.services.monitoring.schedules.jobs import JobSpecError, MonitoringType
+from servekit.services.monitoring.schedules.jobs import DEFAULT_MAX_RUNTIME_S, JobSpecError, MonitoringType
 from servekit.services.monitoring.schedules.lifecycle import ExecutionStatus, ScheduleStatus, check_schedule_transition
 from servekit.services.monitoring.schedules.plans import Planner
 from servekit.services.monitoring.schedules.scheduler import Scheduler
@@ -104,6 +104,7 @@ class MonitoringService:
         async def create(p: dict[str, Any]) -> dict[str, Any]:
             name = p["JobDefinitionName"]
             arn = self._arn(kind, name)
+            p = self._planner.with_baselining_job(type_, p)
             try:
                 spec = self._planner.definition_spec(type_, p)
             except JobSpecError as exc:
@@ -127,7 +128,7 @@ class MonitoringService:
         async def describe(p: dict[str, Any]) -> dict[str, Any]:
             row = self._definition(type_, p["JobDefinitionName"])
             return {
-                **row.request,
+                **_with_defaults(row.request),
                 "JobDefinitionName": row.name,
                 "JobDefinitionArn": row.arn,
                 "CreationTime": row.created,
@@ -219,7 +220,7 @@ class MonitoringService:
             "MonitoringType": row.type,
             "CreationTime": row.created,
             "LastModifiedTime": row.modified,
-            "MonitoringScheduleConfig": row.config,
+            "MonitoringScheduleConfig": _config_with_defaults(row.config),
         }
         if row.endpoint_name:  # none when the schedule watches a batch transform's capture
             out["EndpointName"] = row.endpoint_name
@@ -368,6 +369,26 @@ class MonitoringService:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _with_defaults(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A job definition as SageMaker answers it: with the defaults it applies where the request gave none (the SDK's
+    ``attach`` and its tests read ``StoppingCondition`` and both ``NetworkConfig`` flags)."""
+    out = {"StoppingCondition": {"MaxRuntimeInSeconds": DEFAULT_MAX_RUNTIME_S}, **definition}
+    network = definition.get("NetworkConfig")
+    if isinstance(network, Mapping):
+        out["NetworkConfig"] = {
+            "EnableInterContainerTrafficEncryption": False, "EnableNetworkIsolation": False, **network
+        }  # fmt: skip
+    return out
+
+
+def _config_with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A MonitoringScheduleConfig as answered: an inline MonitoringJobDefinition with SageMaker's defaults."""
+    inline = config.get("MonitoringJobDefinition")
+    if not isinstance(inline, Mapping):
+        return dict(config)
+    return {**config, "MonitoringJobDefinition": _with_defaults(inline)}
+
+
 def _definition_kind(type_: MonitoringType) -> str:
     return "data-quality-job-definition" if type_ is MonitoringType.DATA_QUALITY else "model-quality-job-definition"
 

@@ -9,7 +9,9 @@ How SageMaker's job definition maps onto servekit's monitor:
   ``servekit monitor baseline`` — its folder, a version folder, or the ``constraints.json``/``statistics.json``
   inside one (its folder is used) — or the output of a baselining job of Model Monitor's analyzer image
   (``DefaultModelMonitor.suggest_baseline``), which is such a version folder; in servekit up's own S3 store too
-  (``s3://``, read from the store's files). Data quality needs one.
+  (``s3://``, read from the store's files). Or SageMaker's own ``statistics.json`` and/or ``constraints.json``
+  (:mod:`~servekit.services.monitoring.schedules.baselines`). Data quality without a baseline computes the window's
+  statistics only (``statistics.json``, no checks), as SageMaker does.
 - ``*JobInput.EndpointInput.EndpointName``: the endpoint whose capture is read: the ``DataCaptureConfig``
   destination of its endpoint config at run time, ``<DestinationS3Uri>/<endpoint>/``. ``StartTimeOffset`` and
   ``EndTimeOffset`` (model quality's label delay) replace the schedule's ``DataAnalysis*Time``.
@@ -48,6 +50,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servekit.services.monitoring.schedules.baselines import STAGED, BaselineSource
+from servekit.services.monitoring.schedules.baselines import resolve as resolve_baseline
 from servekit.services.monitoring.schedules.batch import BatchInput, batch_input
 from servekit.services.monitoring.schedules.lifecycle import ExecutionStatus
 from servekit.services.monitoring.schedules.locations import JobSpecError as JobSpecError
@@ -82,6 +86,8 @@ SERVEKIT_NAMESPACE = "servekit"
 DATA_METRICS_NAMESPACE = "aws/sagemaker/Endpoints/data-metrics"
 MODEL_METRICS_NAMESPACE = "aws/sagemaker/Endpoints/model-metrics"
 NO_DATA = "Job inputs had no data"
+# What an execution without a baseline runs: the window's statistics.json (SageMaker's shape), no checks.
+WINDOW_STATISTICS = "servekit.services.monitoring.baseline.window_statistics"
 
 
 class MonitoringType(enum.StrEnum):
@@ -95,7 +101,7 @@ class JobSpec:
 
     type: MonitoringType
     endpoint_name: str  # "" when the input is a batch transform's capture
-    baseline: str | None  # a local folder: a servekit baseline (or one of its versions)
+    baseline: str | None  # a local folder: a servekit baseline (or one of its versions); None: see below
     output: str  # a local folder: executions write under it
     output_uri: str = ""  # the s3:// URI of servekit up's store the output folder's files are put under ("": none)
     batch: BatchInput | None = None  # BatchTransformInput: the batch transform capture monitored
@@ -113,6 +119,13 @@ class JobSpec:
     role_arn: str = ""
     resources: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
+    # data quality: SageMaker's own baseline files (local paths; either may be None), when ``baseline`` is None; with
+    # neither, executions compute the window's statistics only
+    sagemaker_baseline: BaselineSource | None = None
+
+    @property
+    def statistics_only(self) -> bool:
+        return self.type is MonitoringType.DATA_QUALITY and self.baseline is None and self.sagemaker_baseline is None
 
 
 def baseline_folder(uri: str, where: str, objects: ObjectPaths = no_objects) -> str:
@@ -242,19 +255,19 @@ def _spec(
     resource = baseline_config.get("ConstraintsResource") or baseline_config.get("StatisticsResource") or {}
     where = f"{type_.value}BaselineConfig" if input_where.endswith("JobInput") else "BaselineConfig"
     baseline = None
-    if resource.get("S3Uri"):
+    sagemaker_baseline = None
+    if type_ is MonitoringType.DATA_QUALITY:
+        # None: no baseline; the executions compute statistics only (SageMaker accepts that too)
+        source = resolve_baseline(baseline_config, where, objects)
+        if source is not None and source.folder is not None:
+            baseline = source.folder
+        else:
+            sagemaker_baseline = source
+    elif resource.get("S3Uri"):  # model quality's baseline is its constraints.json itself
         uri = str(resource["S3Uri"])
-        if type_ is MonitoringType.DATA_QUALITY:
-            baseline = baseline_folder(uri, f"{where}.ConstraintsResource.S3Uri", objects)
-        else:  # model quality's baseline is its constraints.json itself
-            baseline = local_path(uri, f"{where}.ConstraintsResource.S3Uri")
-            if not Path(baseline).exists():
-                raise JobSpecError(f"{where}.ConstraintsResource.S3Uri {uri!r}: no such file.")
-    elif type_ is MonitoringType.DATA_QUALITY:
-        raise JobSpecError(
-            f"servekit judges data quality against a baseline: give {where}.ConstraintsResource.S3Uri (a folder made "
-            "by servekit monitor baseline or by DefaultModelMonitor.suggest_baseline, or its constraints.json)."
-        )
+        baseline = local_path(uri, f"{where}.ConstraintsResource.S3Uri")
+        if not Path(baseline).exists():
+            raise JobSpecError(f"{where}.ConstraintsResource.S3Uri {uri!r}: no such file.")
     else:
         raise JobSpecError(
             f"servekit judges model quality against constraints: give {where}.ConstraintsResource.S3Uri (the "
@@ -297,6 +310,7 @@ def _spec(
         role_arn=str(request.get("RoleArn", "")),
         resources=dict(resources),
         environment={str(k): str(v) for k, v in environment.items()},
+        sagemaker_baseline=sagemaker_baseline,
     )
 
 
@@ -341,13 +355,18 @@ def monitor_command(
     span = max(1, end - start)
     step = math.gcd(end, span) or span
     base = [python, "-m", "servekit.cli.main", "monitor"]
+    if spec.statistics_only:
+        # the job's ContainerArguments are monitor run's flags: they do not apply to statistics alone
+        return [python, "-m", WINDOW_STATISTICS, "--data", data, "--out", out, "--since", iso(start), "--until",
+                iso(end)]  # fmt: skip
     if spec.type is MonitoringType.DATA_QUALITY:
-        assert spec.baseline is not None
+        # SageMaker's files: the execution copies them into <out>/.baseline first (baselines.stage)
+        baseline = spec.baseline if spec.baseline is not None else f"{out.rstrip('/')}/{STAGED}"
         return [
             *base,
             "run",
             "--baseline",
-            spec.baseline,
+            baseline,
             "--data",
             data,
             "--out",
@@ -461,6 +480,20 @@ def read_data_quality(out: Path) -> Outcome:
         len(entries), f"file://{report}" if report.is_file() else "", rows, judged=True, counts=counts,
         features=distances
     )  # fmt: skip
+
+
+def read_statistics_only(out: Path) -> Outcome:
+    """The outcome of an execution without a baseline (``window_statistics``'s ``window.json`` and
+    ``statistics.json``): Completed with the window's statistics, nothing judged; Failed when the window had no rows."""
+    doc = _load(out / "window.json")
+    rows = int(doc.get("rows") or 0)
+    if not rows:
+        return Outcome(ExecutionStatus.FAILED, failure_reason=f"{NO_DATA}: no captured request in the window.")
+    return Outcome(
+        ExecutionStatus.COMPLETED,
+        f"Completed: Job completed successfully: statistics of {rows} rows, no baseline to check them against.",
+        rows=rows,
+    )
 
 
 def read_model_quality(out: Path) -> Outcome:

@@ -6,7 +6,7 @@ make a plan) and the scheduler (which runs the plan stored with the schedule).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from servekit.services.monitoring.schedules.locations import PutObject, store_fo
 from servekit.services.monitoring.schedules.store import Monitoring
 
 HOUR_TAG = "servekit:hour-seconds"
+# A processing job's name -> its first output's S3Uri (None: no such job), handed in by the composition root.
+BaseliningOutput = Callable[[str], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,17 +60,44 @@ class Planner:
         *,
         put: PutObject | None = None,
         scratch: Path | None = None,
+        baselining_output: BaseliningOutput | None = None,
     ) -> None:
         """``objects``: an ``s3://`` URI of servekit up's own S3 store as the file or folder holding it (a baseline
         there, such as a baselining job's output, is read from disk; an endpoint's capture there is read from its
         folder). ``put`` puts a file into that store as an object and ``scratch`` is the folder executions whose
-        output is an ``s3://`` URI of the store write in first: without both such an output is refused."""
+        output is an ``s3://`` URI of the store write in first: without both such an output is refused.
+        ``baselining_output``: a processing job's (a baselining job's) first output ``S3Uri`` by its name, for a
+        ``DataQualityBaselineConfig`` that names only its ``BaseliningJobName``; without it such a name is ignored."""
         self.repo = repo
         self._hosting = hosting
         self._account = account or Account()
         self.objects = objects
         self.put = put
         self._scratch = scratch if put is not None else None
+        self._baselining_output = baselining_output
+
+    def with_baselining_job(self, type_: MonitoringType, request: Mapping[str, Any]) -> dict[str, Any]:
+        """``request`` with the files of its ``BaseliningJobName`` as ``StatisticsResource``/``ConstraintsResource``
+        when it names the job and neither file: the SDK's ``create_monitoring_schedule()`` after ``suggest_baseline``
+        sends only the name, SageMaker uses that job's outputs and DescribeDataQualityJobDefinition answers them."""
+        key = f"{type_.value}BaselineConfig"
+        config = dict(request.get(key) or {})
+        job = config.get("BaseliningJobName")
+        if (
+            type_ is not MonitoringType.DATA_QUALITY
+            or not job
+            or config.get("StatisticsResource")
+            or config.get("ConstraintsResource")
+            or self._baselining_output is None
+        ):
+            return dict(request)
+        output = self._baselining_output(str(job))
+        if output is None:
+            raise validation_exception(f"{key}.BaseliningJobName: no processing job {job} with an output.")
+        root = output.rstrip("/")
+        config["StatisticsResource"] = {"S3Uri": f"{root}/statistics.json"}
+        config["ConstraintsResource"] = {"S3Uri": f"{root}/constraints.json"}
+        return {**request, key: config}
 
     def definition_spec(self, type_: MonitoringType, request: Mapping[str, Any]) -> JobSpec:
         """A Create*JobDefinition request as a :class:`JobSpec` (JobSpecError when servekit cannot run it)."""

@@ -30,6 +30,7 @@ from servekit._utils.background import BackgroundLoop
 from servekit.aws.errors import ApiError
 from servekit.aws.names import Account
 from servekit.services.cloudwatch.store import MetricsStore
+from servekit.services.monitoring.schedules import baselines
 from servekit.services.monitoring.schedules.batch import stage
 from servekit.services.monitoring.schedules.cron import HOUR_S, analysis_window, due, next_fire
 from servekit.services.monitoring.schedules.jobs import (
@@ -45,6 +46,7 @@ from servekit.services.monitoring.schedules.jobs import (
     output_folder,
     read_data_quality,
     read_model_quality,
+    read_statistics_only,
 )
 from servekit.services.monitoring.schedules.lifecycle import (
     UNFINISHED,
@@ -258,6 +260,12 @@ class Scheduler(BackgroundLoop):
                 data = await self._input(spec, job_name, since, until, out)
                 if data is None:
                     return
+                if spec.sagemaker_baseline is not None:
+                    try:
+                        await asyncio.to_thread(baselines.stage, spec.sagemaker_baseline, out)
+                    except OSError as exc:
+                        self._finish(job_name, _X.FAILED, failure_reason=str(exc)[:1024])
+                        return
                 command = monitor_command(spec, data, str(out), since, until, self._python)
                 source = spec.batch.destination if spec.batch else self._planner.capture_uri(spec.endpoint_name)
                 job = {"since": since, "until": until, "max_runtime_s": spec.max_runtime_s, "data": data}
@@ -279,7 +287,7 @@ class Scheduler(BackgroundLoop):
                     reason = last_line(await asyncio.to_thread(_read_text, out / LOG_NAME))
                     self._finish(job_name, _X.FAILED, failure_reason=reason or f"servekit monitor exited with {code}.")
                     return
-                outcome = await asyncio.to_thread(_read_outcome, spec.type, out)
+                outcome = await asyncio.to_thread(_read_outcome, spec, out)
                 # the files are in the store before the execution says it is over (the SDK reads them then)
                 await self._publish(spec, out, uri)
                 if spec.output_uri and outcome.violations_uri:
@@ -331,7 +339,7 @@ class Scheduler(BackgroundLoop):
         """Put the execution's files into servekit up's S3 store under ``uri`` when its output is there."""
         put = self._planner.put
         if spec.output_uri and put is not None and out.is_dir():
-            await asyncio.to_thread(publish, out, uri, put, frozenset({BATCH_FOLDER}))
+            await asyncio.to_thread(publish, out, uri, put, frozenset({BATCH_FOLDER, baselines.STAGED}))
 
     def _conclude(self, schedule: ScheduleRow, job_name: str, outcome: Outcome, spec: JobSpec) -> None:
         if outcome.status is _X.FAILED:
@@ -364,7 +372,9 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _read_outcome(type_: MonitoringType, out: Path) -> Outcome:
-    if type_ is MonitoringType.DATA_QUALITY:
+def _read_outcome(spec: JobSpec, out: Path) -> Outcome:
+    if spec.statistics_only:
+        return read_statistics_only(out)
+    if spec.type is MonitoringType.DATA_QUALITY:
         return read_data_quality(out)
     return read_model_quality(out)

@@ -21,7 +21,7 @@ from servekit.aws.names import Account
 from servekit.launch.up import default_bucket
 from servekit.testing.hosting import UpProcess, scaling_model
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two endpoints, a restart of the plane: over 10 s
 FAST = {"Delay": 1, "MaxAttempts": 120}
 BUCKET = default_bucket(Account())
 LAYOUT = r"capture/{endpoint}/AllTraffic/\d{{4}}/\d{{2}}/\d{{2}}/\d{{2}}/[^/]+\.jsonl"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two endpoints, a restart of 
 FAST = {"Delay": 1, "MaxAttempts": 120}
 BUCKET = default_bucket(Account())
 LAYOUT = r"capture/{endpoint}/AllTraffic/\d{{4}}/\d{{2}}/\d{{2}}/\d{{2}}/[^/]+\.jsonl"
-
-
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
 
 
 def captured(s3: Any, endpoint: str) -> tuple[list[str], list[dict[str, Any]]]:

@@ -11,8 +11,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from servekit.testing.hosting import UpProcess
+from servekit.testing.hosting import UpProcess, until
 
 pytestmark = pytest.mark.e2e  # about 7 s
 BUCKET = "sagemaker-us-east-1-000000000000"  # the SDK's default bucket, made by servekit up
@@ -39,27 +37,6 @@ INFERENCE_PY = textwrap.dedent(
         return json.dumps({"score": [sum(r) for r in rows]}), "application/json"
     """
 )
-
-
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-    """Poll ``check`` until it returns something truthy (another process's progress)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def make_baseline(tmp_path: Path) -> Path:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from servekit.testing.hosting import UpProcess
+from servekit.testing.hosting import UpProcess, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # an endpoint and two monitor runs: over 10 s
 BUCKET = "sagemaker-us-east-1-000000000000"  # the SDK's default bucket, made by servekit up
@@ -33,26 +31,6 @@ INFERENCE_PY = textwrap.dedent(
         return json.dumps({"score": [sum(r) for r in rows]}), "application/json"
     """
 )
-
-
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[UpProcess]:
-    u = UpProcess(tmp_path / "home")
-    u.start()
-    try:
-        yield u
-    finally:
-        u.stop()
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sagemaker_statistics(training: np.ndarray[Any, Any]) -> dict[str, Any]:

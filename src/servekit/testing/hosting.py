@@ -9,9 +9,21 @@ import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
+    """Poll ``check`` until it returns something truthy (another process's progress: a job, an execution, a file
+    shipped); AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def scaling_model(root: Path, name: str, factor: float, broken: bool = False) -> Path:

@@ -223,10 +223,7 @@ def _labelled(name: str, hp: dict[str, Any], required: bool) -> tuple[Array, Arr
     if found is None:
         return None
     x, y = found
-    if x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(
-            f"feature_dim is {hp['feature_dim']} but the {name} channel's records have {x.shape[1]}"
-        )
+    fp.check_width(x, hp["feature_dim"], name)
     if not np.all(np.isfinite(y)):
         raise fp.AlgorithmError(f"The {name} channel has labels that are not numbers")
     if hp["predictor_type"] == BINARY and not np.all((y == 0) | (y == 1)):

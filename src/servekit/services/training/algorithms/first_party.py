@@ -132,6 +132,12 @@ def channel(name: str, required: bool = True) -> tuple[npt.NDArray[np.float64], 
     return np.vstack(xs), (np.concatenate(ys) if ys and len(ys) == len(xs) else None)
 
 
+def check_width(x: npt.NDArray[Any], feature_dim: Any, channel_name: str) -> None:
+    """The channel's records have ``feature_dim`` features (ClientError naming both otherwise)."""
+    if x.shape[1] != feature_dim:
+        raise AlgorithmError(f"feature_dim is {feature_dim} but the {channel_name} channel's records have {x.shape[1]}")
+
+
 def report(channel_name: str, metrics: Mapping[str, float]) -> None:
     """A channel's metrics as the containers print them (``#test_score (algo-1) : ('msd', 1.2)``) and as one
     evaluation line servekit reads into ``FinalMetricDataList`` (``test:msd``)."""

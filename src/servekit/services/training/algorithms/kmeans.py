@@ -132,8 +132,7 @@ def main() -> None:
     train = fp.channel("train")
     assert train is not None
     x, _ = train
-    if x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(f"feature_dim is {hp['feature_dim']} but the train channel's records have {x.shape[1]}")
+    fp.check_width(x, hp["feature_dim"], "train")
     if len(x) < hp["k"]:
         raise fp.AlgorithmError(f"k is {hp['k']} but the train channel has {len(x)} records")
     centers = fit(x, hp)

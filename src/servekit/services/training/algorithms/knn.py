@@ -207,10 +207,7 @@ def _labelled(name: str, hp: dict[str, Any], required: bool = True) -> tuple[Any
         x, y = x[:, 1:], x[:, 0]
     if y is None:
         raise fp.AlgorithmError(f"The {name} channel's records have no labels (label['values']); k-NN needs them")
-    if x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(
-            f"feature_dim is {hp['feature_dim']} but the {name} channel's records have {x.shape[1]}"
-        )
+    fp.check_width(x, hp["feature_dim"], name)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise fp.AlgorithmError(f"The {name} channel holds NaN or infinite values")
     return x, y

@@ -210,10 +210,7 @@ def _documents(name: str, hp: dict[str, Any], required: bool = True) -> npt.NDAr
     if found is None:
         return None
     x = found[0]
-    if x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(
-            f"feature_dim is {hp['feature_dim']} but the {name} channel's records have {x.shape[1]}"
-        )
+    fp.check_width(x, hp["feature_dim"], name)
     if x.size and float(x.min()) < 0:
         raise fp.AlgorithmError(f"The {name} channel holds negative word counts")
     if not np.isfinite(x).all():

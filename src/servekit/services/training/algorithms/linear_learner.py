@@ -530,8 +530,8 @@ def main() -> None:
     train = fp.labelled_channel("train")
     assert train is not None
     x, y = train
-    if hp["feature_dim"] != AUTO and x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(f"feature_dim is {hp['feature_dim']} but the train channel's records have {x.shape[1]}")
+    if hp["feature_dim"] != AUTO:
+        fp.check_width(x, hp["feature_dim"], "train")
     check_labels(y, hp, "train")
     validation = _checked(fp.labelled_channel("validation", required=False), hp, "validation", x.shape[1])
     test = _checked(fp.labelled_channel("test", required=False), hp, "test", x.shape[1])

@@ -120,8 +120,7 @@ def main() -> None:
     train = fp.channel("train")
     assert train is not None
     x, _ = train
-    if x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(f"feature_dim is {hp['feature_dim']} but the train channel's records have {x.shape[1]}")
+    fp.check_width(x, hp["feature_dim"], "train")
     model = fit(x, hp)
     explained = float((model.s**2).sum() / max(float(((x - model.mean) ** 2).sum()), 1e-300))
     fp.say(f"#train (algo-1) : {len(x)} records, {len(model.s)} components, explained variance ratio {explained:.6g}")

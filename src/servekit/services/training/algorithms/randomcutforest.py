@@ -222,18 +222,14 @@ def main() -> None:
     train = _labelled("train", hp["feature_dim"])
     assert train is not None
     x = train[0]
-    if x.shape[1] != hp["feature_dim"]:
-        raise fp.AlgorithmError(f"feature_dim is {hp['feature_dim']} but the train channel's records have {x.shape[1]}")
+    fp.check_width(x, hp["feature_dim"], "train")
     forest = fit(x, hp)
     fp.say(f"#train (algo-1) : {len(forest.roots)} trees of {int(forest.mass[forest.roots[0]])} samples")
     fp.say(f"#train (algo-1) : anomaly threshold (mean + 3 sd of the training scores) {float(forest.threshold):.10g}")
     test = _labelled("test", hp["feature_dim"])
     if test is not None:
         tx, labels = test
-        if tx.shape[1] != hp["feature_dim"]:
-            raise fp.AlgorithmError(
-                f"feature_dim is {hp['feature_dim']} but the test channel's records have {tx.shape[1]}"
-            )
+        fp.check_width(tx, hp["feature_dim"], "test")
         if labels is None:
             raise fp.AlgorithmError("The test channel's records need labels (1: anomaly, 0: normal) to be scored")
         if not np.isin(labels, (0.0, 1.0)).all():

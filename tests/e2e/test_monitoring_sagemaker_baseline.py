@@ -1,7 +1,8 @@
 """Data-quality schedules on a real ``servekit up`` (boto3) with a baseline in SageMaker's own format — a
 ``statistics.json`` and a ``constraints.json`` put into the plane's S3 under separate prefixes, as the SageMaker SDK's
 ``Statistics.from_file_path`` / ``Constraints.from_file_path`` do — and with no baseline at all (SageMaker's default
-schedule: the execution computes the window's statistics only). A bad file is refused when the job definition is made.
+schedule: the execution computes the window's statistics only). A file that is not JSON is refused when the job
+definition is made; one of the wrong shape fails the execution that reads it, as in SageMaker.
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def run_once(sm: Any, name: str, job_definition: str) -> dict[str, Any]:
     return execution
 
 
+def alert_of(sm: Any, schedule: str) -> str:
+    """The status of the schedule's one alert (the default one every schedule has)."""
+    [alert] = sm.list_monitoring_alerts(MonitoringScheduleName=schedule)["MonitoringAlertSummaries"]
+    return str(alert["AlertStatus"])
+
+
 def output_keys(sm: Any, s3: Any, execution: dict[str, Any]) -> tuple[str, set[str]]:
     job = sm.describe_processing_job(ProcessingJobName=execution["ProcessingJobArn"].rsplit("/", 1)[1])
     prefix = job["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"].removeprefix(f"s3://{BUCKET}/")
@@ -166,6 +173,7 @@ def test_sagemaker_format_baseline_judges_the_capture_and_no_baseline_gives_stat
     report = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{prefix}/constraint_violations.json")["Body"].read())
     checks = {(v["feature_name"], v["constraint_check_type"]) for v in report["violations"]}
     assert ("_c0", "baseline_drift_check") in checks and ("_c1", "baseline_drift_check") not in checks, report
+    assert alert_of(sm, "sm-once") == "InAlert"  # the schedule's default alert counts the violations
 
     # a file that is not SageMaker's statistics is refused when the job definition is made, naming it
     s3.put_object(Bucket=BUCKET, Key="base/bad/statistics.json", Body=b"not json")
@@ -176,10 +184,20 @@ def test_sagemaker_format_baseline_judges_the_capture_and_no_baseline_gives_stat
     assert error["Code"] == "ValidationException"
     assert f"s3://{BUCKET}/base/bad/statistics.json" in error["Message"] and "not a JSON document" in error["Message"]
 
+    # a JSON file of the wrong shape is taken, as SageMaker takes it (the SDK's update can name constraints.json as the
+    # statistics), and fails the execution that reads it, saying what is wrong
+    swapped = {"StatisticsResource": {"S3Uri": f"s3://{BUCKET}/base/c-1/constraints.json"}}
+    sm.create_data_quality_job_definition(**definition("swapped-dq", f"s3://{BUCKET}/monitoring-output/sw", swapped))
+    failed = run_once(sm, "swapped-once", "swapped-dq")
+    assert failed["MonitoringExecutionStatus"] == "Failed", failed
+    assert "statistics.json" in failed["FailureReason"] and "numerical_statistics" in failed["FailureReason"], failed
+    assert alert_of(sm, "swapped-once") == "InAlert"
+
     # no baseline: the execution completes with the window's statistics and checks nothing
     sm.create_data_quality_job_definition(**definition("plain-dq", f"s3://{BUCKET}/monitoring-output/plain", None))
     plain = run_once(sm, "plain-once", "plain-dq")
     assert plain["MonitoringExecutionStatus"] == "Completed", plain
+    assert alert_of(sm, "plain-once") == "OK"
     prefix, keys = output_keys(sm, s3, plain)
     assert "statistics.json" in keys and "constraint_violations.json" not in keys, keys
     statistics = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{prefix}/statistics.json")["Body"].read())

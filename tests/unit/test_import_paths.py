@@ -86,16 +86,26 @@ def test_python_dash_m_runs_an_old_module_name() -> None:
 
 # aggregates servekit gained after 1047e21: their own tables, nothing else touched
 ADDED_SINCE = {"iam": 1, "kms": 1, "tags": 1}
+# migrations of existing aggregates since: (aggregate, version, the prefix of the tables they add)
+MIGRATED_SINCE = (("monitoring", 2, "monitoring_alert"),)
 
 
 def _of_added(line: str) -> bool:
-    """A dump line that belongs to an aggregate added since (its tables, their sequence rows, its schema row)."""
+    """A dump line that belongs to an aggregate added since (its tables, their sequence rows, its schema row), or to
+    a migration added since to an existing aggregate (the tables it made, its schema row)."""
     return any(
         f'"{aggregate}_' in line
         or f"TABLE {aggregate}_" in line
         or f"'{aggregate}_" in line
         or f"'{aggregate}'," in line
         for aggregate in ADDED_SINCE
+    ) or any(
+        f'"{prefix}' in line
+        or f"TABLE {prefix}" in line
+        or f"INDEX {prefix}" in line
+        or f"'{prefix}" in line
+        or f"VALUES('{aggregate}',{version}," in line
+        for aggregate, version, prefix in MIGRATED_SINCE
     )
 
 
@@ -111,7 +121,8 @@ def test_a_database_written_before_the_move_opens_unchanged(tmp_path: Path) -> N
     assert before and all(v >= 1 for v in before.values())
     with StateDB.open(tmp_path) as db:
         # the same aggregates at the same versions; aggregates added since are made beside them
-        assert schema_versions(db.conn) == {**before, **ADDED_SINCE}
+        migrated = {aggregate: version for aggregate, version, _ in MIGRATED_SINCE}
+        assert schema_versions(db.conn) == {**before, **ADDED_SINCE, **migrated}
         assert db.hosting.get_model("m1") is not None
         assert db.hosting.get_endpoint_config("c1") is not None
         assert db.sagemaker_jobs.get("training", "job1") is not None

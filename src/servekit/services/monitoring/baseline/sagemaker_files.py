@@ -3,9 +3,9 @@
 What the SageMaker SDK's ``Statistics.from_file_path`` / ``Constraints.from_file_path`` upload and a data-quality
 job definition's ``StatisticsResource`` / ``ConstraintsResource`` name (the shapes Model Monitor documents under
 "Schema for Statistics" and "Schema for Constraints"). This module is plain Python (no numpy): the control plane
-checks the files with it when a job definition or schedule is created, so a bad file is a ValidationException then
-and not a failed execution an hour later; :mod:`~servekit.services.monitoring.baseline.from_sagemaker` turns the
-checked files into the baseline the monitor judges against.
+reads a file with it when a job definition or schedule is made (it must be a JSON object), and the monitor checks the
+shapes when an execution starts, as SageMaker does; :mod:`~servekit.services.monitoring.baseline.from_sagemaker`
+turns the checked files into the baseline the monitor judges against.
 
 Files are untrusted (anyone with S3 access wrote them): size, feature, bucket and sketch counts are capped, every
 field that is used is type-checked, and each error names the file and the field and says what was expected.

@@ -5,8 +5,10 @@ endpoint's captured traffic.
 Operations: ``Create``/``Describe``/``List``/``Delete`` ``DataQualityJobDefinition`` and ``ModelQualityJobDefinition``;
 ``CreateMonitoringSchedule``, ``DescribeMonitoringSchedule``, ``ListMonitoringSchedules``,
 ``UpdateMonitoringSchedule``, ``StopMonitoringSchedule``, ``StartMonitoringSchedule``, ``DeleteMonitoringSchedule``;
-``ListMonitoringExecutions``; and ``DescribeProcessingJob`` for an execution's processing job, which is where
-SageMaker (and its SDK) find an execution's output folder — ``constraint_violations.json`` lies in it.
+``ListMonitoringExecutions``; the schedules' alerts (``ListMonitoringAlerts``, ``UpdateMonitoringAlert``,
+``ListMonitoringAlertHistory``: :mod:`~servekit.services.monitoring.schedules.alerts`); and
+``DescribeProcessingJob`` for an execution's processing job, which is where SageMaker (and its SDK) find an
+execution's output folder — ``constraint_violations.json`` lies in it.
 
 **Scheduling** is :class:`~servekit.services.monitoring.schedules.scheduler.Scheduler`'s (a background loop that runs
 each schedule's executions); this module answers the operations, checks a config through
@@ -37,6 +39,7 @@ from servekit.aws.front import Handler
 from servekit.aws.names import Account
 from servekit.aws.timestamps import optional_epoch
 from servekit.errors import IllegalTransition
+from servekit.services.monitoring.schedules.alerts import AlertsService
 from servekit.services.monitoring.schedules.jobs import DEFAULT_MAX_RUNTIME_S, JobSpecError, MonitoringType
 from servekit.services.monitoring.schedules.lifecycle import ExecutionStatus, ScheduleStatus, check_schedule_transition
 from servekit.services.monitoring.schedules.plans import Planner
@@ -70,6 +73,7 @@ class MonitoringService:
         self._scheduler = scheduler
         self._account = account or Account()
         self._clock = clock
+        self._alerts = AlertsService(repo, self._account)
 
     def handlers(self) -> dict[str, Handler]:
         """Operation name -> handler, for the API front."""
@@ -92,6 +96,7 @@ class MonitoringService:
                 "DescribeProcessingJob": self.describe_processing_job,
             }
         )
+        ops.update(self._alerts.handlers())
         return ops
 
     def _arn(self, kind: str, name: str) -> str:
@@ -200,6 +205,7 @@ class MonitoringService:
             )
         except AlreadyExists:
             raise resource_in_use(f"Monitoring schedule {arn} already exists.") from None
+        self._alerts.create_default(name, type_.value)
         self._scheduler.wake()
         return {"MonitoringScheduleArn": arn}
 
@@ -328,6 +334,7 @@ class MonitoringService:
         await self._scheduler.stop_execution(row.arn)  # its execution is stopped; the history stays
         with contextlib.suppress(NotFound):
             self.repo.delete_schedule(row.name)
+        self.repo.alerts.delete_of_schedule(row.name)
         return {}
 
     # ---- executions ----------------------------------------------------------------------------------------------

@@ -3,12 +3,15 @@ SageMaker's own ``statistics.json`` / ``constraints.json`` (what the SDK's ``Sta
 ``Constraints.from_file_path`` upload), or none at all (executions then compute the window's statistics only, as
 SageMaker's do).
 
-SageMaker's files are checked here, when the job definition or schedule is created (a bad file is a
-ValidationException naming it, not a failed execution later), and converted by the monitor when each execution starts
-(:mod:`~servekit.services.monitoring.baseline.from_sagemaker`): the control plane imports no numpy and keeps no
-converted copy, and, as in SageMaker, which reads the baseline at every execution, a file replaced in S3 is used by the
-next execution. An execution copies the files it was given into ``<output>/.baseline/`` first (the two may be under
-different prefixes; the monitor reads one folder), which is not put into S3 with the reports.
+When the job definition or schedule is created or updated, each file named must be there and be a JSON object (else a
+ValidationException naming it). Its shape is checked, and the files converted, by the monitor when each execution
+starts (:mod:`~servekit.services.monitoring.baseline.from_sagemaker`): a file of the wrong shape fails that execution
+with a FailureReason naming the file and the field. That is when SageMaker reads them too, and it takes a schedule
+whose StatisticsResource names a constraints.json (the SDK's ``Session.update_monitoring_schedule`` copies the
+schedule's ConstraintsResource into StatisticsResource when an update names no baseline). The control plane imports
+no numpy and keeps no converted copy; a file replaced in S3 is used by the next execution. An execution copies the
+files it was given into ``<output>/.baseline/`` first (the two may be under different prefixes; the monitor reads one
+folder), which is not put into S3 with the reports.
 """
 
 from __future__ import annotations
@@ -59,9 +62,9 @@ def resolve(config: Mapping[str, Any], where: str, objects: ObjectPaths) -> Base
             )
         paths[key] = path
     for key, path in paths.items():
-        problem = _check(path, f"{where}.{key}.S3Uri {given[key]}", statistics=key == "StatisticsResource")
+        problem = _check(path, f"{where}.{key}.S3Uri {given[key]}")
         if problem:
-            raise JobSpecError(f"{problem} (SageMaker Model Monitor's statistics.json / constraints.json shape)")
+            raise JobSpecError(f"{problem} (SageMaker Model Monitor's statistics.json / constraints.json)")
     statistics, constraints = paths.get("StatisticsResource"), paths.get("ConstraintsResource")
     return BaselineSource(
         statistics=None if statistics is None else str(statistics),
@@ -75,7 +78,8 @@ _checked: dict[tuple[str, int, int, str], str] = {}
 _CHECKED_MAX = 256
 
 
-def _check(path: Path, what: str, statistics: bool) -> str:
+def _check(path: Path, what: str) -> str:
+    """ "" when ``path`` holds a JSON object (its shape is the execution's to check), else what is wrong."""
     try:
         st = path.stat()
     except OSError as exc:
@@ -83,8 +87,7 @@ def _check(path: Path, what: str, statistics: bool) -> str:
     key = (str(path), st.st_size, st.st_mtime_ns, what)
     if key not in _checked:
         try:
-            doc = files.read_json(path, what)
-            _ = files.parse_statistics(doc, what) if statistics else files.parse_constraints(doc, what)
+            files.read_json(path, what)
             problem = ""
         except files.SageMakerFileError as exc:
             problem = str(exc)

@@ -30,7 +30,7 @@ from servekit._utils.background import BackgroundLoop
 from servekit.aws.errors import ApiError
 from servekit.aws.names import Account
 from servekit.services.cloudwatch.store import MetricsStore
-from servekit.services.monitoring.schedules import baselines
+from servekit.services.monitoring.schedules import alerts, baselines
 from servekit.services.monitoring.schedules.batch import stage
 from servekit.services.monitoring.schedules.cron import HOUR_S, analysis_window, due, next_fire
 from servekit.services.monitoring.schedules.jobs import (
@@ -118,9 +118,10 @@ class Scheduler(BackgroundLoop):
         self._stop_reason = "The monitoring schedule was deleted while the execution ran."
         stale = [row.job_name for row in repo.executions_in(UNFINISHED)]
         for name in stale:
-            repo.update_execution(
+            row = repo.update_execution(
                 name, _X.FAILED, failure_reason="servekit up stopped while the execution ran", ended=clock()
             )
+            alerts.judge(repo, row.schedule_name)
         if stale:
             log.warning("monitoring executions left unfinished by a previous servekit up marked Failed: %s", stale)
 
@@ -249,7 +250,10 @@ class Scheduler(BackgroundLoop):
         check_execution_transition(ExecutionStatus(row.status), status)
         if status.final:
             fields.setdefault("ended", self._clock())
-        return self.repo.update_execution(job_name, status, **fields)
+        finished = self.repo.update_execution(job_name, status, **fields)
+        if status.final:
+            alerts.judge(self.repo, finished.schedule_name)  # the schedule's alerts count this execution
+        return finished
 
     async def _execute(
         self, schedule: ScheduleRow, plan: Plan, job_name: str, since: float, until: float, out: Path, uri: str

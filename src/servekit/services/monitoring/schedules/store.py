@@ -1,5 +1,5 @@
 """The monitoring aggregate: monitoring job definitions (data quality, model quality), monitoring schedules and
-their executions, as SageMaker's monitoring API keeps them.
+their executions, as SageMaker's monitoring API keeps them (and the schedules' alerts: ``alert_store``).
 
 The repository stores what it is given (statuses as text, requests as JSON objects); what the statuses mean, which
 transitions are legal and when an execution is due belong to ``servekit.services.monitoring.schedules.api`` above it.
@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from servekit.services.monitoring.schedules import alert_store
 from servekit.state.connection import Connection, transaction
 from servekit.state.migrations import Migration
 from servekit.state.paging import Listing, Page, keyset_page, page_of, where_set
@@ -80,6 +81,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX monitoring_executions_created ON monitoring_executions (created)",
         ),
     ),
+    Migration(2, "Monitoring alerts and their history", alert_store.TABLES),
 )
 
 
@@ -208,6 +210,7 @@ class Monitoring:
     def __init__(self, conn: Connection, clock: Callable[[], float] = time.time) -> None:
         self._db = conn
         self._clock = clock
+        self.alerts = alert_store.MonitoringAlerts(conn, clock)  # each schedule's alerts and their history
 
     # ---- job definitions -----------------------------------------------------------------------------------------
     def create_definition(

@@ -300,14 +300,24 @@ def test_files_under_separate_prefixes_of_the_store_are_checked_and_staged(tmp_p
     assert from_sagemaker.load_folder(staged).columns == ("num_0", "cat_0")
 
 
-def test_a_bad_file_is_a_validation_error_naming_its_uri(tmp_path: Path) -> None:
-    write_files(tmp_path / "b", {"features": "nope"}, None)
-    config = {"StatisticsResource": {"S3Uri": f"file://{tmp_path}/b/statistics.json"}}
-    with pytest.raises(JobSpecError, match=r"DataQualityBaselineConfig\.StatisticsResource\.S3Uri file://.*features"):
+def test_a_file_that_is_not_json_or_not_there_is_refused_and_a_wrong_shape_fails_the_execution(tmp_path: Path) -> None:
+    (tmp_path / "n").mkdir()
+    (tmp_path / "n" / "statistics.json").write_text("{not json")
+    config = {"StatisticsResource": {"S3Uri": f"file://{tmp_path}/n/statistics.json"}}
+    with pytest.raises(JobSpecError, match=r"DataQualityBaselineConfig\.StatisticsResource\.S3Uri file://.*not a JSON"):
         spec_from_definition(MonitoringType.DATA_QUALITY, definition(config, tmp_path / "o"))
     missing = {"ConstraintsResource": {"S3Uri": f"file://{tmp_path}/nowhere/constraints.json"}}
     with pytest.raises(JobSpecError, match=r"no constraints\.json there"):
         spec_from_definition(MonitoringType.DATA_QUALITY, definition(missing, tmp_path / "o"))
+    # a JSON object of the wrong shape is taken (SageMaker reads the files when an execution runs) ...
+    write_files(tmp_path / "b", {"features": "nope"}, None)
+    config = {"StatisticsResource": {"S3Uri": f"file://{tmp_path}/b/statistics.json"}}
+    spec = spec_from_definition(MonitoringType.DATA_QUALITY, definition(config, tmp_path / "o"))
+    assert spec.sagemaker_baseline is not None
+    # ... and the execution's conversion refuses it, naming the field
+    staged = baselines.stage(spec.sagemaker_baseline, tmp_path / "out")
+    with pytest.raises(BaselineError, match=r"statistics\.json.*features"):
+        store.load(staged)
 
 
 def test_servekits_own_folder_is_still_preferred(tmp_path: Path) -> None:
@@ -348,8 +358,8 @@ def test_a_file_replaced_after_creation_is_checked_again(tmp_path: Path) -> None
     folder = write_files(tmp_path / "b", training_statistics(), None)
     config = {"StatisticsResource": {"S3Uri": f"file://{folder}/statistics.json"}}
     assert baselines.resolve(config, "BaselineConfig", lambda _: None) is not None
-    (folder / "statistics.json").write_text('{"features": 3}')
-    with pytest.raises(JobSpecError, match="features must be a list"):
+    (folder / "statistics.json").write_text('{"features": 3')
+    with pytest.raises(JobSpecError, match="not a JSON document"):
         baselines.resolve(config, "BaselineConfig", lambda _: None)
 
 

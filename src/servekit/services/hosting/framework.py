@@ -70,6 +70,9 @@ FIRST_PARTY_HANDLERS = {
     "knn": "knn.py",
 }
 FIRST_PARTY_PACKAGE = "servekit.services.training.algorithms.handlers"
+# images whose containers ship libraries their scripts import -> servekit's package of stand-ins for them (the same
+# folder training jobs have on their PYTHONPATH)
+CONTAINER_LIBRARIES = {"sagemaker-xgboost": "servekit.services.training.containers"}
 MODEL_OWN_CODE = "/opt/ml/model/code"  # SAGEMAKER_SUBMIT_DIRECTORY of a repacked model: the model's code/ folder
 CODE_DIR = "code"
 MANIFEST_NAME = "servekit.toml"  # servekit.serving.runtime.manifest's file (hosting does not import the runtime)
@@ -224,12 +227,13 @@ class FrameworkModels:
                     name or model_base,
                     where,
                 )
+        libraries = _libraries(image_repository(container.image))
         listing = [f"{v.name}/{e}" for v in versions for e in sorted(os.listdir(v))]
-        key = _key(str(base.resolve()), str(code.resolve()) if code else "", ep.program, *listing)
+        key = _key(str(base.resolve()), str(code.resolve()) if code else "", ep.program, *libraries, *listing)
 
         def make(tmp: Path) -> None:
             for version in versions:
-                _compose(version, code, entries[version.name], tmp / version.name)
+                _compose(version, code, entries[version.name], tmp / version.name, libraries)
 
         final = self._cache / key
         if build_once(final, make):
@@ -283,9 +287,20 @@ class FrameworkModels:
         return base / "1" if (base / "1").is_dir() else base
 
 
-def _compose(version: Path, code: Path | None, entry: str, dest: Path) -> None:
+def _libraries(repository: str) -> tuple[str, ...]:
+    """The folders of the libraries an image's scripts may import (its container's, as servekit stands them in)."""
+    package = CONTAINER_LIBRARIES.get(repository)
+    if package is None:
+        return ()
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FrameworkError(f"{package} is missing from this install")
+    return (str(Path(next(iter(spec.submodule_search_locations))).resolve()),)
+
+
+def _compose(version: Path, code: Path | None, entry: str, dest: Path, libraries: tuple[str, ...] = ()) -> None:
     """``dest``: links to ``version``'s entries (its own ``code/`` replaced by ``code`` when given) and the
-    manifest naming the entry point."""
+    manifest naming the entry point (and the folders of the image's libraries)."""
     dest.mkdir(parents=True)
     source = version.resolve()
     for item in sorted(os.listdir(source)):
@@ -295,7 +310,10 @@ def _compose(version: Path, code: Path | None, entry: str, dest: Path) -> None:
     if code is not None:
         os.symlink(code.resolve(), dest / CODE_DIR, target_is_directory=True)
     # JSON strings are TOML basic strings
-    (dest / MANIFEST_NAME).write_text(f'runtime = "python"\nentry_point = {json.dumps(entry)}\n', encoding="utf-8")
+    manifest = f'runtime = "python"\nentry_point = {json.dumps(entry)}\n'
+    if libraries:
+        manifest += f"python_path = {json.dumps(list(libraries))}\n"
+    (dest / MANIFEST_NAME).write_text(manifest, encoding="utf-8")
 
 
 def _key(*parts: str) -> str:

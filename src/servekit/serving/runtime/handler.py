@@ -390,6 +390,11 @@ class HandlerRuntime:
         return (path / HANDLER_FILE).is_file()
 
     def load(self, path: Path, manifest: Manifest, options: RuntimeOptions) -> HandlerServable:
+        for folder in manifest.python_path:  # kept: a script may import them inside its functions, later
+            if not Path(folder).is_dir():
+                raise ConfigError(f"python_path {folder} of {path} is not a folder")
+            if folder not in sys.path:
+                sys.path.append(folder)
         if not manifest.entry_point:
             handler = path / HANDLER_FILE
             if not handler.is_file():

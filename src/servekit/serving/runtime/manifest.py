@@ -1,6 +1,8 @@
 """``servekit.toml`` beside a version's files: names the runtime and may declare signatures; for the ``python``
 (handler) runtime, ``entry_point`` names the script in ``code/`` (default ``inference.py``): a SageMaker framework
-model's ``SAGEMAKER_PROGRAM``, written by hosting (:mod:`servekit.services.hosting.framework`)."""
+model's ``SAGEMAKER_PROGRAM``, written by hosting (:mod:`servekit.services.hosting.framework`), and ``python_path``
+the folders of libraries its scripts import (absolute paths, put at the end of ``sys.path`` when the model loads:
+hosting names servekit's stand-in for ``sagemaker_xgboost_container`` for SageMaker's XGBoost image)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class Manifest:
     feature_names: tuple[str, ...] = ()
     class_labels: tuple[str, ...] = ()
     entry_point: str = ""  # the handler runtime's script, relative to code/
+    python_path: tuple[str, ...] = ()  # folders of libraries the handler runtime's scripts import
 
 
 def _tensor(raw: Any, where: str) -> TensorSpec:
@@ -60,4 +63,11 @@ def read_manifest(version_dir: Path) -> Manifest:
         feature_names=tuple(str(f) for f in data.get("feature_names", [])),
         class_labels=tuple(str(c) for c in data.get("class_labels", [])),
         entry_point=str(data.get("entry_point", "")),
+        python_path=_python_path(data.get("python_path", []), path),
     )
+
+
+def _python_path(raw: Any, path: Path) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(p, str) and Path(p).is_absolute() for p in raw):
+        raise ConfigError(f"{path}: python_path must be a list of absolute folder paths, not {raw!r}")
+    return tuple(raw)

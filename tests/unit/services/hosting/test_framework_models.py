@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import os
+import sys
 import tarfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import xgboost as xgb
 
 from servekit.aws.errors import ApiError
 from servekit.backends.local import InstanceHandle, InstanceSpec
@@ -36,6 +40,8 @@ from servekit.services.hosting.framework import (
 from servekit.services.hosting.instance_types import Machine
 from servekit.services.hosting.orchestrator import Orchestrator
 from servekit.services.hosting.store_rows import ContainerSpec
+from servekit.serving.runtime.handler import HandlerServable
+from servekit.serving.runtime.registry import RuntimeRegistry
 
 SKLEARN = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
 TRAIN = b"def model_fn(model_dir):\n    return model_dir\n\nif __name__ == '__main__':\n    raise SystemExit(1)\n"
@@ -329,3 +335,54 @@ def test_a_batch_run_composes_only_what_only_the_image_reads(tmp_path: Path) -> 
     manifest = tomllib.loads((kmeans / "1" / "servekit.toml").read_text())
     assert manifest == {"runtime": "python", "entry_point": "kmeans.py"}
     assert (kmeans / "1" / "code" / "kmeans.py").is_file() and (kmeans / "1" / "model_algo-1").is_file()
+
+
+XGBOOST_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
+XGBOOST_INFERENCE = b"""
+import os
+
+import xgboost as xgb
+from sagemaker_xgboost_container import encoder as xgb_encoders  # as SageMaker's XGBoost examples import it
+
+
+def model_fn(model_dir):
+    booster = xgb.Booster()
+    booster.load_model(os.path.join(model_dir, "xgboost-model.json"))
+    return booster
+
+
+def input_fn(request_body, request_content_type):
+    return xgb_encoders.decode(request_body, request_content_type)
+
+
+def predict_fn(data, model):
+    return model.predict(data).tolist()
+"""
+
+
+def test_an_xgboost_images_scripts_import_its_containers_library(tmp_path: Path, resolver: ArtifactResolver) -> None:
+    """SageMaker's XGBoost container ships ``sagemaker_xgboost_container`` (its ``encoder`` reads CSV, libsvm and
+    RecordIO-protobuf bodies into a DMatrix); an endpoint's inference script for that image imports it, as training
+    scripts do."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(60, 3))
+    booster = xgb.train({"objective": "reg:squarederror"}, xgb.DMatrix(x, label=x @ [1.0, -2.0, 0.5]), 5)
+    saved = tmp_path / "xgboost-model.json"
+    booster.save_model(saved)
+    model = tar_gz(tmp_path / "model.tar.gz", {"xgboost-model.json": saved.read_bytes()})
+    src = tar_gz(tmp_path / "sourcedir.tar.gz", {"inference.py": XGBOOST_INFERENCE})
+    spec = container(f"file://{src}", "inference.py", image=XGBOOST_IMAGE)
+    served = Path(models(resolver, tmp_path / "framework").model_dir(spec, str(resolver.resolve(str(model)).base_path)))
+    manifest = tomllib.loads((served / "1" / "servekit.toml").read_text())
+    [library] = manifest["python_path"]
+    assert (Path(library) / "sagemaker_xgboost_container" / "encoder.py").is_file()
+    sklearn_model = models(resolver, tmp_path / "framework").model_dir(
+        container(f"file://{src}", "inference.py"), str(resolver.resolve(str(model)).base_path)
+    )
+    assert "python_path" not in tomllib.loads((Path(sklearn_model) / "1" / "servekit.toml").read_text())
+
+    servable = RuntimeRegistry().load(served / "1")
+    assert isinstance(servable, HandlerServable) and library in sys.path
+    body, _ = servable.invoke(b"0.5,1.0,-1.0\n2.0,0.0,1.0\n", "text/csv", "application/json")
+    expected = booster.predict(xgb.DMatrix(np.array([[0.5, 1.0, -1.0], [2.0, 0.0, 1.0]])))
+    assert np.allclose(json.loads(bytes(body)), expected)

@@ -106,3 +106,14 @@ def test_what_the_runtime_refuses(tmp_path: Path) -> None:
     version, _ = framework_model(tmp_path / "d", entry="serve.py")
     with pytest.raises(ConfigError, match=r"no code/serve.py in .*entry_point"):
         RuntimeRegistry().load(version)
+
+
+def test_python_path_must_name_absolute_folders(tmp_path: Path) -> None:
+    version, _ = framework_model(tmp_path)
+    manifest = version / "servekit.toml"
+    manifest.write_text('runtime = "python"\nentry_point = "train.py"\npython_path = ["libs"]\n')
+    with pytest.raises(ConfigError, match="python_path must be a list of absolute folder paths"):
+        RuntimeRegistry().load(version)
+    manifest.write_text(f'runtime = "python"\nentry_point = "train.py"\npython_path = ["{tmp_path}/none"]\n')
+    with pytest.raises(ConfigError, match="is not a folder"):
+        RuntimeRegistry().load(version)

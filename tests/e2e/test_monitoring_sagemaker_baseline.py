@@ -174,6 +174,13 @@ def test_sagemaker_format_baseline_judges_the_capture_and_no_baseline_gives_stat
     checks = {(v["feature_name"], v["constraint_check_type"]) for v in report["violations"]}
     assert ("_c0", "baseline_drift_check") in checks and ("_c1", "baseline_drift_check") not in checks, report
     assert alert_of(sm, "sm-once") == "InAlert"  # the schedule's default alert counts the violations
+    # the execution's log is its processing job's stream in CloudWatch Logs, naming the job first (what the SDK's
+    # get_latest_execution_logs() prints)
+    logs, job = up.client("logs"), execution["ProcessingJobArn"].rsplit("/", 1)[1]
+    group = "/aws/sagemaker/ProcessingJobs"
+    [stream] = logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=job)["logStreams"]
+    events = logs.get_log_events(logGroupName=group, logStreamName=stream["logStreamName"])["events"]
+    assert events[0]["message"].startswith(f"Processing job {execution['ProcessingJobArn']}: monitoring schedule")
 
     # a file that is not SageMaker's statistics is refused when the job definition is made, naming it
     s3.put_object(Bucket=BUCKET, Key="base/bad/statistics.json", Body=b"not json")

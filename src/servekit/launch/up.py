@@ -357,6 +357,7 @@ def build(
     )
     # CloudWatch Logs: the instances' and transform jobs' output, shipped into SageMaker's log groups
     logs, log_shipper = build_logs(db, home, account, fleets.controllers, os.environ, database_url)
+    scheduler.logs = JobLogFiles(log_shipper)  # monitoring executions log into /aws/sagemaker/ProcessingJobs
     # Training jobs: scripts in a bubblewrap sandbox that shows them /opt/ml; channels linked from the plane's S3
     # Images jobs may name: SageMaker's framework images, and the user's (<home>/images.yaml, then --images)
     images = ImageTable([home / "images.yaml", *([Path(images_file)] if images_file else [])])

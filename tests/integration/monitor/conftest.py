@@ -77,7 +77,10 @@ class FakeMonitor:
         if self.behaviour == "timeout":
             raise TimeoutError
         if self.behaviour == "fail":
-            log_path.write_text("reading the baseline\nerror: baseline /x: no CURRENT version\n")
+            with log_path.open("a") as log:  # after the scheduler's first line, as the real runner appends
+                log.write("reading the baseline\nerror: baseline /x: no CURRENT version\n")
+            return 1
+        if self.behaviour == "mute":  # fails saying nothing
             return 1
         if cmd[4] == "quality":
             return self.quality(cmd)
@@ -120,6 +123,22 @@ class FakeMonitor:
 
 
 @dataclass
+class ShippedLogs:
+    """The scheduler's CloudWatch Logs port, recorded: (what, group, stream, path) per call."""
+
+    calls: list[tuple[str, str, str, Path]] = field(default_factory=list)
+
+    def register(self, group: str, stream: str, path: Path) -> None:
+        self.calls.append(("register", group, stream, path))
+
+    def unregister(self, path: Path) -> None:
+        self.calls.append(("unregister", "", "", path))
+
+    def flush(self, group: str, stream: str, path: Path) -> None:
+        self.calls.append(("flush", group, stream, path))
+
+
+@dataclass
 class World:
     sm: Any
     service: MonitoringService
@@ -131,6 +150,7 @@ class World:
     hosting: Hosting
     tmp: Path
     baseline: Path
+    logs: ShippedLogs
 
     def tick(self, at: float) -> list[str]:
         self.clock.now = at
@@ -176,7 +196,8 @@ def world(tmp_path: Path, boto_client: Callable[..., Any], api_keys: Credentials
     monitor = FakeMonitor()
     repo = Monitoring(db.conn, clock=clock)
     planner = Planner(repo, hosting, Account())
-    scheduler = Scheduler(repo, planner, metrics, Account(), clock=clock, runner=monitor, python="python3")
+    logs = ShippedLogs()
+    scheduler = Scheduler(repo, planner, metrics, Account(), clock=clock, runner=monitor, python="python3", logs=logs)
     service = MonitoringService(repo, planner, scheduler, Account(), clock=clock)
     loop = LoopThread()
     handlers = service.handlers()
@@ -187,7 +208,7 @@ def world(tmp_path: Path, boto_client: Callable[..., Any], api_keys: Credentials
 
     sm = boto_client("sagemaker", api_keys.admin, dispatch=dispatch)
     try:
-        yield World(sm, service, scheduler, clock, monitor, loop, metrics, hosting, tmp_path, baseline)
+        yield World(sm, service, scheduler, clock, monitor, loop, metrics, hosting, tmp_path, baseline, logs)
     finally:
         loop.call(scheduler.close())
         loop.stop()

@@ -160,6 +160,17 @@ def test_an_hourly_schedule_runs_the_monitor_on_the_last_hour_and_records_its_me
 
     [e] = world.executions(MonitoringScheduleName="hourly")
     assert e["MonitoringExecutionStatus"] == "CompletedWithViolations"
+    # its log, named for the processing job first as SageMaker's analyzer names it, went to the job's stream
+    log_file = out / "servekit-monitor.log"
+    assert log_file.read_text().startswith(
+        f"Processing job arn:aws:sagemaker:us-east-1:000000000000:processing-job/{job}: monitoring schedule hourly, "
+        "DataQuality of ep from 2026-11-30T10:00:00Z to 2026-11-30T11:00:00Z\n"
+    )
+    stream = f"{job}/algo-1-{int(at('2026-11-30T11:00:05'))}"
+    group = "/aws/sagemaker/ProcessingJobs"
+    assert world.logs.calls == [
+        ("register", group, stream, log_file), ("flush", group, stream, log_file), ("unregister", "", "", log_file)
+    ]  # fmt: skip
     assert e["ScheduledTime"] == datetime(2026, 11, 30, 11, tzinfo=UTC)
     assert e["ProcessingJobArn"] == f"arn:aws:sagemaker:us-east-1:000000000000:processing-job/{job}"
     assert (e["EndpointName"], e["MonitoringJobDefinitionName"], e["MonitoringType"]) == ("ep", "dq", "DataQuality")
@@ -258,6 +269,13 @@ def test_failed_executions_say_why(world: World) -> None:
     gone = run("drift", 17)
     assert gone["MonitoringExecutionStatus"] == "Failed" and "Could not find endpoint" in gone["FailureReason"]
     assert len(world.executions(StatusEquals="Failed")) == 6
+    # a monitor that fails saying nothing: its log holds only the scheduler's first line, which is not the reason
+    world.hosting.create_endpoint("ep", "arn:aws:sagemaker:us-east-1:000000000000:endpoint/ep", "cfg", "InService",
+                                  (VariantState("AllTraffic", 1.0, 1.0, 1, 1),))  # fmt: skip
+    partition = world.tmp / "capture" / "ep" / "AllTraffic" / "2026" / "11" / "30" / "17"
+    partition.mkdir(parents=True)
+    (partition / "00-x.jsonl").write_text("{}\n")
+    assert run("mute", 18)["FailureReason"] == "servekit monitor exited with 1."
 
 
 def test_bad_schedules_are_refused_with_a_clear_message(world: World) -> None:

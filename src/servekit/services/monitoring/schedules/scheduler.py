@@ -24,7 +24,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from servekit._utils.background import BackgroundLoop
 from servekit.aws.errors import ApiError
@@ -63,16 +63,30 @@ log = logging.getLogger(__name__)
 # (command, log file, timeout seconds) -> exit status; raises TimeoutError past the timeout
 Runner = Callable[[Sequence[str], Path, float], Awaitable[int]]
 LOG_NAME = "servekit-monitor.log"
+LOG_GROUP = "/aws/sagemaker/ProcessingJobs"  # where SageMaker's monitoring executions log, one stream per job
+
+
+class ExecutionLogs(Protocol):
+    """Where an execution's log goes (CloudWatch Logs' shipper, adapted by the launch layer): follow the file, read
+    it to its end when the execution ends, let it go."""
+
+    def register(self, group: str, stream: str, path: Path) -> None: ...
+
+    def unregister(self, path: Path) -> None: ...
+
+    def flush(self, group: str, stream: str, path: Path) -> None: ...
+
+
 BATCH_FOLDER = ".batch-capture"  # in an execution's output folder: the batch capture it read, as capture records
 _ST = ScheduleStatus
 _X = ExecutionStatus
 
 
 async def run_subprocess(command: Sequence[str], log_path: Path, timeout_s: float) -> int:
-    """Run ``command`` with its output in ``log_path``; past ``timeout_s`` (or when cancelled) its process group is
-    terminated (killed after 5 s) and TimeoutError (or CancelledError) raised."""
+    """Run ``command`` with its output appended to ``log_path``; past ``timeout_s`` (or when cancelled) its process
+    group is terminated (killed after 5 s) and TimeoutError (or CancelledError) raised."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as out:  # the child keeps its own descriptor
+    with log_path.open("ab") as out:  # the child keeps its own descriptor
         proc = await asyncio.create_subprocess_exec(
             *command, stdout=out, stderr=asyncio.subprocess.STDOUT, start_new_session=True
         )
@@ -103,8 +117,12 @@ class Scheduler(BackgroundLoop):
         max_parallel: int = 2,
         python: str = sys.executable,
         max_wait_s: float = 60.0,
+        logs: ExecutionLogs | None = None,
     ) -> None:
+        """``logs``: where each execution's log is shipped (``/aws/sagemaker/ProcessingJobs``, a stream per
+        processing job, as SageMaker's executions log); None keeps it in the output folder only."""
         self.repo = repo
+        self.logs = logs
         self._planner = planner
         self._metrics = metrics
         self._account = account or Account()
@@ -276,8 +294,14 @@ class Scheduler(BackgroundLoop):
                 job |= {"data_uri": source, "command": command}
                 self._finish(job_name, _X.IN_PROGRESS, started=self._clock(), job=job)
                 out.mkdir(parents=True, exist_ok=True)
+                header = (
+                    f"Processing job {self._account.arn_of('processing-job', job_name)}: monitoring schedule "
+                    f"{schedule.name}, {spec.type.value} of {spec.endpoint_name or 'a batch transform'} from "
+                    f"{datetime.fromtimestamp(since, UTC):%Y-%m-%dT%H:%M:%SZ} to "
+                    f"{datetime.fromtimestamp(until, UTC):%Y-%m-%dT%H:%M:%SZ}\n"
+                )
                 try:
-                    code = await self._runner(command, out / LOG_NAME, float(spec.max_runtime_s))
+                    code = await self._run_logged(command, out / LOG_NAME, header, job_name, spec.max_runtime_s)
                 except TimeoutError:
                     await self._publish(spec, out, uri)
                     self._finish(
@@ -288,7 +312,7 @@ class Scheduler(BackgroundLoop):
                     return
                 if code != 0:
                     await self._publish(spec, out, uri)
-                    reason = last_line(await asyncio.to_thread(_read_text, out / LOG_NAME))
+                    reason = last_line((await asyncio.to_thread(_read_text, out / LOG_NAME)).removeprefix(header))
                     self._finish(job_name, _X.FAILED, failure_reason=reason or f"servekit monitor exited with {code}.")
                     return
                 outcome = await asyncio.to_thread(_read_outcome, spec, out)
@@ -307,6 +331,21 @@ class Scheduler(BackgroundLoop):
             log.exception("monitoring execution %s failed", job_name)
             with contextlib.suppress(Exception):
                 self._finish(job_name, _X.FAILED, failure_reason=(str(exc) or type(exc).__name__)[:1024])
+
+    async def _run_logged(self, command: list[str], log: Path, header: str, job_name: str, max_s: int) -> int:
+        """Run the monitor with its output in ``log`` after ``header`` (the processing job it is, as SageMaker's
+        analyzer names it first), shipped to the job's stream of CloudWatch Logs while it runs and to its end after."""
+        await asyncio.to_thread(log.write_text, header)
+        stream = f"{job_name}/algo-1-{int(self._clock())}"
+        if self.logs is not None:
+            self.logs.register(LOG_GROUP, stream, log)
+        try:
+            return await self._runner(command, log, float(max_s))
+        finally:
+            if self.logs is not None:
+                with contextlib.suppress(Exception):  # the log stays in the output folder either way
+                    await asyncio.to_thread(self.logs.flush, LOG_GROUP, stream, log)
+                self.logs.unregister(log)
 
     async def _input(self, spec: JobSpec, job_name: str, since: float, until: float, out: Path) -> str | None:
         """The local folder of capture records the execution reads; None (the execution Failed, saying why) when there

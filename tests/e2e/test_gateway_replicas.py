@@ -168,6 +168,7 @@ def _serves(rt: Any) -> bool:
         return False
 
 
+@pytest.mark.slow  # 10 s on the 2-core machine (make test-slow)
 def test_replica_checks_signatures_and_reports_an_unreachable_leader(tmp_path: Path) -> None:
     home = tmp_path / "home"
     leader = UpProcess(home)

@@ -138,6 +138,7 @@ def test_a_model_that_cannot_load_fails_the_endpoint_with_its_reason(up: UpProce
     assert "weights file is corrupt" in desc["FailureReason"]
 
 
+@pytest.mark.slow  # 13 s on the 2-core machine (make test-slow)
 def test_errors_as_boto3_sees_them(up: UpProcess, tmp_path: Path) -> None:
     sm, rt = up.sm(), up.rt()
     with pytest.raises(botocore.exceptions.ClientError) as err:

@@ -343,6 +343,7 @@ def healthy(sm: Any, endpoint: str) -> int:
     return int(d["ProductionVariants"][0]["CurrentInstanceCount"])
 
 
+@pytest.mark.slow  # 18 s with its cluster's setup on the 2-core machine (make test-slow)
 def test_instances_spread_killed_actor_replaced_lost_node_moved_no_failed_requests(
     up: UpProcess, cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -50,6 +50,7 @@ def test_the_sdks_default_bucket_exists_and_sts_names_the_account(up: UpProcess)
     assert boto(up, "sts").get_caller_identity()["Account"] == "000000000000"
 
 
+@pytest.mark.slow  # 13 s on the 2-core machine (make test-slow)
 def test_upload_download_and_list_through_boto3(up: UpProcess, tmp_path: Path) -> None:
     s3 = boto(up, "s3")
     s3.create_bucket(Bucket="e2e")
